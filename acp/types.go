@@ -1,0 +1,629 @@
+package acp
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Meta is the `_meta` extension object every ACP type may carry.
+type Meta map[string]any
+
+// ProtocolVersion is the only ACP major version acpd speaks.
+const ProtocolVersion = 1
+
+// Method names (schema meta.json).
+const (
+	MethodInitialize             = "initialize"
+	MethodAuthenticate           = "authenticate"
+	MethodLogout                 = "logout"
+	MethodSessionNew             = "session/new"
+	MethodSessionLoad            = "session/load"
+	MethodSessionResume          = "session/resume"
+	MethodSessionList            = "session/list"
+	MethodSessionClose           = "session/close"
+	MethodSessionDelete          = "session/delete"
+	MethodSessionSetMode         = "session/set_mode"
+	MethodSessionSetConfigOption = "session/set_config_option"
+	MethodSessionPrompt          = "session/prompt"
+	MethodSessionCancel          = "session/cancel"
+
+	MethodSessionUpdate            = "session/update"
+	MethodSessionRequestPermission = "session/request_permission"
+	MethodFSReadTextFile           = "fs/read_text_file"
+	MethodFSWriteTextFile          = "fs/write_text_file"
+	MethodTerminalCreate           = "terminal/create"
+	MethodTerminalOutput           = "terminal/output"
+	MethodTerminalRelease          = "terminal/release"
+	MethodTerminalWaitForExit      = "terminal/wait_for_exit"
+	MethodTerminalKill             = "terminal/kill"
+
+	MethodCancelRequest = "$/cancel_request"
+)
+
+// ---- initialize ----
+
+type InitializeRequest struct {
+	ProtocolVersion    int                `json:"protocolVersion"`
+	ClientCapabilities ClientCapabilities `json:"clientCapabilities,omitzero"`
+	ClientInfo         *Implementation    `json:"clientInfo,omitempty"`
+	Meta               Meta               `json:"_meta,omitempty"`
+}
+
+type ClientCapabilities struct {
+	FS       FileSystemCapabilities `json:"fs,omitzero"`
+	Terminal bool                   `json:"terminal,omitempty"`
+	Meta     Meta                   `json:"_meta,omitempty"`
+}
+
+type FileSystemCapabilities struct {
+	ReadTextFile  bool `json:"readTextFile,omitempty"`
+	WriteTextFile bool `json:"writeTextFile,omitempty"`
+	Meta          Meta `json:"_meta,omitempty"`
+}
+
+type Implementation struct {
+	Name    string `json:"name"`
+	Title   string `json:"title,omitempty"`
+	Version string `json:"version"`
+}
+
+type InitializeResponse struct {
+	ProtocolVersion   int               `json:"protocolVersion"`
+	AgentCapabilities AgentCapabilities `json:"agentCapabilities"`
+	AuthMethods       []AuthMethod      `json:"authMethods"`
+	AgentInfo         *Implementation   `json:"agentInfo,omitempty"`
+	Meta              Meta              `json:"_meta,omitempty"`
+}
+
+type AgentCapabilities struct {
+	LoadSession         bool                `json:"loadSession"`
+	PromptCapabilities  PromptCapabilities  `json:"promptCapabilities"`
+	MCPCapabilities     MCPCapabilities     `json:"mcpCapabilities"`
+	SessionCapabilities SessionCapabilities `json:"sessionCapabilities"`
+	Meta                Meta                `json:"_meta,omitempty"`
+}
+
+type PromptCapabilities struct {
+	Image           bool `json:"image"`
+	Audio           bool `json:"audio"`
+	EmbeddedContext bool `json:"embeddedContext"`
+}
+
+type MCPCapabilities struct {
+	HTTP bool `json:"http"`
+	SSE  bool `json:"sse"`
+}
+
+// Capability is an object capability: non-nil (`{}`) means supported.
+type Capability struct {
+	Meta Meta `json:"_meta,omitempty"`
+}
+
+type SessionCapabilities struct {
+	List                  *Capability `json:"list,omitempty"`
+	Delete                *Capability `json:"delete,omitempty"`
+	AdditionalDirectories *Capability `json:"additionalDirectories,omitempty"`
+	Resume                *Capability `json:"resume,omitempty"`
+	Close                 *Capability `json:"close,omitempty"`
+}
+
+// AuthMethod is the agent-type auth method (the default variant).
+type AuthMethod struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Meta        Meta   `json:"_meta,omitempty"`
+}
+
+type AuthenticateRequest struct {
+	MethodID string `json:"methodId"`
+	Meta     Meta   `json:"_meta,omitempty"`
+}
+
+// Empty is the `{}` result of methods with nothing to return.
+type Empty struct {
+	Meta Meta `json:"_meta,omitempty"`
+}
+
+// ---- sessions ----
+
+type EnvVariable struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+type HTTPHeader struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// MCPServer is the union of stdio (Type ""), "http" and "sse" server configs.
+type MCPServer struct {
+	Type    string        `json:"type,omitempty"`
+	Name    string        `json:"name"`
+	Command string        `json:"command,omitempty"`
+	Args    []string      `json:"args,omitempty"`
+	Env     []EnvVariable `json:"env,omitempty"`
+	URL     string        `json:"url,omitempty"`
+	Headers []HTTPHeader  `json:"headers,omitempty"`
+	Meta    Meta          `json:"_meta,omitempty"`
+}
+
+type NewSessionRequest struct {
+	Cwd                   string      `json:"cwd"`
+	AdditionalDirectories []string    `json:"additionalDirectories,omitempty"`
+	MCPServers            []MCPServer `json:"mcpServers"`
+	Meta                  Meta        `json:"_meta,omitempty"`
+}
+
+type NewSessionResponse struct {
+	SessionID     string                `json:"sessionId"`
+	Modes         *SessionModeState     `json:"modes,omitempty"`
+	ConfigOptions []SessionConfigOption `json:"configOptions,omitempty"`
+	Meta          Meta                  `json:"_meta,omitempty"`
+}
+
+type LoadSessionRequest struct {
+	SessionID             string      `json:"sessionId"`
+	Cwd                   string      `json:"cwd"`
+	AdditionalDirectories []string    `json:"additionalDirectories,omitempty"`
+	MCPServers            []MCPServer `json:"mcpServers"`
+	Meta                  Meta        `json:"_meta,omitempty"`
+}
+
+// LoadSessionResponse is also the result of session/resume.
+type LoadSessionResponse struct {
+	Modes         *SessionModeState     `json:"modes,omitempty"`
+	ConfigOptions []SessionConfigOption `json:"configOptions,omitempty"`
+	Meta          Meta                  `json:"_meta,omitempty"`
+}
+
+type ResumeSessionRequest struct {
+	SessionID             string      `json:"sessionId"`
+	Cwd                   string      `json:"cwd"`
+	AdditionalDirectories []string    `json:"additionalDirectories,omitempty"`
+	MCPServers            []MCPServer `json:"mcpServers,omitempty"`
+	Meta                  Meta        `json:"_meta,omitempty"`
+}
+
+type ListSessionsRequest struct {
+	Cwd    string `json:"cwd,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+	Meta   Meta   `json:"_meta,omitempty"`
+}
+
+type ListSessionsResponse struct {
+	Sessions   []SessionInfo `json:"sessions"`
+	NextCursor string        `json:"nextCursor,omitempty"`
+	Meta       Meta          `json:"_meta,omitempty"`
+}
+
+type SessionInfo struct {
+	SessionID string `json:"sessionId"`
+	Cwd       string `json:"cwd"`
+	Title     string `json:"title,omitempty"`
+	UpdatedAt string `json:"updatedAt,omitempty"`
+	Meta      Meta   `json:"_meta,omitempty"`
+}
+
+// SessionIDRequest is the params of session/close, session/delete and session/cancel.
+type SessionIDRequest struct {
+	SessionID string `json:"sessionId"`
+	Meta      Meta   `json:"_meta,omitempty"`
+}
+
+type SessionModeState struct {
+	CurrentModeID  string        `json:"currentModeId"`
+	AvailableModes []SessionMode `json:"availableModes"`
+}
+
+type SessionMode struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+type SetSessionModeRequest struct {
+	SessionID string `json:"sessionId"`
+	ModeID    string `json:"modeId"`
+	Meta      Meta   `json:"_meta,omitempty"`
+}
+
+// SessionConfigOption is a select option (acpd never sends boolean options).
+type SessionConfigOption struct {
+	ID           string                      `json:"id"`
+	Name         string                      `json:"name"`
+	Description  string                      `json:"description,omitempty"`
+	Category     string                      `json:"category,omitempty"`
+	Type         string                      `json:"type"` // "select"
+	CurrentValue string                      `json:"currentValue"`
+	Options      []SessionConfigSelectOption `json:"options"`
+}
+
+type SessionConfigSelectOption struct {
+	Value       string `json:"value"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+// SetSessionConfigOptionRequest carries a string value (or a boolean with Type "boolean").
+type SetSessionConfigOptionRequest struct {
+	SessionID string          `json:"sessionId"`
+	ConfigID  string          `json:"configId"`
+	Type      string          `json:"type,omitempty"`
+	Value     json.RawMessage `json:"value"`
+	Meta      Meta            `json:"_meta,omitempty"`
+}
+
+type SetSessionConfigOptionResponse struct {
+	ConfigOptions []SessionConfigOption `json:"configOptions"`
+	Meta          Meta                  `json:"_meta,omitempty"`
+}
+
+// ---- prompt ----
+
+type PromptRequest struct {
+	SessionID string         `json:"sessionId"`
+	Prompt    []ContentBlock `json:"prompt"`
+	Meta      Meta           `json:"_meta,omitempty"`
+}
+
+type StopReason string
+
+const (
+	StopEndTurn         StopReason = "end_turn"
+	StopMaxTokens       StopReason = "max_tokens"
+	StopMaxTurnRequests StopReason = "max_turn_requests"
+	StopRefusal         StopReason = "refusal"
+	StopCancelled       StopReason = "cancelled"
+)
+
+type PromptResponse struct {
+	StopReason StopReason `json:"stopReason"`
+	Meta       Meta       `json:"_meta,omitempty"`
+}
+
+// ---- content ----
+
+// ContentBlock is the union text | image | audio | resource_link | resource,
+// discriminated by Type. Only the fields of its variant are written.
+type ContentBlock struct {
+	Type        string            `json:"type"`
+	Text        string            `json:"text,omitempty"`
+	Data        string            `json:"data,omitempty"`
+	MimeType    string            `json:"mimeType,omitempty"`
+	URI         string            `json:"uri,omitempty"`
+	Name        string            `json:"name,omitempty"`
+	Title       string            `json:"title,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Size        *int64            `json:"size,omitempty"`
+	Resource    *EmbeddedResource `json:"resource,omitempty"`
+	Annotations json.RawMessage   `json:"annotations,omitempty"`
+	Meta        Meta              `json:"_meta,omitempty"`
+}
+
+// EmbeddedResource is text (Text set) or blob (Blob set) resource contents.
+type EmbeddedResource struct {
+	URI      string  `json:"uri"`
+	MimeType string  `json:"mimeType,omitempty"`
+	Text     *string `json:"text,omitempty"`
+	Blob     *string `json:"blob,omitempty"`
+}
+
+// TextBlock returns a text content block.
+func TextBlock(s string) ContentBlock { return ContentBlock{Type: "text", Text: s} }
+
+// MarshalJSON writes `text` even when empty for text blocks (it is required).
+func (b ContentBlock) MarshalJSON() ([]byte, error) {
+	type plain ContentBlock
+	if b.Type == "text" && b.Text == "" {
+		return json.Marshal(struct {
+			plain
+			Text string `json:"text"`
+		}{plain(b), ""})
+	}
+	return json.Marshal(plain(b))
+}
+
+// ---- tool calls ----
+
+type ToolKind string
+
+const (
+	KindRead       ToolKind = "read"
+	KindEdit       ToolKind = "edit"
+	KindDelete     ToolKind = "delete"
+	KindMove       ToolKind = "move"
+	KindSearch     ToolKind = "search"
+	KindExecute    ToolKind = "execute"
+	KindThink      ToolKind = "think"
+	KindFetch      ToolKind = "fetch"
+	KindSwitchMode ToolKind = "switch_mode"
+	KindOther      ToolKind = "other"
+)
+
+type ToolCallStatus string
+
+const (
+	StatusPending    ToolCallStatus = "pending"
+	StatusInProgress ToolCallStatus = "in_progress"
+	StatusCompleted  ToolCallStatus = "completed"
+	StatusFailed     ToolCallStatus = "failed"
+)
+
+type ToolCallLocation struct {
+	Path string `json:"path"`
+	Line *int   `json:"line,omitempty"`
+}
+
+// ToolCallContent is the union content | diff | terminal, discriminated by Type.
+type ToolCallContent struct {
+	Type       string        `json:"type"`
+	Content    *ContentBlock `json:"content,omitempty"`
+	Path       string        `json:"path,omitempty"`
+	OldText    *string       `json:"oldText,omitempty"`
+	NewText    *string       `json:"newText,omitempty"`
+	TerminalID string        `json:"terminalId,omitempty"`
+}
+
+// TextContent wraps text as tool-call content.
+func TextContent(s string) ToolCallContent {
+	b := TextBlock(s)
+	return ToolCallContent{Type: "content", Content: &b}
+}
+
+// DiffContent is tool-call content showing an edit; oldText nil means a new file.
+func DiffContent(path string, oldText *string, newText string) ToolCallContent {
+	return ToolCallContent{Type: "diff", Path: path, OldText: oldText, NewText: &newText}
+}
+
+// TerminalContent embeds a client terminal in a tool call.
+func TerminalContent(id string) ToolCallContent {
+	return ToolCallContent{Type: "terminal", TerminalID: id}
+}
+
+type ToolCall struct {
+	ToolCallID string             `json:"toolCallId"`
+	Title      string             `json:"title"`
+	Kind       ToolKind           `json:"kind,omitempty"`
+	Status     ToolCallStatus     `json:"status,omitempty"`
+	Content    []ToolCallContent  `json:"content,omitempty"`
+	Locations  []ToolCallLocation `json:"locations,omitempty"`
+	RawInput   any                `json:"rawInput,omitempty"`
+	RawOutput  any                `json:"rawOutput,omitempty"`
+	Meta       Meta               `json:"_meta,omitempty"`
+}
+
+// ToolCallUpdate sends only the fields that changed.
+type ToolCallUpdate struct {
+	ToolCallID string             `json:"toolCallId"`
+	Title      *string            `json:"title,omitempty"`
+	Kind       ToolKind           `json:"kind,omitempty"`
+	Status     ToolCallStatus     `json:"status,omitempty"`
+	Content    []ToolCallContent  `json:"content,omitempty"`
+	Locations  []ToolCallLocation `json:"locations,omitempty"`
+	RawInput   any                `json:"rawInput,omitempty"`
+	RawOutput  any                `json:"rawOutput,omitempty"`
+	Meta       Meta               `json:"_meta,omitempty"`
+}
+
+// ---- plan, commands, usage ----
+
+type PlanEntry struct {
+	Content  string `json:"content"`
+	Priority string `json:"priority"` // high | medium | low
+	Status   string `json:"status"`   // pending | in_progress | completed
+}
+
+type AvailableCommand struct {
+	Name        string                 `json:"name"`
+	Description string                 `json:"description"`
+	Input       *AvailableCommandInput `json:"input,omitempty"`
+}
+
+type AvailableCommandInput struct {
+	Hint string `json:"hint"`
+}
+
+// SessionUpdate is one `update` of a session/update notification. Set
+// exactly one variant field; Kind is written as `sessionUpdate`.
+type SessionUpdate struct {
+	Kind string // sessionUpdate discriminator, e.g. "agent_message_chunk"
+
+	Content   *ContentBlock // *_chunk variants
+	MessageID string        // *_chunk variants, optional
+
+	ToolCall       *ToolCall       // "tool_call"
+	ToolCallUpdate *ToolCallUpdate // "tool_call_update"
+
+	Entries           []PlanEntry           // "plan"
+	AvailableCommands []AvailableCommand    // "available_commands_update"
+	CurrentModeID     string                // "current_mode_update"
+	ConfigOptions     []SessionConfigOption // "config_option_update"
+
+	Title     *string // "session_info_update"
+	UpdatedAt *string // "session_info_update"
+
+	Used uint64 // "usage_update"
+	Size uint64 // "usage_update"
+}
+
+// SessionUpdate kinds.
+const (
+	UpdateUserMessageChunk  = "user_message_chunk"
+	UpdateAgentMessageChunk = "agent_message_chunk"
+	UpdateAgentThoughtChunk = "agent_thought_chunk"
+	UpdateToolCall          = "tool_call"
+	UpdateToolCallUpdate    = "tool_call_update"
+	UpdatePlan              = "plan"
+	UpdateAvailableCommands = "available_commands_update"
+	UpdateCurrentMode       = "current_mode_update"
+	UpdateConfigOption      = "config_option_update"
+	UpdateSessionInfo       = "session_info_update"
+	UpdateUsage             = "usage_update"
+)
+
+// MarshalJSON writes the variant selected by Kind.
+func (u SessionUpdate) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"sessionUpdate": u.Kind}
+	switch u.Kind {
+	case UpdateUserMessageChunk, UpdateAgentMessageChunk, UpdateAgentThoughtChunk:
+		if u.Content == nil {
+			return nil, fmt.Errorf("acp: %s without content", u.Kind)
+		}
+		m["content"] = u.Content
+		if u.MessageID != "" {
+			m["messageId"] = u.MessageID
+		}
+	case UpdateToolCall:
+		if u.ToolCall == nil {
+			return nil, fmt.Errorf("acp: tool_call without ToolCall")
+		}
+		return mergeKind(u.Kind, u.ToolCall)
+	case UpdateToolCallUpdate:
+		if u.ToolCallUpdate == nil {
+			return nil, fmt.Errorf("acp: tool_call_update without ToolCallUpdate")
+		}
+		return mergeKind(u.Kind, u.ToolCallUpdate)
+	case UpdatePlan:
+		m["entries"] = nonNil(u.Entries)
+	case UpdateAvailableCommands:
+		m["availableCommands"] = nonNil(u.AvailableCommands)
+	case UpdateCurrentMode:
+		m["currentModeId"] = u.CurrentModeID
+	case UpdateConfigOption:
+		m["configOptions"] = nonNil(u.ConfigOptions)
+	case UpdateSessionInfo:
+		if u.Title != nil {
+			m["title"] = *u.Title
+		}
+		if u.UpdatedAt != nil {
+			m["updatedAt"] = *u.UpdatedAt
+		}
+	case UpdateUsage:
+		m["used"] = u.Used
+		m["size"] = u.Size
+	default:
+		return nil, fmt.Errorf("acp: unknown session update kind %q", u.Kind)
+	}
+	return json.Marshal(m)
+}
+
+func mergeKind(kind string, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	prefix := `{"sessionUpdate":"` + kind + `"`
+	if len(b) > 2 {
+		prefix += ","
+	}
+	return append([]byte(prefix), b[1:]...), nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// SessionNotification is the params of session/update.
+type SessionNotification struct {
+	SessionID string        `json:"sessionId"`
+	Update    SessionUpdate `json:"update"`
+	Meta      Meta          `json:"_meta,omitempty"`
+}
+
+// ---- permission ----
+
+type PermissionOptionKind string
+
+const (
+	AllowOnce    PermissionOptionKind = "allow_once"
+	AllowAlways  PermissionOptionKind = "allow_always"
+	RejectOnce   PermissionOptionKind = "reject_once"
+	RejectAlways PermissionOptionKind = "reject_always"
+)
+
+type PermissionOption struct {
+	OptionID string               `json:"optionId"`
+	Name     string               `json:"name"`
+	Kind     PermissionOptionKind `json:"kind"`
+}
+
+type RequestPermissionRequest struct {
+	SessionID string             `json:"sessionId"`
+	ToolCall  ToolCallUpdate     `json:"toolCall"`
+	Options   []PermissionOption `json:"options"`
+	Meta      Meta               `json:"_meta,omitempty"`
+}
+
+type RequestPermissionResponse struct {
+	Outcome PermissionOutcome `json:"outcome"`
+	Meta    Meta              `json:"_meta,omitempty"`
+}
+
+// PermissionOutcome is {outcome:"cancelled"} or {outcome:"selected", optionId}.
+type PermissionOutcome struct {
+	Outcome  string `json:"outcome"`
+	OptionID string `json:"optionId,omitempty"`
+}
+
+// ---- fs ----
+
+type ReadTextFileRequest struct {
+	SessionID string `json:"sessionId"`
+	Path      string `json:"path"`
+	Line      *int   `json:"line,omitempty"`
+	Limit     *int   `json:"limit,omitempty"`
+}
+
+type ReadTextFileResponse struct {
+	Content string `json:"content"`
+}
+
+type WriteTextFileRequest struct {
+	SessionID string `json:"sessionId"`
+	Path      string `json:"path"`
+	Content   string `json:"content"`
+}
+
+// ---- terminal ----
+
+type CreateTerminalRequest struct {
+	SessionID       string        `json:"sessionId"`
+	Command         string        `json:"command"`
+	Args            []string      `json:"args,omitempty"`
+	Env             []EnvVariable `json:"env,omitempty"`
+	Cwd             string        `json:"cwd,omitempty"`
+	OutputByteLimit *uint64       `json:"outputByteLimit,omitempty"`
+}
+
+type CreateTerminalResponse struct {
+	TerminalID string `json:"terminalId"`
+}
+
+// TerminalRequest is the params of terminal/output, wait_for_exit, kill and release.
+type TerminalRequest struct {
+	SessionID  string `json:"sessionId"`
+	TerminalID string `json:"terminalId"`
+}
+
+type TerminalExitStatus struct {
+	ExitCode *int    `json:"exitCode,omitempty"`
+	Signal   *string `json:"signal,omitempty"`
+}
+
+type TerminalOutputResponse struct {
+	Output     string              `json:"output"`
+	Truncated  bool                `json:"truncated"`
+	ExitStatus *TerminalExitStatus `json:"exitStatus,omitempty"`
+}
+
+type WaitForExitResponse = TerminalExitStatus
+
+// CancelRequestNotification is the params of $/cancel_request.
+type CancelRequestNotification struct {
+	RequestID json.RawMessage `json:"requestId"`
+}

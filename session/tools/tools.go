@@ -1,0 +1,156 @@
+// Package tools holds acpd's built-in tools (read_file, write_file, edit,
+// list_directory, glob, grep_search, run_shell_command, todo_write) and the
+// interfaces the session host runs them through. Every tool validates its
+// arguments against its JSON schema and confines paths to the session's
+// workspace in Build, before any I/O; Execute does the work, through the
+// editor (fs/*, terminal/*) when the client offers it, locally otherwise.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/model"
+)
+
+// Env is the session context a tool call runs in. The session host fills it.
+type Env struct {
+	SessionID string
+	// Roots are the absolute workspace roots: the session cwd first, then
+	// additionalDirectories. Paths outside them are refused.
+	Roots []string
+	// Client is the editor connection; nil in unit tests without one.
+	Client acp.Client
+	// Caps are the client's capabilities; fs and terminal are used only when set.
+	Caps acp.ClientCapabilities
+	// ShellTimeout bounds run_shell_command when the call gives no timeout.
+	ShellTimeout time.Duration
+	// MaxOutputBytes truncates large outputs (with a note saying how much was cut).
+	MaxOutputBytes int
+	// Update sends an intermediate tool_call_update for the running call
+	// (the host fills ToolCallID); e.g. to embed a terminal. May be nil.
+	Update func(ctx context.Context, u acp.ToolCallUpdate) error
+}
+
+// ConfirmKind is what kind of confirmation a call needs (qwen-code's
+// confirmation types). The session host maps it to a permission decision per
+// approval mode.
+type ConfirmKind int
+
+const (
+	ConfirmNone ConfirmKind = iota // read-only: never asks
+	ConfirmInfo                    // informational
+	ConfirmEdit                    // modifies files: asks in default mode
+	ConfirmExec                    // runs a command: asks in default and auto-edit
+	ConfirmMCP                     // calls an MCP tool: asks in default and auto-edit
+)
+
+// ShellClass classifies a shell command for plan mode.
+type ShellClass int
+
+const (
+	ShellUnknown  ShellClass = iota // must confirm in plan mode
+	ShellReadOnly                   // allowed in plan mode
+	ShellWrite                      // blocked in plan mode
+)
+
+// Confirmation describes what the user is asked to approve.
+type Confirmation struct {
+	Kind ConfirmKind
+	// Label names what an "always allow" covers: the command root for exec
+	// ("npm test"), the tool name for MCP.
+	Label string
+	// Content is shown in the permission request (a diff for edits).
+	Content []acp.ToolCallContent
+	// Shell is the plan-mode classification of an exec call.
+	Shell ShellClass
+}
+
+// Tool is one tool the model can call.
+type Tool interface {
+	Name() string
+	// Spec is what the model sees: name, description and parameter schema.
+	Spec() model.ToolSpec
+	Kind() acp.ToolKind
+	// Build validates args against the schema and the workspace and returns
+	// the call ready to run. An error here is an invalid-params error (the
+	// daemon guard counts it per tool name); its text goes back to the model.
+	Build(env *Env, args json.RawMessage) (Call, error)
+}
+
+// Call is a validated tool call.
+type Call interface {
+	Title() string
+	Locations() []acp.ToolCallLocation
+	Confirmation() Confirmation
+	// Execute runs the call. It honours ctx: on cancel it stops promptly
+	// (processes are killed, terminals released) and returns.
+	Execute(ctx context.Context, env *Env) Result
+}
+
+// Result is the outcome of Execute.
+type Result struct {
+	// LLMContent is the text fed back to the model (the error text on failure).
+	LLMContent string
+	// Content is shown to the client in the final tool_call_update.
+	Content []acp.ToolCallContent
+	// RawOutput is optional debugging output for the client.
+	RawOutput any
+	// Err is set when the call failed; ErrType classifies it (FILE_NOT_FOUND,
+	// PERMISSION_DENIED, EXECUTION_FAILED, TIMEOUT, …) for the
+	// repeated-failure guard.
+	Err     error
+	ErrType string
+	// Plan, when non-nil, is sent as a `plan` update instead of tool-call
+	// frames (todo_write).
+	Plan []acp.PlanEntry
+}
+
+// Registry maps names to tools, in registration order.
+type Registry struct {
+	order  []Tool
+	byName map[string]Tool
+}
+
+// NewRegistry returns a registry holding ts.
+func NewRegistry(ts ...Tool) *Registry {
+	r := &Registry{byName: map[string]Tool{}}
+	for _, t := range ts {
+		r.Add(t)
+	}
+	return r
+}
+
+// Add registers t, replacing a tool of the same name.
+func (r *Registry) Add(t Tool) {
+	if _, ok := r.byName[t.Name()]; !ok {
+		r.order = append(r.order, t)
+	} else {
+		for i, o := range r.order {
+			if o.Name() == t.Name() {
+				r.order[i] = t
+			}
+		}
+	}
+	r.byName[t.Name()] = t
+}
+
+// Get returns the tool named name.
+func (r *Registry) Get(name string) (Tool, bool) {
+	t, ok := r.byName[name]
+	return t, ok
+}
+
+// Specs returns the model-facing specs of every tool, in order.
+func (r *Registry) Specs() []model.ToolSpec {
+	out := make([]model.ToolSpec, 0, len(r.order))
+	for _, t := range r.order {
+		out = append(out, t.Spec())
+	}
+	return out
+}
+
+// Tools returns the registered tools in order.
+func (r *Registry) Tools() []Tool { return append([]Tool(nil), r.order...) }
