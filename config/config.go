@@ -1,0 +1,153 @@
+// Package config resolves acpd's configuration from built-in defaults, TOML
+// files, the environment and command-line flags, remembering where each
+// value came from. The resolved Config is a plain value passed down by the
+// caller; the package keeps no global state.
+package config
+
+import (
+	"log/slog"
+	"time"
+)
+
+// DefaultMaxToolCallsPerTurn is the adaptive soft cap used when no layer sets
+// model.maxToolCallsPerTurn (qwen-code's DEFAULT_MAX_TOOL_CALLS_PER_TURN).
+const DefaultMaxToolCallsPerTurn = 100
+
+// Provider selects the model backend.
+type Provider string
+
+// Model providers.
+const (
+	ProviderOpenAI Provider = "openai" // an OpenAI-compatible chat completions endpoint
+	ProviderScript Provider = "script" // a scripted model read from model.script (tests, demos)
+)
+
+// ApprovalMode decides which tool calls need the user's permission.
+type ApprovalMode string
+
+// Approval modes, with qwen-code's names.
+const (
+	ApprovalPlan     ApprovalMode = "plan"
+	ApprovalDefault  ApprovalMode = "default"
+	ApprovalAutoEdit ApprovalMode = "auto-edit"
+	ApprovalYolo     ApprovalMode = "yolo"
+)
+
+// GuardMode is the mode of the repeated-tool-failure guard.
+type GuardMode string
+
+// Repeated-tool-failure guard modes (loop-detection.md §7.6).
+const (
+	GuardOff     GuardMode = "off"
+	GuardShadow  GuardMode = "shadow"
+	GuardWarn    GuardMode = "warn"
+	GuardEnforce GuardMode = "enforce"
+)
+
+// Config is the resolved configuration of one acpd process.
+type Config struct {
+	Model   ModelConfig
+	Tools   ToolsConfig
+	Session SessionConfig
+	Log     LogConfig
+}
+
+// ModelConfig is the [model] table.
+type ModelConfig struct {
+	Provider Provider
+	// Name is the model id sent to the provider.
+	Name    string
+	BaseURL string
+	// APIKeyEnv names the environment variable holding the API key.
+	APIKeyEnv string
+	// APIKey is read from the variable named by APIKeyEnv; it is never
+	// accepted from a file and never printed.
+	APIKey string
+	// MaxToolCallsPerTurn is the per-turn tool-call cap; ≤ 0 disables it.
+	MaxToolCallsPerTurn int
+	// MaxToolCallsPerTurnExplicit is true when any layer above the defaults set
+	// MaxToolCallsPerTurn, which turns the adaptive cap into a hard cap. It
+	// depends on provenance, not on the value: an explicit 100 is still explicit.
+	MaxToolCallsPerTurnExplicit bool
+	// SkipLoopDetection skips the opt-in heuristic loop detectors.
+	SkipLoopDetection bool
+	MaxRetries        int
+	RequestTimeout    time.Duration
+	// MaxTokens bounds a completion; 0 leaves it to the provider.
+	MaxTokens int
+	// Temperature is nil when unset (the provider's default applies).
+	Temperature *float64
+	// Script is the absolute path of the script for provider "script".
+	Script string
+	// SystemPrompt replaces the built-in system prompt when non-empty.
+	SystemPrompt string
+}
+
+// ToolCapDisabled reports whether the per-turn tool-call cap is off
+// (a configured value ≤ 0, explicit or not; loop-detection.md Decision 4).
+func (m ModelConfig) ToolCapDisabled() bool { return m.MaxToolCallsPerTurn <= 0 }
+
+// ToolsConfig is the [tools] table.
+type ToolsConfig struct {
+	ApprovalMode ApprovalMode
+	// Exclude lists tool names that are not offered to the model.
+	Exclude        []string
+	ShellTimeout   time.Duration
+	MaxOutputBytes int
+	// RepeatedToolFailureGuard is the mode of the repeated-failure guard.
+	RepeatedToolFailureGuard GuardMode
+}
+
+// SessionConfig is the [session] table.
+type SessionConfig struct {
+	// DataDir is the absolute directory where sessions are persisted.
+	DataDir string
+}
+
+// LogConfig is the [log] table.
+type LogConfig struct {
+	// Level is one of debug, info, warn, error.
+	Level string
+	// File, when set, receives the logs instead of stderr (absolute path).
+	File string
+	// Trace logs every JSON-RPC message (at debug level).
+	Trace bool
+}
+
+// SlogLevel converts Level; an unknown level (prevented by Load) means info.
+func (l LogConfig) SlogLevel() slog.Level {
+	switch l.Level {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+// Default returns the built-in defaults. Session.DataDir is left empty here
+// because its default depends on the environment; Load fills it in from
+// $XDG_STATE_HOME or $HOME.
+func Default() Config {
+	return Config{
+		Model: ModelConfig{
+			Provider:            ProviderOpenAI,
+			BaseURL:             "https://api.openai.com/v1",
+			APIKeyEnv:           "OPENAI_API_KEY",
+			MaxToolCallsPerTurn: DefaultMaxToolCallsPerTurn,
+			SkipLoopDetection:   true,
+			MaxRetries:          3,
+			RequestTimeout:      120 * time.Second,
+		},
+		Tools: ToolsConfig{
+			ApprovalMode:             ApprovalDefault,
+			Exclude:                  []string{},
+			ShellTimeout:             120 * time.Second,
+			MaxOutputBytes:           64 << 10,
+			RepeatedToolFailureGuard: GuardShadow,
+		},
+		Log: LogConfig{Level: "info"},
+	}
+}

@@ -1,0 +1,474 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// field describes one configuration key. A single table of fields drives
+// file decoding, environment variables, flags, provenance and `acpd config`,
+// so the four can never disagree about a key.
+type field struct {
+	table, name string   // "model", "maxToolCallsPerTurn"
+	envs        []string // environment variables, in the order they are read
+	flag        string   // command-line flag name without dashes; "" for none
+	usage       string   // one-line description for flag help
+	boolFlag    bool     // the flag may be given without a value
+
+	// decode parses raw (a TOML value, or a string when fromText) and stores
+	// it in c. Relative paths are resolved against base.
+	decode func(c *Config, raw any, fromText bool, r resolver) error
+	// encode renders the current value as a TOML literal; ok is false when
+	// the value is unset.
+	encode func(c *Config) (lit string, ok bool)
+}
+
+func (f *field) key() string { return f.table + "." + f.name }
+
+// resolver turns a user-given path into an absolute one.
+type resolver struct {
+	base string // directory relative paths are taken from
+	home string // for a leading "~/"
+}
+
+func (r resolver) path(p string) (string, error) {
+	if p == "" {
+		return "", nil
+	}
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if r.home == "" {
+			return "", errors.New("cannot expand ~: HOME is not set")
+		}
+		p = filepath.Join(r.home, p[1:])
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.base, p)
+	}
+	return filepath.Clean(p), nil
+}
+
+var tables = []string{"model", "tools", "session", "log"}
+
+// fields lists every key; the order is the order of `acpd config` output.
+var fields = []*field{
+	enumField("model", "provider", []string{string(ProviderOpenAI), string(ProviderScript)},
+		func(c *Config) *string { return (*string)(&c.Model.Provider) },
+		[]string{"ACPD_PROVIDER"}, "provider", "model provider: openai or script"),
+	stringField("model", "name", func(c *Config) *string { return &c.Model.Name },
+		[]string{"OPENAI_MODEL"}, "model", "model name"),
+	stringField("model", "baseUrl", func(c *Config) *string { return &c.Model.BaseURL },
+		[]string{"OPENAI_BASE_URL"}, "base-url", "OpenAI-compatible API base URL"),
+	stringField("model", "apiKeyEnv", func(c *Config) *string { return &c.Model.APIKeyEnv },
+		nil, "", ""),
+	maxToolCallsField(),
+	boolField("model", "skipLoopDetection", func(c *Config) *bool { return &c.Model.SkipLoopDetection },
+		[]string{"ACPD_SKIP_LOOP_DETECTION"}, "skip-loop-detection", "skip the heuristic loop detectors (default true)"),
+	intField("model", "maxRetries", 0, func(c *Config) *int { return &c.Model.MaxRetries },
+		nil, "", ""),
+	durationField("model", "requestTimeout", func(c *Config) *time.Duration { return &c.Model.RequestTimeout },
+		nil, "", ""),
+	intField("model", "maxTokens", 0, func(c *Config) *int { return &c.Model.MaxTokens },
+		nil, "", ""),
+	temperatureField(),
+	pathField("model", "script", func(c *Config) *string { return &c.Model.Script },
+		nil, "", ""),
+	stringField("model", "systemPrompt", func(c *Config) *string { return &c.Model.SystemPrompt },
+		nil, "", ""),
+
+	enumField("tools", "approvalMode",
+		[]string{string(ApprovalPlan), string(ApprovalDefault), string(ApprovalAutoEdit), string(ApprovalYolo)},
+		func(c *Config) *string { return (*string)(&c.Tools.ApprovalMode) },
+		[]string{"ACPD_APPROVAL_MODE"}, "approval-mode", "approval mode: plan, default, auto-edit or yolo"),
+	stringListField("tools", "exclude", func(c *Config) *[]string { return &c.Tools.Exclude },
+		nil, "", ""),
+	durationField("tools", "shellTimeout", func(c *Config) *time.Duration { return &c.Tools.ShellTimeout },
+		nil, "", ""),
+	intField("tools", "maxOutputBytes", 1, func(c *Config) *int { return &c.Tools.MaxOutputBytes },
+		nil, "", ""),
+	enumField("tools", "repeatedToolFailureGuard",
+		[]string{string(GuardOff), string(GuardShadow), string(GuardWarn), string(GuardEnforce)},
+		func(c *Config) *string { return (*string)(&c.Tools.RepeatedToolFailureGuard) },
+		[]string{"ACPD_REPEATED_TOOL_FAILURE_GUARD"}, "", ""),
+
+	pathField("session", "dataDir", func(c *Config) *string { return &c.Session.DataDir },
+		[]string{"ACPD_DATA_DIR"}, "data-dir", "directory for persisted sessions"),
+
+	enumField("log", "level", []string{"debug", "info", "warn", "error"},
+		func(c *Config) *string { return &c.Log.Level },
+		[]string{"ACPD_LOG_LEVEL"}, "log-level", "log level: debug, info, warn or error"),
+	pathField("log", "file", func(c *Config) *string { return &c.Log.File },
+		[]string{"ACPD_LOG_FILE"}, "log-file", "write logs to this file instead of stderr"),
+	boolField("log", "trace", func(c *Config) *bool { return &c.Log.Trace },
+		[]string{"ACPD_TRACE"}, "trace", "log every JSON-RPC message at debug level"),
+}
+
+func lookupField(table, name string) *field {
+	for _, f := range fields {
+		if f.table == table && f.name == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// Flag describes a command-line flag that sets a configuration key.
+type Flag struct {
+	Name  string // without dashes, e.g. "max-tool-calls-per-turn"
+	Key   string // e.g. "model.maxToolCallsPerTurn"
+	Usage string
+	// Bool flags may be given without a value (--trace).
+	Bool bool
+}
+
+// Flags lists the flags that set configuration keys, for the command to
+// register. Their raw values go back to Load in LoadOptions.Flags.
+func Flags() []Flag {
+	var out []Flag
+	for _, f := range fields {
+		if f.flag != "" {
+			out = append(out, Flag{Name: f.flag, Key: f.key(), Usage: f.usage, Bool: f.boolFlag})
+		}
+	}
+	return out
+}
+
+// tomlType names the TOML type of a decoded value, for error messages.
+func tomlType(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case int64:
+		return "integer"
+	case float64:
+		return "float"
+	case bool:
+		return "boolean"
+	case []any, []map[string]any:
+		return "array"
+	case map[string]any:
+		return "table"
+	}
+	return "datetime"
+}
+
+func typeErr(want string, v any) error {
+	switch v := v.(type) {
+	case string:
+		return fmt.Errorf("must be %s, got string %s", want, quote(v))
+	case int64, float64, bool:
+		return fmt.Errorf("must be %s, got %s %v", want, tomlType(v), v)
+	}
+	return fmt.Errorf("must be %s, got %s", want, tomlType(v))
+}
+
+func stringField(table, name string, acc func(*Config) *string, envs []string, flag, usage string) *field {
+	return &field{
+		table: table, name: name, envs: envs, flag: flag, usage: usage,
+		decode: func(c *Config, raw any, _ bool, _ resolver) error {
+			s, ok := raw.(string)
+			if !ok {
+				return typeErr("a string", raw)
+			}
+			*acc(c) = s
+			return nil
+		},
+		encode: func(c *Config) (string, bool) { return quote(*acc(c)), true },
+	}
+}
+
+func enumField(table, name string, valid []string, acc func(*Config) *string, envs []string, flag, usage string) *field {
+	return &field{
+		table: table, name: name, envs: envs, flag: flag, usage: usage,
+		decode: func(c *Config, raw any, _ bool, _ resolver) error {
+			s, ok := raw.(string)
+			if !ok {
+				return typeErr("a string", raw)
+			}
+			if !slices.Contains(valid, s) {
+				q := make([]string, len(valid))
+				for i, v := range valid {
+					q[i] = quote(v)
+				}
+				return fmt.Errorf("invalid value %s: must be one of %s", quote(s), strings.Join(q, ", "))
+			}
+			*acc(c) = s
+			return nil
+		},
+		encode: func(c *Config) (string, bool) { return quote(*acc(c)), true },
+	}
+}
+
+func pathField(table, name string, acc func(*Config) *string, envs []string, flag, usage string) *field {
+	return &field{
+		table: table, name: name, envs: envs, flag: flag, usage: usage,
+		decode: func(c *Config, raw any, _ bool, r resolver) error {
+			s, ok := raw.(string)
+			if !ok {
+				return typeErr("a path string", raw)
+			}
+			p, err := r.path(s)
+			if err != nil {
+				return err
+			}
+			*acc(c) = p
+			return nil
+		},
+		encode: func(c *Config) (string, bool) {
+			v := *acc(c)
+			return quote(v), v != ""
+		},
+	}
+}
+
+func boolField(table, name string, acc func(*Config) *bool, envs []string, flag, usage string) *field {
+	return &field{
+		table: table, name: name, envs: envs, flag: flag, usage: usage, boolFlag: flag != "",
+		decode: func(c *Config, raw any, fromText bool, _ resolver) error {
+			if s, ok := raw.(string); ok && fromText {
+				b, err := strconv.ParseBool(strings.TrimSpace(s))
+				if err != nil {
+					return fmt.Errorf("must be true or false, got %s", quote(s))
+				}
+				*acc(c) = b
+				return nil
+			}
+			b, ok := raw.(bool)
+			if !ok {
+				return typeErr("a boolean", raw)
+			}
+			*acc(c) = b
+			return nil
+		},
+		encode: func(c *Config) (string, bool) { return strconv.FormatBool(*acc(c)), true },
+	}
+}
+
+// integral accepts TOML integers, floats with an integral value (JSON-style
+// settings such as 100.0 mean 100) and, from env or flags, decimal text.
+func integral(raw any, fromText bool) (int, bool) {
+	if s, ok := raw.(string); ok && fromText {
+		s = strings.TrimSpace(s)
+		if n, err := strconv.ParseInt(s, 10, 0); err == nil {
+			return int(n), true
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0, false
+		}
+		raw = f
+	}
+	switch v := raw.(type) {
+	case int64:
+		if v < math.MinInt || v > math.MaxInt {
+			return 0, false
+		}
+		return int(v), true
+	case float64:
+		if v != math.Trunc(v) || math.IsInf(v, 0) || v < math.MinInt64 || v >= math.MaxInt64 {
+			return 0, false
+		}
+		return int(v), true
+	}
+	return 0, false
+}
+
+func intField(table, name string, minimum int, acc func(*Config) *int, envs []string, flag, usage string) *field {
+	return &field{
+		table: table, name: name, envs: envs, flag: flag, usage: usage,
+		decode: func(c *Config, raw any, fromText bool, _ resolver) error {
+			n, ok := integral(raw, fromText)
+			if !ok {
+				return typeErr("an integer", raw)
+			}
+			if n < minimum {
+				return fmt.Errorf("must be at least %d, got %d", minimum, n)
+			}
+			*acc(c) = n
+			return nil
+		},
+		encode: func(c *Config) (string, bool) { return strconv.Itoa(*acc(c)), true },
+	}
+}
+
+// maxToolCallsField keeps qwen-code's exact error text, which users may
+// search for; every value is accepted, ≤ 0 meaning "no cap".
+func maxToolCallsField() *field {
+	return &field{
+		table: "model", name: "maxToolCallsPerTurn",
+		envs: []string{"ACPD_MAX_TOOL_CALLS_PER_TURN"}, flag: "max-tool-calls-per-turn",
+		usage: "hard cap on tool calls per turn; 0 or less disables it (default: adaptive 100)",
+		decode: func(c *Config, raw any, fromText bool, _ resolver) error {
+			n, ok := integral(raw, fromText)
+			if !ok {
+				got := rawText(raw)
+				if s, ok := raw.(string); ok && !fromText {
+					got = quote(s)
+				}
+				return fullError{"Invalid maxToolCallsPerTurn: must be an integer, got " + got}
+			}
+			c.Model.MaxToolCallsPerTurn = n
+			return nil
+		},
+		encode: func(c *Config) (string, bool) { return strconv.Itoa(c.Model.MaxToolCallsPerTurn), true },
+	}
+}
+
+// rawText shows a value the way the user wrote it (1.5, not 1.500000).
+func rawText(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case float64:
+		switch {
+		case math.IsInf(v, 1):
+			return "inf" // as TOML spells it
+		case math.IsInf(v, -1):
+			return "-inf"
+		case math.IsNaN(v):
+			return "nan"
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	case int64, bool:
+		return fmt.Sprint(v)
+	}
+	if t := tomlType(v); t == "array" {
+		return "an array"
+	} else {
+		return "a " + t
+	}
+}
+
+func durationField(table, name string, acc func(*Config) *time.Duration, envs []string, flag, usage string) *field {
+	return &field{
+		table: table, name: name, envs: envs, flag: flag, usage: usage,
+		decode: func(c *Config, raw any, _ bool, _ resolver) error {
+			s, ok := raw.(string)
+			if !ok {
+				return typeErr(`a duration string such as "120s"`, raw)
+			}
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil {
+				return fmt.Errorf(`must be a duration such as "120s" or "2m", got %s`, quote(s))
+			}
+			if d <= 0 {
+				return fmt.Errorf("must be positive, got %s", quote(s))
+			}
+			*acc(c) = d
+			return nil
+		},
+		encode: func(c *Config) (string, bool) { return quote(acc(c).String()), true },
+	}
+}
+
+func temperatureField() *field {
+	return &field{
+		table: "model", name: "temperature",
+		decode: func(c *Config, raw any, fromText bool, _ resolver) error {
+			var t float64
+			switch v := raw.(type) {
+			case float64:
+				t = v
+			case int64:
+				t = float64(v)
+			case string:
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if !fromText || err != nil {
+					return typeErr("a number", raw)
+				}
+				t = f
+			default:
+				return typeErr("a number", raw)
+			}
+			if math.IsNaN(t) || t < 0 || t > 2 {
+				return fmt.Errorf("must be between 0 and 2, got %s", rawText(t))
+			}
+			c.Model.Temperature = &t
+			return nil
+		},
+		encode: func(c *Config) (string, bool) {
+			if c.Model.Temperature == nil {
+				return "", false
+			}
+			s := strconv.FormatFloat(*c.Model.Temperature, 'f', -1, 64)
+			if !strings.Contains(s, ".") {
+				s += ".0"
+			}
+			return s, true
+		},
+	}
+}
+
+func stringListField(table, name string, acc func(*Config) *[]string, envs []string, flag, usage string) *field {
+	return &field{
+		table: table, name: name, envs: envs, flag: flag, usage: usage,
+		decode: func(c *Config, raw any, fromText bool, _ resolver) error {
+			if s, ok := raw.(string); ok && fromText {
+				out := []string{}
+				for part := range strings.SplitSeq(s, ",") {
+					if part = strings.TrimSpace(part); part != "" {
+						out = append(out, part)
+					}
+				}
+				*acc(c) = out
+				return nil
+			}
+			list, ok := raw.([]any)
+			if !ok {
+				return typeErr("an array of strings", raw)
+			}
+			out := make([]string, 0, len(list))
+			for i, el := range list {
+				s, ok := el.(string)
+				if !ok {
+					return fmt.Errorf("element %d: %w", i, typeErr("a string", el))
+				}
+				out = append(out, s)
+			}
+			*acc(c) = out
+			return nil
+		},
+		encode: func(c *Config) (string, bool) {
+			list := *acc(c)
+			q := make([]string, len(list))
+			for i, s := range list {
+				q[i] = quote(s)
+			}
+			return "[" + strings.Join(q, ", ") + "]", true
+		},
+	}
+}
+
+// quote writes a TOML basic string. Go's strconv.Quote is not usable: its
+// \x escapes are not valid TOML.
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

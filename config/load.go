@@ -1,0 +1,473 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// SourceKind says which layer set a value.
+type SourceKind int
+
+// Layers, lowest first.
+const (
+	SourceDefault SourceKind = iota
+	SourceFile
+	SourceEnv
+	SourceFlag
+)
+
+// Source is where one value came from.
+type Source struct {
+	Kind      SourceKind
+	File      string // SourceFile: the file's absolute path
+	Line, Col int    // SourceFile: position of the key
+	Name      string // SourceEnv: variable name; SourceFlag: flag name without dashes
+}
+
+func (s Source) String() string {
+	switch s.Kind {
+	case SourceFile:
+		return fmt.Sprintf("%s:%d", s.File, s.Line)
+	case SourceEnv:
+		return "env " + s.Name
+	case SourceFlag:
+		return "flag --" + s.Name
+	}
+	return "default"
+}
+
+// Sources maps dotted keys ("model.name") to the layer that set them; a
+// missing key means the built-in default.
+type Sources map[string]Source
+
+// Of returns the source of key (the default when no layer set it).
+func (s Sources) Of(key string) Source { return s[key] }
+
+// LoadOptions are the inputs of Load besides the files themselves.
+type LoadOptions struct {
+	// ConfigPath is the --config flag; it takes precedence over $ACPD_CONFIG.
+	ConfigPath string
+	// Flags holds the raw values of the configuration flags the user actually
+	// set, keyed by flag name without dashes (see Flags).
+	Flags map[string]string
+	// Getenv reads the environment; nil means os.Getenv.
+	Getenv func(string) string
+	// ReadFile reads a config file; nil means os.ReadFile. A missing user
+	// file must be reported as fs.ErrNotExist.
+	ReadFile func(string) ([]byte, error)
+	// WorkDir resolves relative paths given by env or flags; "" means the
+	// process's working directory.
+	WorkDir string
+}
+
+// Load resolves the configuration. Layers, lowest first: defaults; the user
+// file ($XDG_CONFIG_HOME/acpd/config.toml, if it exists); the file named by
+// --config or $ACPD_CONFIG; the environment; the flags in opts.Flags. Any
+// mistake is returned as one or more *Error (joined with errors.Join).
+func Load(opts LoadOptions) (Config, Sources, error) {
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	readFile := opts.ReadFile
+	if readFile == nil {
+		readFile = os.ReadFile
+	}
+	workDir := opts.WorkDir
+	if workDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return Config{}, nil, fmt.Errorf("load config: %w", err)
+		}
+		workDir = wd
+	}
+	home := getenv("HOME")
+	cfg, src := Default(), Sources{}
+	cfg.Session.DataDir = defaultDataDir(getenv)
+
+	if p := userConfigPath(getenv); p != "" {
+		data, err := readFile(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return Config{}, nil, &Error{File: p, Line: 1, Col: 1, Msg: "cannot read config file: " + err.Error(), Err: err}
+		default:
+			if err := applyFile(&cfg, src, p, data, home); err != nil {
+				return Config{}, nil, err
+			}
+		}
+	}
+
+	path, origin := opts.ConfigPath, "flag --config"
+	if path == "" {
+		path, origin = getenv("ACPD_CONFIG"), "env ACPD_CONFIG"
+	}
+	if path != "" {
+		abs, err := resolver{base: workDir, home: home}.path(path)
+		if err != nil {
+			return Config{}, nil, &Error{Origin: origin, Msg: err.Error(), Err: err}
+		}
+		data, err := readFile(abs)
+		if err != nil {
+			return Config{}, nil, &Error{Origin: origin, Msg: "cannot read config file: " + err.Error(), Err: err}
+		}
+		if err := applyFile(&cfg, src, abs, data, home); err != nil {
+			return Config{}, nil, err
+		}
+	}
+
+	textRes := resolver{base: workDir, home: home}
+	var errs []error
+	for _, f := range fields {
+		for _, name := range f.envs {
+			v := getenv(name)
+			if v == "" {
+				continue
+			}
+			if err := f.decode(&cfg, v, true, textRes); err != nil {
+				errs = append(errs, &Error{Origin: "env " + name, Key: f.key(), Msg: keyMsg(f.key(), err), Err: err})
+				continue
+			}
+			src[f.key()] = Source{Kind: SourceEnv, Name: name}
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, nil, errors.Join(errs...)
+	}
+
+	names := make([]string, 0, len(opts.Flags))
+	for name := range opts.Flags {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		f := flagField(name)
+		if f == nil {
+			errs = append(errs, &Error{Origin: "flag --" + name, Msg: "not a configuration flag"})
+			continue
+		}
+		if err := f.decode(&cfg, opts.Flags[name], true, textRes); err != nil {
+			errs = append(errs, &Error{Origin: "flag --" + name, Key: f.key(), Msg: keyMsg(f.key(), err), Err: err})
+			continue
+		}
+		src[f.key()] = Source{Kind: SourceFlag, Name: name}
+	}
+	if len(errs) > 0 {
+		return Config{}, nil, errors.Join(errs...)
+	}
+
+	if err := finish(&cfg, src, getenv); err != nil {
+		return Config{}, nil, err
+	}
+	return cfg, src, nil
+}
+
+// finish derives the values that depend on several layers and checks the
+// rules that span keys.
+func finish(cfg *Config, src Sources, getenv func(string) string) error {
+	cfg.Model.MaxToolCallsPerTurnExplicit = src.Of("model.maxToolCallsPerTurn").Kind != SourceDefault
+	if name := cfg.Model.APIKeyEnv; name != "" {
+		if v := getenv(name); v != "" {
+			cfg.Model.APIKey = v
+			src["model.apiKey"] = Source{Kind: SourceEnv, Name: name}
+		}
+	}
+	if cfg.Session.DataDir == "" {
+		return &Error{Key: "session.dataDir", Msg: "session.dataDir has no default because neither XDG_STATE_HOME nor HOME is set; set it in a config file, ACPD_DATA_DIR or --data-dir"}
+	}
+	if cfg.Model.Provider == ProviderScript && cfg.Model.Script == "" {
+		return errAt(src.Of("model.provider"), "model.provider", `model.script is required when model.provider is "script"`)
+	}
+	return nil
+}
+
+// errAt builds an *Error located at the source of a value.
+func errAt(s Source, key, msg string) *Error {
+	e := &Error{Key: key, Msg: msg}
+	switch s.Kind {
+	case SourceFile:
+		e.File, e.Line, e.Col = s.File, s.Line, s.Col
+	case SourceEnv, SourceFlag:
+		e.Origin = s.String()
+	default:
+		e.Origin = "default"
+	}
+	return e
+}
+
+func flagField(name string) *field {
+	for _, f := range fields {
+		if f.flag != "" && f.flag == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// xdgDir returns $name when it is absolute (the XDG spec says to ignore
+// relative values), else $HOME/fallback, else "".
+func xdgDir(getenv func(string) string, name, fallback string) string {
+	if d := getenv(name); filepath.IsAbs(d) {
+		return d
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, fallback)
+	}
+	return ""
+}
+
+func userConfigPath(getenv func(string) string) string {
+	if d := xdgDir(getenv, "XDG_CONFIG_HOME", ".config"); d != "" {
+		return filepath.Join(d, "acpd", "config.toml")
+	}
+	return ""
+}
+
+func defaultDataDir(getenv func(string) string) string {
+	if d := xdgDir(getenv, "XDG_STATE_HOME", filepath.Join(".local", "state")); d != "" {
+		return filepath.Join(d, "acpd")
+	}
+	return ""
+}
+
+// UserConfigPath is where Load looks for the user's config file, or "" when
+// neither XDG_CONFIG_HOME nor HOME is set.
+func UserConfigPath(getenv func(string) string) string { return userConfigPath(getenv) }
+
+// entry is one key of a decoded file with the position of its value.
+type entry struct {
+	prim toml.Primitive
+	pos  toml.Position
+}
+
+// errProbe makes the toml decoder report a key's position: the library
+// keeps positions private but puts them into the ParseError it returns when
+// an Unmarshaler fails.
+var errProbe = errors.New("position probe")
+
+type probe struct{}
+
+func (probe) UnmarshalTOML(any) error { return errProbe }
+
+// index records every key's value position, keyed by toml.Key.String().
+func index(md *toml.MetaData, prim toml.Primitive, key toml.Key, out map[string]entry) {
+	e := entry{prim: prim}
+	var pe toml.ParseError
+	if err := md.PrimitiveDecode(prim, &probe{}); errors.As(err, &pe) {
+		e.pos = pe.Position
+	}
+	out[key.String()] = e
+	var sub map[string]toml.Primitive
+	if md.PrimitiveDecode(prim, &sub) == nil {
+		for k, p := range sub {
+			index(md, p, append(key[:len(key):len(key)], k), out)
+		}
+	}
+}
+
+// text is a file's content split into lines, for column lookups.
+type text struct {
+	src        string
+	lineStarts []int
+}
+
+func newText(src string) text {
+	t := text{src: src, lineStarts: []int{0}}
+	for i := range len(src) {
+		if src[i] == '\n' {
+			t.lineStarts = append(t.lineStarts, i+1)
+		}
+	}
+	return t
+}
+
+func (t text) line(n int) string {
+	if n < 1 || n > len(t.lineStarts) {
+		return ""
+	}
+	start := t.lineStarts[n-1]
+	end := len(t.src)
+	if n < len(t.lineStarts) {
+		end = t.lineStarts[n] - 1
+	}
+	return strings.TrimSuffix(t.src[start:end], "\r")
+}
+
+// col turns a byte offset into a 1-based column on line n. The library's own
+// column is computed from the offset alone and is off by a line for items at
+// the very start of a line, so it is recomputed here.
+func (t text) col(n, offset, fallback int) int {
+	if n >= 1 && n <= len(t.lineStarts) {
+		c := offset - t.lineStarts[n-1] + 1
+		if c >= 1 && c <= len(t.line(n))+1 {
+			return c
+		}
+	}
+	return max(fallback, 1)
+}
+
+// keyCol finds where key name starts on line n: the library only records
+// where values start.
+func (t text) keyCol(n int, name string) (int, bool) {
+	ln := t.line(n)
+	word := func(b byte) bool {
+		return b == '_' || b == '-' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+	}
+	for from := 0; ; {
+		i := strings.Index(ln[from:], name)
+		if i < 0 || name == "" {
+			return 0, false
+		}
+		i += from
+		end := i + len(name)
+		if (i == 0 || !word(ln[i-1])) && (end == len(ln) || !word(ln[end])) {
+			return i + 1, true
+		}
+		from = i + 1
+	}
+}
+
+// applyFile decodes one TOML file over cfg, recording sources. Relative
+// paths in it are resolved against its folder.
+func applyFile(cfg *Config, src Sources, path string, data []byte, home string) error {
+	t := newText(string(data))
+	var root map[string]toml.Primitive
+	md, err := toml.Decode(t.src, &root)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			line := max(pe.Position.Line, 1)
+			return &Error{File: path, Line: line, Col: t.col(line, pe.Position.Start, pe.Position.Col),
+				Msg: "syntax error: " + pe.Message, Err: err}
+		}
+		return &Error{File: path, Line: 1, Col: 1, Msg: "cannot decode: " + err.Error(), Err: err}
+	}
+	entries := map[string]entry{}
+	for k, p := range root {
+		index(&md, p, toml.Key{k}, entries)
+	}
+	res := resolver{base: filepath.Dir(path), home: home}
+
+	// where locates key k (value position if it has one, else that of the
+	// first descendant in document order, for implicit tables).
+	where := func(k toml.Key, descendant toml.Key) (line, valCol, keyCol int) {
+		e := entries[k.String()]
+		if e.pos.Line == 0 {
+			e = entries[descendant.String()]
+		}
+		line = max(e.pos.Line, 1)
+		valCol = t.col(line, e.pos.Start, e.pos.Col)
+		if ln := t.line(line); valCol > 1 && valCol-2 < len(ln) && (ln[valCol-2] == '"' || ln[valCol-2] == '\'') {
+			valCol-- // point at the opening quote, not the first character
+		}
+		keyCol = valCol
+		if c, ok := t.keyCol(line, k[len(k)-1]); ok {
+			keyCol = c
+		}
+		return line, valCol, keyCol
+	}
+
+	var errs []error
+	seen := map[string]bool{}
+	badTable := map[string]bool{}
+	for _, full := range md.Keys() {
+		k := full[:min(len(full), 2)]
+		if seen[k.String()] {
+			continue
+		}
+		seen[k.String()] = true
+		line, valCol, keyCol := where(k, full)
+		fail := func(col int, key, msg string, err error) {
+			errs = append(errs, &Error{File: path, Line: line, Col: col, Key: key, Msg: msg, Err: err})
+		}
+		if len(k) == 1 {
+			switch {
+			case !slices.Contains(tables, k[0]):
+				badTable[k[0]] = true
+				fail(keyCol, k[0], unknownTopLevel(k[0]), nil)
+			case md.Type(k...) != "Hash" && md.Type(k...) != "":
+				badTable[k[0]] = true
+				fail(keyCol, k[0], fmt.Sprintf("%s must be a table ([%s]), got %s", k[0], k[0], typeName(md.Type(k...))), nil)
+			}
+			continue
+		}
+		if badTable[k[0]] {
+			continue
+		}
+		f := lookupField(k[0], k[1])
+		if f == nil {
+			fail(keyCol, k.String(), unknownInTable(k[0], k[1]), nil)
+			continue
+		}
+		var raw any
+		if err := md.PrimitiveDecode(entries[k.String()].prim, &raw); err != nil {
+			fail(valCol, f.key(), f.key()+": "+err.Error(), err)
+			continue
+		}
+		if err := f.decode(cfg, raw, false, res); err != nil {
+			fail(valCol, f.key(), keyMsg(f.key(), err), err)
+			continue
+		}
+		src[f.key()] = Source{Kind: SourceFile, File: path, Line: line, Col: keyCol}
+	}
+	return errors.Join(errs...)
+}
+
+// typeName renders MetaData.Type for users.
+func typeName(t string) string {
+	if t == "ArrayHash" {
+		return "array of tables"
+	}
+	return strings.ToLower(t)
+}
+
+func unknownTopLevel(name string) string {
+	if s := suggest(name, tables); s != "" {
+		return fmt.Sprintf("unknown table %q; did you mean [%s]?", name, s)
+	}
+	var keys []string
+	for _, f := range fields {
+		keys = append(keys, f.name)
+	}
+	if s := suggest(name, keys); s != "" {
+		for _, f := range fields {
+			if f.name == s {
+				return fmt.Sprintf("unknown key %q; did you mean %q (it belongs in [%s])?", name, f.key(), f.table)
+			}
+		}
+	}
+	return fmt.Sprintf("unknown table %q; valid tables: %s", name, strings.Join(tables, ", "))
+}
+
+func unknownInTable(table, name string) string {
+	key := table + "." + name
+	if table == "model" && strings.EqualFold(name, "apiKey") {
+		return fmt.Sprintf("%s cannot be set in a config file; put the key in the environment variable named by model.apiKeyEnv (default OPENAI_API_KEY)", key)
+	}
+	var same, other []string
+	for _, f := range fields {
+		if f.table == table {
+			same = append(same, f.name)
+		} else {
+			other = append(other, f.name)
+		}
+	}
+	if s := suggest(name, same); s != "" {
+		return fmt.Sprintf("unknown key %q; did you mean %q?", key, s)
+	}
+	if s := suggest(name, other); s != "" {
+		for _, f := range fields {
+			if f.name == s && f.table != table {
+				return fmt.Sprintf("unknown key %q; did you mean %q (it belongs in [%s])?", key, f.key(), f.table)
+			}
+		}
+	}
+	return fmt.Sprintf("unknown key %q; valid keys in [%s]: %s", key, table, strings.Join(same, ", "))
+}
