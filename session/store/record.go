@@ -1,0 +1,208 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/acpd/acpd/acp"
+)
+
+// Version is the record format version written in every record's "v".
+const Version = 1
+
+// Kind names what a Record holds; it selects which payload field is set.
+type Kind string
+
+// Record kinds. Each names the payload field(s) it uses.
+const (
+	KindMeta       Kind = "meta"        // Meta: first record; appended again when an activation changes cwd or roots
+	KindUser       Kind = "user"        // Prompt (ACP content blocks as sent)
+	KindText       Kind = "text"        // Text (+MessageID): assistant text of one model response
+	KindReasoning  Kind = "reasoning"   // Text (+MessageID): assistant reasoning of one model response
+	KindToolCalls  Kind = "tool_calls"  // ToolCalls: the calls one model response asked for
+	KindToolCall   Kind = "tool_call"   // Tool: the frame shown to the client when a call starts
+	KindToolResult Kind = "tool_result" // Tool: the final state, content shown and ModelText fed back
+	KindPlan       Kind = "plan"        // Plan
+	KindMode       Kind = "mode"        // ModeID
+	KindModel      Kind = "model"       // ModelID
+	KindLoopStop   Kind = "loop_stop"   // Loop
+	KindTitle      Kind = "title"       // Title
+	KindTurnEnd    Kind = "turn_end"    // StopReason, Error
+	KindUsage      Kind = "usage"       // Usage
+	KindExt        Kind = "ext"         // Data: host-defined payload the store does not interpret
+)
+
+// maxRecordTitleLen bounds a title record so the index stays small.
+const maxRecordTitleLen = 1024
+
+// Record is one line of a session transcript. V and T are filled by Append
+// when zero. Exactly the payload fields of Kind are set (see the Kind consts);
+// the rest stay zero and are omitted from the JSON.
+type Record struct {
+	V    int       `json:"v"`
+	T    time.Time `json:"t"` // RFC 3339 with nanoseconds on the wire
+	Kind Kind      `json:"kind"`
+
+	Meta       *SessionMeta       `json:"meta,omitempty"`
+	Prompt     []acp.ContentBlock `json:"prompt,omitempty"`
+	Text       string             `json:"text,omitempty"`
+	MessageID  string             `json:"messageId,omitempty"`
+	ToolCalls  []ToolCall         `json:"toolCalls,omitempty"`
+	Tool       *ToolCallRecord    `json:"tool,omitempty"`
+	Plan       []acp.PlanEntry    `json:"plan,omitempty"`
+	ModeID     string             `json:"modeId,omitempty"`
+	ModelID    string             `json:"modelId,omitempty"`
+	Loop       *LoopStop          `json:"loop,omitempty"`
+	Title      string             `json:"title,omitempty"`
+	StopReason acp.StopReason     `json:"stopReason,omitempty"`
+	Error      string             `json:"error,omitempty"`
+	Usage      *Usage             `json:"usage,omitempty"`
+	Data       json.RawMessage    `json:"data,omitempty"`
+}
+
+// SessionMeta identifies a session and its roots.
+type SessionMeta struct {
+	ID                    string    `json:"id"`
+	Cwd                   string    `json:"cwd"`
+	AdditionalDirectories []string  `json:"additionalDirectories,omitempty"`
+	CreatedAt             time.Time `json:"createdAt"`
+}
+
+// ToolCall is one tool call the model asked for, as the model sent it.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Invalid holds the parse error when Arguments could not be repaired.
+	Invalid string `json:"invalid,omitempty"`
+}
+
+// ToolCallRecord is a tool call as shown to the client (KindToolCall) and,
+// in KindToolResult, its outcome including the text the model received.
+type ToolCallRecord struct {
+	ToolCallID string                 `json:"toolCallId"`
+	Name       string                 `json:"name,omitempty"`
+	Title      string                 `json:"title,omitempty"`
+	Kind       acp.ToolKind           `json:"kind,omitempty"`
+	Status     acp.ToolCallStatus     `json:"status,omitempty"`
+	Locations  []acp.ToolCallLocation `json:"locations,omitempty"`
+	RawInput   json.RawMessage        `json:"rawInput,omitempty"`
+	RawOutput  json.RawMessage        `json:"rawOutput,omitempty"`
+	Content    []acp.ToolCallContent  `json:"content,omitempty"`
+	ModelText  string                 `json:"modelText,omitempty"`
+}
+
+// LoopStop records a turn stopped by the loop guard.
+type LoopStop struct {
+	LoopType string `json:"loopType"`
+	Message  string `json:"message,omitempty"`
+}
+
+// Usage is token accounting: one model response's tokens and, when known,
+// the context window used and its size (ACP usage_update).
+type Usage struct {
+	PromptTokens     int    `json:"promptTokens,omitempty"`
+	CompletionTokens int    `json:"completionTokens,omitempty"`
+	TotalTokens      int    `json:"totalTokens,omitempty"`
+	Used             uint64 `json:"used,omitempty"`
+	Size             uint64 `json:"size,omitempty"`
+}
+
+// ErrInvalidRecord is wrapped by Append for a record that names an unknown
+// kind or lacks the payload its kind requires.
+var ErrInvalidRecord = errors.New("invalid record")
+
+func invalid(kind Kind, format string, args ...any) error {
+	return fmt.Errorf("%w: kind %q: %s", ErrInvalidRecord, kind, fmt.Sprintf(format, args...))
+}
+
+// validate checks that rec carries the payload its kind needs. It is used on
+// both append and load, so a transcript never holds a record the replay
+// cannot interpret.
+func (r *Record) validate() error {
+	switch r.Kind {
+	case KindMeta:
+		if r.Meta == nil {
+			return invalid(r.Kind, "field meta is missing")
+		}
+		if err := ValidateID(r.Meta.ID); err != nil {
+			return invalid(r.Kind, "field meta.id: %v", err)
+		}
+		if r.Meta.Cwd == "" {
+			return invalid(r.Kind, "field meta.cwd is empty")
+		}
+	case KindUser:
+		if r.Prompt == nil {
+			return invalid(r.Kind, "field prompt is missing")
+		}
+	case KindText, KindReasoning:
+		// Empty text is legal: a response may carry only tool calls.
+	case KindToolCalls:
+		if len(r.ToolCalls) == 0 {
+			return invalid(r.Kind, "field toolCalls is empty")
+		}
+		for i, c := range r.ToolCalls {
+			if c.ID == "" {
+				return invalid(r.Kind, "field toolCalls[%d].id is empty", i)
+			}
+			if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
+				return invalid(r.Kind, "field toolCalls[%d].arguments is not JSON", i)
+			}
+		}
+	case KindToolCall, KindToolResult:
+		if r.Tool == nil {
+			return invalid(r.Kind, "field tool is missing")
+		}
+		if r.Tool.ToolCallID == "" {
+			return invalid(r.Kind, "field tool.toolCallId is empty")
+		}
+		if len(r.Tool.RawInput) > 0 && !json.Valid(r.Tool.RawInput) {
+			return invalid(r.Kind, "field tool.rawInput is not JSON")
+		}
+		if len(r.Tool.RawOutput) > 0 && !json.Valid(r.Tool.RawOutput) {
+			return invalid(r.Kind, "field tool.rawOutput is not JSON")
+		}
+	case KindPlan:
+		if r.Plan == nil {
+			return invalid(r.Kind, "field plan is missing")
+		}
+	case KindMode:
+		if r.ModeID == "" {
+			return invalid(r.Kind, "field modeId is empty")
+		}
+	case KindModel:
+		if r.ModelID == "" {
+			return invalid(r.Kind, "field modelId is empty")
+		}
+	case KindLoopStop:
+		if r.Loop == nil || r.Loop.LoopType == "" {
+			return invalid(r.Kind, "field loop.loopType is empty")
+		}
+	case KindTitle:
+		if r.Title == "" {
+			return invalid(r.Kind, "field title is empty")
+		}
+		if len(r.Title) > maxRecordTitleLen {
+			return invalid(r.Kind, "field title is longer than %d bytes", maxRecordTitleLen)
+		}
+	case KindTurnEnd:
+		if r.StopReason == "" && r.Error == "" {
+			return invalid(r.Kind, "fields stopReason and error are both empty")
+		}
+	case KindUsage:
+		if r.Usage == nil {
+			return invalid(r.Kind, "field usage is missing")
+		}
+	case KindExt:
+		if len(r.Data) == 0 || !json.Valid(r.Data) {
+			return invalid(r.Kind, "field data is not JSON")
+		}
+	case "":
+		return fmt.Errorf("%w: field kind is empty", ErrInvalidRecord)
+	default:
+		return fmt.Errorf("%w: field kind: unknown kind %q", ErrInvalidRecord, r.Kind)
+	}
+	return nil
+}
