@@ -106,7 +106,48 @@ type Result struct {
 	// Plan, when non-nil, is sent as a `plan` update instead of tool-call
 	// frames (todo_write).
 	Plan []acp.PlanEntry
+	// Locations, when non-nil, replaces the call's locations in the final
+	// tool_call_update (e.g. the line an edit landed on, known only after it ran).
+	Locations []acp.ToolCallLocation
 }
+
+// Preparer is implemented by calls that must look at the current state
+// before the user is asked (write_file and edit fetch the file, through the
+// editor when it offers fs, so the permission request shows the whole-file
+// diff). The host calls Prepare after Build and before Confirmation when the
+// call implements it; without it Confirmation shows a smaller diff.
+type Preparer interface {
+	Prepare(ctx context.Context, env *Env) error
+}
+
+// Error types for Result.ErrType (qwen-code's ToolErrorType names), keyed on
+// by the repeated-failure guard together with the tool name.
+const (
+	ErrTypeInvalidParams       = "INVALID_TOOL_PARAMS"
+	ErrTypeUnknown             = "UNKNOWN"
+	ErrTypeExecutionFailed     = "EXECUTION_FAILED"
+	ErrTypeCancelled           = "CANCELLED"
+	ErrTypeTimeout             = "TIMEOUT"
+	ErrTypeFileNotFound        = "FILE_NOT_FOUND"
+	ErrTypeFileWriteFailure    = "FILE_WRITE_FAILURE"
+	ErrTypeReadContentFailure  = "READ_CONTENT_FAILURE"
+	ErrTypeFileTooLarge        = "FILE_TOO_LARGE"
+	ErrTypePermissionDenied    = "PERMISSION_DENIED"
+	ErrTypeNoSpaceLeft         = "NO_SPACE_LEFT"
+	ErrTypeTargetIsDirectory   = "TARGET_IS_DIRECTORY"
+	ErrTypePathNotInWorkspace  = "PATH_NOT_IN_WORKSPACE"
+	ErrTypeSearchPathNotFound  = "SEARCH_PATH_NOT_FOUND"
+	ErrTypeSearchPathNotADir   = "SEARCH_PATH_NOT_A_DIRECTORY"
+	ErrTypeCreateExistingFile  = "ATTEMPT_TO_CREATE_EXISTING_FILE"
+	ErrTypeEditNoOccurrence    = "EDIT_NO_OCCURRENCE_FOUND"
+	ErrTypeEditMultipleOccurs  = "EDIT_EXPECTED_OCCURRENCE_MISMATCH"
+	ErrTypeEditNoChange        = "EDIT_NO_CHANGE"
+	ErrTypeGrepExecutionError  = "GREP_EXECUTION_ERROR"
+	ErrTypeGlobExecutionError  = "GLOB_EXECUTION_ERROR"
+	ErrTypeLsExecutionError    = "LS_EXECUTION_ERROR"
+	ErrTypePathIsNotADirectory = "PATH_IS_NOT_A_DIRECTORY"
+	ErrTypeShellExecuteError   = "SHELL_EXECUTE_ERROR"
+)
 
 // Registry maps names to tools, in registration order.
 type Registry struct {

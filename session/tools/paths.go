@@ -1,0 +1,161 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrOutsideWorkspace is wrapped by every confinement refusal.
+var ErrOutsideWorkspace = errors.New("path is not allowed")
+
+// target is a path that passed confinement.
+type target struct {
+	path string // cleaned absolute path as given: sent to the editor and shown in frames
+	real string // symlinks resolved: used for local I/O
+	root string // the resolved workspace root holding real
+	rel  string // real relative to root; "." for the root itself
+}
+
+// forbiddenTrees are refused even when a workspace root contains them:
+// reading them leaks process state and writing them has side effects.
+var forbiddenTrees = []string{"/proc", "/sys", "/dev"}
+
+// confine checks that p (the value of parameter field) is an absolute POSIX
+// path that, after resolving symlinks, lies inside one of env.Roots. It
+// touches the file system only to resolve symlinks (lstat/readlink), never
+// to read or write the target.
+func confine(env *Env, field, p string) (target, error) {
+	refuse := func(format string, a ...any) (target, error) {
+		return target{}, fmt.Errorf("%w: %s %s", ErrOutsideWorkspace, field, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case p == "":
+		return refuse("must not be empty")
+	case strings.ContainsRune(p, 0):
+		return refuse("contains a NUL byte")
+	case strings.ContainsRune(p, '\\') || (len(p) >= 2 && p[1] == ':' && isASCIILetter(p[0])):
+		return refuse("%q looks like a Windows path; use an absolute path inside the workspace", p)
+	case !filepath.IsAbs(p):
+		return refuse("must be an absolute path, got %q", p)
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == ".." {
+			return refuse("%q must not contain '..'", p)
+		}
+	}
+	clean := filepath.Clean(p)
+	if inForbiddenTree(clean) {
+		return refuse("%q is in a system directory that tools may not touch", p)
+	}
+	real, err := resolveExisting(clean)
+	if err != nil {
+		return refuse("%q cannot be resolved: %v", p, err)
+	}
+	if inForbiddenTree(real) {
+		return refuse("%q resolves to %q, a system directory that tools may not touch", p, real)
+	}
+	if len(env.Roots) == 0 {
+		return refuse("%q cannot be used: the session has no workspace directories", p)
+	}
+	for _, r := range env.Roots {
+		rr, err := filepath.EvalSymlinks(filepath.Clean(r))
+		if err != nil {
+			continue
+		}
+		if rel, ok := within(rr, real); ok {
+			return target{path: clean, real: real, root: rr, rel: rel}, nil
+		}
+	}
+	if real != clean {
+		return refuse("%q resolves to %q, outside the workspace directories: %s", p, real, strings.Join(env.Roots, ", "))
+	}
+	return refuse("%q is outside the workspace directories: %s", p, strings.Join(env.Roots, ", "))
+}
+
+// recheck repeats confinement just before use, so a path swapped for a
+// symlink after Build is refused before the editor is asked to touch it.
+func (t target) recheck(env *Env, field string) error {
+	again, err := confine(env, field, t.path)
+	if err != nil {
+		return err
+	}
+	if again.real != t.real {
+		return fmt.Errorf("%w: %s %q changed since the call was validated (now resolves to %q)", ErrOutsideWorkspace, field, t.path, again.real)
+	}
+	return nil
+}
+
+// resolveExisting resolves symlinks in the longest existing prefix of p and
+// appends the rest. A dangling symlink anywhere is refused: its target could
+// be created outside the workspace.
+func resolveExisting(p string) (string, error) {
+	r, err := filepath.EvalSymlinks(p)
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	if fi, lerr := os.Lstat(p); lerr == nil {
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return "", fmt.Errorf("%s is a symlink whose target does not exist", p)
+		}
+		return "", err
+	}
+	parent := filepath.Dir(p)
+	if parent == p {
+		return "", err
+	}
+	rp, err := resolveExisting(parent)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(rp, filepath.Base(p)), nil
+}
+
+// within reports whether p is root or below it, and p relative to root.
+func within(root, p string) (string, bool) {
+	if p == root {
+		return ".", true
+	}
+	prefix := root
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	if !strings.HasPrefix(p, prefix) {
+		return "", false
+	}
+	return p[len(prefix):], true
+}
+
+func inForbiddenTree(p string) bool {
+	for _, f := range forbiddenTrees {
+		if _, ok := within(f, p); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func isASCIILetter(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }
+
+// display is p as shown in titles: relative to the session cwd when inside
+// it, absolute otherwise.
+func display(env *Env, p string) string {
+	if len(env.Roots) > 0 {
+		if rel, ok := within(filepath.Clean(env.Roots[0]), p); ok {
+			return rel
+		}
+	}
+	return p
+}
+
+// openRoot opens t's workspace root as an *os.Root: every later open below
+// it refuses paths and symlinks that escape the root, at use time.
+func (t target) openRoot() (*os.Root, error) {
+	return os.OpenRoot(t.root)
+}

@@ -1,0 +1,105 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/model"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// toolSpec is the model-facing half every built-in tool shares: its name,
+// kind, description and compiled parameter schema.
+type toolSpec struct {
+	name   string
+	kind   acp.ToolKind
+	desc   string
+	params json.RawMessage
+	schema *jsonschema.Schema
+}
+
+// mustSpec compiles a tool's parameter schema. The schemas are constants of
+// this package, so a failure is a programming error caught by the tests.
+func mustSpec(name string, kind acp.ToolKind, desc, params string) toolSpec {
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(params))
+	if err != nil {
+		panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	url := "acpd:///tools/" + name + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
+	}
+	return toolSpec{name: name, kind: kind, desc: desc, params: json.RawMessage(params), schema: sch}
+}
+
+func (s *toolSpec) Name() string       { return s.name }
+func (s *toolSpec) Kind() acp.ToolKind { return s.kind }
+
+func (s *toolSpec) Spec() model.ToolSpec {
+	return model.ToolSpec{Name: s.name, Description: s.desc, Parameters: append(json.RawMessage(nil), s.params...)}
+}
+
+// decode validates args against the schema and then unmarshals them into v.
+// Its errors name the offending parameter; they go back to the model.
+func (s *toolSpec) decode(args json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return fmt.Errorf("invalid parameters for %s: arguments are not valid JSON: %v", s.name, err)
+	}
+	if err := s.schema.Validate(inst); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			return fmt.Errorf("invalid parameters for %s: %s", s.name, describeValidation(ve))
+		}
+		return fmt.Errorf("invalid parameters for %s: %v", s.name, err)
+	}
+	if err := json.Unmarshal(args, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return fmt.Errorf("invalid parameters for %s: params/%s: must be %s", s.name, te.Field, te.Type)
+		}
+		return fmt.Errorf("invalid parameters for %s: %v", s.name, err)
+	}
+	return nil
+}
+
+// describeValidation flattens a schema error to "params/<field>: <reason>"
+// items so the model sees which parameter was wrong.
+func describeValidation(ve *jsonschema.ValidationError) string {
+	out := ve.BasicOutput()
+	var msgs []string
+	seen := map[string]bool{}
+	for _, u := range out.Errors {
+		if u.Error == nil || len(u.Errors) > 0 {
+			continue
+		}
+		text := u.Error.String()
+		if strings.HasPrefix(text, "validation failed") || strings.HasPrefix(text, "jsonschema validation failed") {
+			continue
+		}
+		m := "params" + u.InstanceLocation + ": " + text
+		if !seen[m] {
+			seen[m] = true
+			msgs = append(msgs, m)
+		}
+	}
+	if len(msgs) == 0 {
+		return ve.Error()
+	}
+	sort.Strings(msgs)
+	return strings.Join(msgs, "; ")
+}

@@ -1,0 +1,45 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// skipDirs are never descended by glob and grep_search.
+var skipDirs = map[string]bool{".git": true, ".hg": true, ".svn": true, "node_modules": true}
+
+// openDir opens the directory t as an *os.Root for walking; everything read
+// below it is confined to it at use time.
+func (t target) openDir() (*os.Root, error) {
+	r, err := t.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	if t.rel == "." {
+		return r, nil
+	}
+	defer r.Close()
+	fi, err := r.Lstat(t.rel)
+	if err != nil {
+		return nil, rootErr(err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory: %w", t.path, syscall.ENOTDIR)
+	}
+	sub, err := r.OpenRoot(t.rel)
+	return sub, rootErr(err)
+}
+
+// dirFailure maps an error opening a search directory to a failed Result.
+func dirFailure(err error) Result {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return failure(ErrTypeSearchPathNotFound, err)
+	case errors.Is(err, syscall.ENOTDIR):
+		return failure(ErrTypePathIsNotADirectory, err)
+	}
+	return failure(classify(err), err)
+}
