@@ -53,6 +53,38 @@ type ClientCapabilities struct {
 	FS       FileSystemCapabilities `json:"fs,omitzero"`
 	Terminal bool                   `json:"terminal,omitempty"`
 	Meta     Meta                   `json:"_meta,omitempty"`
+
+	// Auth, Session and Elicitation are decoded so the host can gate
+	// terminal auth, boolean config options and elicitation on them.
+	Auth        AuthCapabilities           `json:"auth,omitzero"`
+	Session     *ClientSessionCapabilities `json:"session,omitempty"`
+	Elicitation *ElicitationCapabilities   `json:"elicitation,omitempty"`
+}
+
+// AuthCapabilities are the client's authentication capabilities.
+type AuthCapabilities struct {
+	Terminal bool `json:"terminal,omitempty"`
+	Meta     Meta `json:"_meta,omitempty"`
+}
+
+// ClientSessionCapabilities are the client's session capabilities;
+// ConfigOptions.Boolean non-nil means boolean config options are accepted.
+type ClientSessionCapabilities struct {
+	ConfigOptions *SessionConfigOptionsCapabilities `json:"configOptions,omitempty"`
+	Meta          Meta                              `json:"_meta,omitempty"`
+}
+
+// SessionConfigOptionsCapabilities lists the config option kinds a client accepts.
+type SessionConfigOptionsCapabilities struct {
+	Boolean *Capability `json:"boolean,omitempty"`
+	Meta    Meta        `json:"_meta,omitempty"`
+}
+
+// ElicitationCapabilities lists the elicitation modes a client supports.
+type ElicitationCapabilities struct {
+	Form *Capability `json:"form,omitempty"`
+	URL  *Capability `json:"url,omitempty"`
+	Meta Meta        `json:"_meta,omitempty"`
 }
 
 type FileSystemCapabilities struct {
@@ -65,6 +97,7 @@ type Implementation struct {
 	Name    string `json:"name"`
 	Title   string `json:"title,omitempty"`
 	Version string `json:"version"`
+	Meta    Meta   `json:"_meta,omitempty"`
 }
 
 type InitializeResponse struct {
@@ -80,7 +113,15 @@ type AgentCapabilities struct {
 	PromptCapabilities  PromptCapabilities  `json:"promptCapabilities"`
 	MCPCapabilities     MCPCapabilities     `json:"mcpCapabilities"`
 	SessionCapabilities SessionCapabilities `json:"sessionCapabilities"`
-	Meta                Meta                `json:"_meta,omitempty"`
+	// Auth advertises logout (Auth.Logout non-nil); nil omits it.
+	Auth *AgentAuthCapabilities `json:"auth,omitempty"`
+	Meta Meta                   `json:"_meta,omitempty"`
+}
+
+// AgentAuthCapabilities are the agent's authentication capabilities.
+type AgentAuthCapabilities struct {
+	Logout *Capability `json:"logout,omitempty"`
+	Meta   Meta        `json:"_meta,omitempty"`
 }
 
 type PromptCapabilities struct {
@@ -113,6 +154,11 @@ type AuthMethod struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
 	Meta        Meta   `json:"_meta,omitempty"`
+}
+
+// LogoutRequest is the params of logout.
+type LogoutRequest struct {
+	Meta Meta `json:"_meta,omitempty"`
 }
 
 type AuthenticateRequest struct {
@@ -199,11 +245,12 @@ type ListSessionsResponse struct {
 }
 
 type SessionInfo struct {
-	SessionID string `json:"sessionId"`
-	Cwd       string `json:"cwd"`
-	Title     string `json:"title,omitempty"`
-	UpdatedAt string `json:"updatedAt,omitempty"`
-	Meta      Meta   `json:"_meta,omitempty"`
+	SessionID             string   `json:"sessionId"`
+	Cwd                   string   `json:"cwd"`
+	AdditionalDirectories []string `json:"additionalDirectories,omitempty"`
+	Title                 string   `json:"title,omitempty"`
+	UpdatedAt             string   `json:"updatedAt,omitempty"`
+	Meta                  Meta     `json:"_meta,omitempty"`
 }
 
 // SessionIDRequest is the params of session/close, session/delete and session/cancel.
@@ -308,22 +355,11 @@ type EmbeddedResource struct {
 	MimeType string  `json:"mimeType,omitempty"`
 	Text     *string `json:"text,omitempty"`
 	Blob     *string `json:"blob,omitempty"`
+	Meta     Meta    `json:"_meta,omitempty"`
 }
 
 // TextBlock returns a text content block.
 func TextBlock(s string) ContentBlock { return ContentBlock{Type: "text", Text: s} }
-
-// MarshalJSON writes `text` even when empty for text blocks (it is required).
-func (b ContentBlock) MarshalJSON() ([]byte, error) {
-	type plain ContentBlock
-	if b.Type == "text" && b.Text == "" {
-		return json.Marshal(struct {
-			plain
-			Text string `json:"text"`
-		}{plain(b), ""})
-	}
-	return json.Marshal(plain(b))
-}
 
 // ---- tool calls ----
 
@@ -446,6 +482,15 @@ type SessionUpdate struct {
 
 	Used uint64 // "usage_update"
 	Size uint64 // "usage_update"
+	Cost *Cost  // "usage_update", optional
+
+	Meta Meta // `_meta` of the update object, any variant
+}
+
+// Cost is the cumulative session cost of a usage_update.
+type Cost struct {
+	Amount   float64 `json:"amount"`
+	Currency string  `json:"currency"`
 }
 
 // SessionUpdate kinds.
@@ -503,8 +548,14 @@ func (u SessionUpdate) MarshalJSON() ([]byte, error) {
 	case UpdateUsage:
 		m["used"] = u.Used
 		m["size"] = u.Size
+		if u.Cost != nil {
+			m["cost"] = u.Cost
+		}
 	default:
 		return nil, fmt.Errorf("acp: unknown session update kind %q", u.Kind)
+	}
+	if len(u.Meta) > 0 {
+		m["_meta"] = u.Meta
 	}
 	return json.Marshal(m)
 }

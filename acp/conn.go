@@ -1,0 +1,530 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// Options configure a Conn. The zero value is usable.
+type Options struct {
+	// Logger receives connection diagnostics; nil discards them.
+	Logger *slog.Logger
+	// MaxLineBytes caps one inbound message; longer lines are discarded with
+	// a -32600 reply. Default 64 MiB (room for base64 images).
+	MaxLineBytes int
+	// MaxInFlight bounds concurrently running inbound requests. When it is
+	// reached the read loop waits (backpressure on the client). Default
+	// 16384, so a client may pipeline 10,000 requests without reading.
+	MaxInFlight int
+	// ShutdownGrace is how long Serve waits, after EOF or cancellation, for
+	// cancelled requests to answer. Default 500ms.
+	ShutdownGrace time.Duration
+	// Trace logs every message at Debug level (params may hold file
+	// contents; use only when asked).
+	Trace bool
+}
+
+// Conn is the agent side of one ACP connection over NDJSON. It dispatches
+// client requests to an Agent and implements Client for outbound calls.
+type Conn struct {
+	opts   Options
+	log    *slog.Logger
+	stream *lineStream
+
+	rpc   atomic.Pointer[jsonrpc2.Conn]
+	agent Agent
+
+	// baseCtx parents every request context; cancelled when Serve stops.
+	baseCtx    context.Context
+	baseCancel context.CancelFunc
+
+	// mu guards ids and inflight. Never held while calling the agent or
+	// writing.
+	mu       sync.Mutex
+	ids      map[string]json.RawMessage // token -> original id, until answered
+	inflight map[string]*inflight       // token -> running request
+	seqIn    uint64                     // guarded by mu
+	seqOut   atomic.Uint64
+
+	sem  chan struct{} // one slot per running request
+	reqs sync.WaitGroup
+
+	caps   atomic.Pointer[ClientCapabilities]
+	served atomic.Bool
+
+	closeOnce sync.Once
+	closeCh   chan struct{}
+}
+
+type inflight struct {
+	key    string
+	cancel context.CancelFunc
+}
+
+var _ Client = (*Conn)(nil)
+
+// NewConn returns a connection reading requests from r (stdin) and writing
+// to w (stdout). Only the Conn may write to w. If r is an io.Closer it is
+// closed on shutdown; w is never closed.
+func NewConn(r io.Reader, w io.Writer, opts Options) *Conn {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxLineBytes <= 0 {
+		opts.MaxLineBytes = 64 << 20
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 16384
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = 500 * time.Millisecond
+	}
+	c := &Conn{
+		opts:     opts,
+		log:      opts.Logger,
+		ids:      map[string]json.RawMessage{},
+		inflight: map[string]*inflight{},
+		sem:      make(chan struct{}, opts.MaxInFlight),
+		closeCh:  make(chan struct{}),
+	}
+	c.baseCtx, c.baseCancel = context.WithCancel(context.Background())
+	c.stream = newLineStream(c, r, w, opts.MaxLineBytes)
+	return c
+}
+
+// ErrNotServing is returned by Client methods called before Serve or after
+// the connection has shut down.
+var ErrNotServing = errors.New("acp: connection is not serving")
+
+// Serve dispatches messages to agent until stdin reaches EOF, ctx is done or
+// Close is called. It then cancels every running request (and so every turn
+// derived from one), waits up to ShutdownGrace for them to answer, and
+// returns. It returns nil on a clean shutdown and the read error otherwise.
+func (c *Conn) Serve(ctx context.Context, agent Agent) error {
+	if agent == nil {
+		return errors.New("acp: Serve with nil agent")
+	}
+	if !c.served.CompareAndSwap(false, true) {
+		return errors.New("acp: Serve called twice")
+	}
+	c.agent = agent
+	opts := []jsonrpc2.ConnOpt{jsonrpc2.SetLogger(slog.NewLogLogger(c.log.Handler(), slog.LevelDebug))}
+	if c.opts.Trace {
+		opts = append(opts, jsonrpc2.LogMessages(slog.NewLogLogger(c.log.Handler(), slog.LevelDebug)))
+	}
+	// The jsonrpc2 context is not ctx: since v0.2.2 it closes the connection
+	// when done, and we need it open while cancelled requests answer.
+	rpc := jsonrpc2.NewConn(context.Background(), c.stream, handler{c}, opts...)
+	c.rpc.Store(rpc)
+
+	var err error
+	select {
+	case <-ctx.Done():
+		c.log.Info("shutting down", "reason", context.Cause(ctx))
+	case <-c.stream.eof:
+		if !errors.Is(c.stream.readErr, io.EOF) {
+			err = fmt.Errorf("acp: read: %w", c.stream.readErr)
+		}
+		c.log.Info("shutting down", "reason", "stdin closed")
+	case <-c.closeCh:
+	case <-rpc.DisconnectNotify():
+	}
+	c.baseCancel()
+	done := make(chan struct{})
+	go func() { c.reqs.Wait(); close(done) }()
+	t := time.NewTimer(c.opts.ShutdownGrace)
+	select {
+	case <-done:
+	case <-t.C:
+		c.log.Warn("requests still running at shutdown")
+	}
+	t.Stop()
+	_ = rpc.Close()
+	return err
+}
+
+// Close stops Serve. It is safe to call more than once.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() { close(c.closeCh) })
+	return nil
+}
+
+// ClientCapabilities returns the capabilities of the last successful
+// initialize; the zero value (nothing supported) before that.
+func (c *Conn) ClientCapabilities() ClientCapabilities {
+	if p := c.caps.Load(); p != nil {
+		return *p
+	}
+	return ClientCapabilities{}
+}
+
+func (c *Conn) registerID(raw json.RawMessage, key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seqIn++
+	tok := tokenPrefix + strconv.FormatUint(c.seqIn, 10)
+	c.ids[tok] = append(json.RawMessage(nil), raw...)
+	return tok
+}
+
+func (c *Conn) takeID(tok string) (json.RawMessage, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	raw, ok := c.ids[tok]
+	delete(c.ids, tok)
+	return raw, ok
+}
+
+func (c *Conn) dropToken(tok string) {
+	if tok != "" {
+		c.takeID(tok)
+	}
+}
+
+// handler is the jsonrpc2.Handler. It runs on the read goroutine and never
+// blocks except on the in-flight bound.
+type handler struct{ c *Conn }
+
+func (h handler) Handle(_ context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	c := h.c
+	in := c.stream.cur
+	c.stream.cur = inbound{}
+	if req.Notif {
+		c.notification(req.Method, in.params)
+		return
+	}
+	if in.token == "" || req.ID.Str != in.token {
+		c.log.Error("request without a registered id", "method", req.Method)
+		return
+	}
+	select {
+	case c.sem <- struct{}{}:
+	case <-c.baseCtx.Done():
+		c.dropToken(in.token)
+		return
+	}
+	ctx, cancel := context.WithCancel(c.baseCtx)
+	c.mu.Lock()
+	c.inflight[in.token] = &inflight{key: in.key, cancel: cancel}
+	c.mu.Unlock()
+	c.reqs.Add(1)
+	go func() {
+		defer c.reqs.Done()
+		defer func() { <-c.sem }()
+		defer cancel()
+		c.serveRequest(ctx, rpc, in.token, req.Method, in.params)
+		c.mu.Lock()
+		delete(c.inflight, in.token)
+		c.mu.Unlock()
+	}()
+}
+
+func (c *Conn) serveRequest(ctx context.Context, rpc *jsonrpc2.Conn, tok, method string, params json.RawMessage) {
+	start := time.Now()
+	res, err := c.dispatchSafe(ctx, method, params)
+	id := jsonrpc2.ID{Str: tok, IsString: true}
+	if err == nil {
+		b, merr := json.Marshal(res)
+		if merr == nil {
+			if werr := rpc.Reply(context.Background(), id, json.RawMessage(b)); werr != nil {
+				c.log.Warn("reply failed", "method", method, "err", werr)
+				c.dropToken(tok)
+			}
+			c.log.Debug("request done", "method", method, "dur", time.Since(start))
+			return
+		}
+		c.log.Error("marshal result", "method", method, "err", merr)
+		err = ErrInternal("marshal result of " + method + ": " + merr.Error())
+	}
+	re := ToRPCError(err)
+	c.log.Debug("request failed", "method", method, "code", re.Code, "err", err)
+	if werr := rpc.ReplyWithError(context.Background(), id, re); werr != nil {
+		c.log.Warn("error reply failed", "method", method, "err", werr)
+		c.dropToken(tok)
+	}
+}
+
+// dispatchSafe turns a panic in the agent into -32603.
+func (c *Conn) dispatchSafe(ctx context.Context, method string, params json.RawMessage) (result any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("panic in request handler", "method", method, "panic", r, "stack", string(debug.Stack()))
+			result, err = nil, ErrInternal(fmt.Sprintf("internal error in %s: %v", method, r))
+		}
+	}()
+	return c.dispatch(ctx, method, params)
+}
+
+// Logouter is implemented by agents that support logout; without it logout
+// is answered -32601.
+type Logouter interface {
+	Logout(ctx context.Context, req *LogoutRequest) (*Empty, error)
+}
+
+func (c *Conn) dispatch(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	a := c.agent
+	switch method {
+	case MethodInitialize:
+		var p InitializeRequest
+		if err := DecodeParams(method, params, &p); err != nil {
+			return nil, err
+		}
+		r, err := a.Initialize(ctx, &p)
+		if err == nil {
+			caps := p.ClientCapabilities
+			c.caps.Store(&caps)
+		}
+		return result(r, err)
+	case MethodAuthenticate:
+		return call(ctx, method, params, a.Authenticate)
+	case MethodLogout:
+		if l, ok := a.(Logouter); ok {
+			return call(ctx, method, params, l.Logout)
+		}
+		return nil, ErrMethodNotFound(method)
+	case MethodSessionNew:
+		return call(ctx, method, params, a.NewSession)
+	case MethodSessionLoad:
+		return call(ctx, method, params, a.LoadSession)
+	case MethodSessionResume:
+		return call(ctx, method, params, a.ResumeSession)
+	case MethodSessionList:
+		return call(ctx, method, params, a.ListSessions)
+	case MethodSessionClose:
+		return call(ctx, method, params, a.CloseSession)
+	case MethodSessionDelete:
+		return call(ctx, method, params, a.DeleteSession)
+	case MethodSessionSetMode:
+		return call(ctx, method, params, a.SetSessionMode)
+	case MethodSessionSetConfigOption:
+		return call(ctx, method, params, a.SetSessionConfigOption)
+	case MethodSessionPrompt:
+		return call(ctx, method, params, a.Prompt)
+	default:
+		return nil, ErrMethodNotFound(method)
+	}
+}
+
+// call decodes and validates params, then runs fn.
+func call[P any, R any, PP interface {
+	*P
+	Params
+}](ctx context.Context, method string, raw json.RawMessage, fn func(context.Context, PP) (*R, error)) (any, error) {
+	p := PP(new(P))
+	if err := DecodeParams(method, raw, p); err != nil {
+		return nil, err
+	}
+	return result(fn(ctx, p))
+}
+
+// result never lets a nil pointer become `"result":null`.
+func result[R any](r *R, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return struct{}{}, nil
+	}
+	return r, nil
+}
+
+func (c *Conn) notification(method string, params json.RawMessage) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("panic in notification handler", "method", method, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	switch method {
+	case MethodSessionCancel:
+		var p SessionIDRequest
+		if err := DecodeParams(method, params, &p); err != nil {
+			c.log.Warn("invalid session/cancel", "err", err)
+			return
+		}
+		c.agent.Cancel(&p)
+	case MethodCancelRequest:
+		var p CancelRequestNotification
+		if err := DecodeParams(method, params, &p); err != nil {
+			c.log.Warn("invalid $/cancel_request", "err", err)
+			return
+		}
+		key, _ := idKey(p.RequestID)
+		c.mu.Lock()
+		for _, f := range c.inflight {
+			if f.key == key {
+				f.cancel()
+			}
+		}
+		c.mu.Unlock()
+	default:
+		// Unknown notifications, including `_` extensions, are ignored.
+		c.log.Debug("ignoring notification", "method", method)
+	}
+}
+
+// ToRPCError maps an error to the JSON-RPC error sent to the client: an
+// *Error or *jsonrpc2.Error keeps its code, context cancellation becomes
+// -32800, anything else -32603 with the error text.
+func ToRPCError(err error) *jsonrpc2.Error {
+	var ae *Error
+	if errors.As(err, &ae) {
+		je := &jsonrpc2.Error{Code: int64(ae.Code), Message: ae.Message}
+		if ae.Data != nil {
+			if b, merr := json.Marshal(ae.Data); merr == nil {
+				raw := json.RawMessage(b)
+				je.Data = &raw
+			}
+		}
+		return je
+	}
+	var je *jsonrpc2.Error
+	if errors.As(err, &je) {
+		return je
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return &jsonrpc2.Error{Code: CodeRequestCancelled, Message: "Request cancelled"}
+	}
+	return &jsonrpc2.Error{Code: CodeInternalError, Message: err.Error()}
+}
+
+// ---- Client: calls from the agent to the editor ----
+
+// SessionUpdate sends a session/update notification. It is written even
+// when ctx is already cancelled: the final updates of a cancelled turn must
+// still reach the client before the prompt response.
+func (c *Conn) SessionUpdate(_ context.Context, n *SessionNotification) error {
+	rpc := c.rpc.Load()
+	if rpc == nil {
+		return ErrNotServing
+	}
+	return rpc.Notify(context.Background(), MethodSessionUpdate, n)
+}
+
+// callClient sends a request with an id of our own choosing, so that it can
+// be cancelled with $/cancel_request when ctx is done.
+func (c *Conn) callClient(ctx context.Context, method string, params, out any) error {
+	rpc := c.rpc.Load()
+	if rpc == nil {
+		return ErrNotServing
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	id := jsonrpc2.ID{Str: "acpd-" + strconv.FormatUint(c.seqOut.Add(1), 10), IsString: true}
+	w, err := rpc.DispatchCall(ctx, method, params, jsonrpc2.PickID(id))
+	if err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	var raw json.RawMessage
+	err = w.Wait(ctx, &raw)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		if nerr := rpc.Notify(context.Background(), MethodCancelRequest, map[string]string{"requestId": id.Str}); nerr != nil {
+			c.log.Debug("send $/cancel_request", "err", nerr)
+		}
+		return ctx.Err()
+	}
+	if err != nil {
+		var je *jsonrpc2.Error
+		if errors.As(err, &je) {
+			e := &Error{Code: int(je.Code), Message: je.Message}
+			if je.Data != nil {
+				e.Data = *je.Data
+			}
+			return e
+		}
+		if errors.Is(err, jsonrpc2.ErrClosed) {
+			return fmt.Errorf("%s: %w", method, ErrNotServing)
+		}
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	if out == nil || len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s: invalid result from client: %w", method, err)
+	}
+	return nil
+}
+
+// RequestPermission asks the user; the outcome is checked to be "cancelled"
+// or "selected" with an optionId.
+func (c *Conn) RequestPermission(ctx context.Context, req *RequestPermissionRequest) (*RequestPermissionResponse, error) {
+	var r RequestPermissionResponse
+	if err := c.callClient(ctx, MethodSessionRequestPermission, req, &r); err != nil {
+		return nil, err
+	}
+	switch {
+	case r.Outcome.Outcome == "cancelled":
+	case r.Outcome.Outcome == "selected" && r.Outcome.OptionID != "":
+	default:
+		return nil, fmt.Errorf("%s: invalid outcome %q from client", MethodSessionRequestPermission, r.Outcome.Outcome)
+	}
+	return &r, nil
+}
+
+// ReadTextFile reads a file through the editor (unsaved buffers included).
+func (c *Conn) ReadTextFile(ctx context.Context, req *ReadTextFileRequest) (*ReadTextFileResponse, error) {
+	var r ReadTextFileResponse
+	if err := c.callClient(ctx, MethodFSReadTextFile, req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// WriteTextFile writes a file through the editor; a null result is accepted.
+func (c *Conn) WriteTextFile(ctx context.Context, req *WriteTextFileRequest) error {
+	return c.callClient(ctx, MethodFSWriteTextFile, req, nil)
+}
+
+// CreateTerminal starts a command in a client terminal.
+func (c *Conn) CreateTerminal(ctx context.Context, req *CreateTerminalRequest) (*CreateTerminalResponse, error) {
+	var r CreateTerminalResponse
+	if err := c.callClient(ctx, MethodTerminalCreate, req, &r); err != nil {
+		return nil, err
+	}
+	if r.TerminalID == "" {
+		return nil, fmt.Errorf("%s: client returned no terminalId", MethodTerminalCreate)
+	}
+	return &r, nil
+}
+
+// TerminalOutput fetches the output so far.
+func (c *Conn) TerminalOutput(ctx context.Context, req *TerminalRequest) (*TerminalOutputResponse, error) {
+	var r TerminalOutputResponse
+	if err := c.callClient(ctx, MethodTerminalOutput, req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// WaitForTerminalExit blocks until the command exits or ctx is done.
+func (c *Conn) WaitForTerminalExit(ctx context.Context, req *TerminalRequest) (*TerminalExitStatus, error) {
+	var r TerminalExitStatus
+	if err := c.callClient(ctx, MethodTerminalWaitForExit, req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// KillTerminal kills the command; the terminal stays valid until released.
+func (c *Conn) KillTerminal(ctx context.Context, req *TerminalRequest) error {
+	return c.callClient(ctx, MethodTerminalKill, req, nil)
+}
+
+// ReleaseTerminal frees the terminal. Callers should pass a context that is
+// not cancelled with the turn (e.g. context.WithoutCancel), since release is
+// mandatory even after a cancel.
+func (c *Conn) ReleaseTerminal(ctx context.Context, req *TerminalRequest) error {
+	return c.callClient(ctx, MethodTerminalRelease, req, nil)
+}
