@@ -1,0 +1,611 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Assembler turns the chunks of one streamed chat completion into Events.
+// It is pure (no I/O, no goroutines) and holds per-stream state, so use a
+// fresh one per attempt: a parser shared by two streams mixes their calls
+// (qwen-code #3516).
+//
+// Text and reasoning deltas come out of Feed as they arrive; tool calls,
+// usage and the finish reason come out of Finish, tool calls in index order.
+type Assembler struct {
+	logger *slog.Logger
+	events []Event
+
+	content, reasoning textChannel
+
+	slots      map[int]*slot
+	idSlot     map[string]int
+	remap      map[int]int // provider index -> slot, after a collision
+	lastOpened *slot
+	seq        int
+
+	finish    string
+	sawFinish bool
+	usage     *Usage
+	err       error
+}
+
+// NewAssembler returns an Assembler for one stream; logger may be nil.
+func NewAssembler(logger *slog.Logger) *Assembler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Assembler{
+		logger: logger,
+		slots:  map[int]*slot{},
+		idSlot: map[string]int{},
+		remap:  map[int]int{},
+	}
+}
+
+// Permissive decode targets: pointers tell absent and null from "".
+type wireChunk struct {
+	Error   json.RawMessage `json:"error"`
+	Choices []wireChoice    `json:"choices"`
+	Usage   *wireUsage      `json:"usage"`
+}
+
+type wireChoice struct {
+	Index        int        `json:"index"`
+	Delta        *wireDelta `json:"delta"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type wireDelta struct {
+	Content          *string         `json:"content"`
+	ReasoningContent *string         `json:"reasoning_content"`
+	Reasoning        *string         `json:"reasoning"`
+	ToolCalls        []wireToolDelta `json:"tool_calls"`
+}
+
+type wireToolDelta struct {
+	Index    *int    `json:"index"`
+	ID       *string `json:"id"`
+	Function *struct {
+		Name *string `json:"name"`
+		// Arguments is normally a string; null marks DashScope's trailing
+		// fragment, and an object is taken as already-encoded JSON.
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+type wireUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Feed processes the JSON payload of one SSE data event. The returned
+// events (text and reasoning deltas) are valid until the next call. An
+// error means the stream failed; it is sticky and Finish returns it too.
+func (a *Assembler) Feed(data []byte) ([]Event, error) {
+	a.events = a.events[:0]
+	if a.err != nil {
+		return nil, a.err
+	}
+	var c wireChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		a.err = fmt.Errorf("decode stream chunk: %w", err)
+		return nil, a.err
+	}
+	if msg, typ, code, ok := parseErrorObject(c.Error); ok {
+		if msg == "" {
+			msg = "model stream failed: " + string(bytes.TrimSpace(c.Error))
+		}
+		a.err = &APIError{Status: 200, Message: msg, Type: typ, Code: code, Body: string(c.Error)}
+		return nil, a.err
+	}
+	if c.Usage != nil {
+		a.usage = &Usage{
+			PromptTokens:     c.Usage.PromptTokens,
+			CompletionTokens: c.Usage.CompletionTokens,
+			TotalTokens:      c.Usage.TotalTokens,
+		}
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Index != 0 {
+			continue // n>1 is never requested; extra choices are noise
+		}
+		if err := a.choice(ch); err != nil {
+			a.err = err
+			return nil, err
+		}
+	}
+	return a.events, nil
+}
+
+// FeedError processes an SSE event that is an error by framing (the
+// `error:` field of old llama.cpp builds, or `event: error`).
+func (a *Assembler) FeedError(data []byte) error {
+	if a.err != nil {
+		return a.err
+	}
+	msg, typ, code, ok := parseErrorObject(data)
+	if !ok || msg == "" {
+		var w struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(data, &w) == nil {
+			msg, typ, code, ok = parseErrorObject(w.Error)
+		}
+	}
+	if !ok || msg == "" {
+		msg = "model stream failed: " + strings.TrimSpace(string(data))
+	}
+	a.err = &APIError{Status: 200, Message: msg, Type: typ, Code: code, Body: string(data)}
+	return a.err
+}
+
+func (a *Assembler) choice(ch *wireChoice) error {
+	if ch.FinishReason != nil {
+		switch fr := *ch.FinishReason; fr {
+		case "":
+		case "error", "error_finish":
+			// DashScope puts the error text (e.g. TPM throttling) in the content.
+			msg := ""
+			if ch.Delta != nil && ch.Delta.Content != nil {
+				msg = strings.TrimSpace(*ch.Delta.Content)
+			}
+			if msg == "" {
+				msg = fmt.Sprintf("model stream failed (finish_reason %q)", fr)
+			}
+			return &APIError{Status: 200, Message: msg, FinishReason: fr}
+		default:
+			// Later finish chunks (OpenRouter sends two) just restate it.
+			a.finish, a.sawFinish = fr, true
+		}
+	}
+	d := ch.Delta
+	if d == nil {
+		return nil
+	}
+	r := d.ReasoningContent
+	if r == nil || *r == "" {
+		r = d.Reasoning
+	}
+	if r != nil {
+		if s := a.reasoning.normalize(*r); s != "" {
+			a.events = append(a.events, Event{Kind: EventReasoning, Text: s})
+		}
+	}
+	if d.Content != nil {
+		if s := a.content.normalize(*d.Content); s != "" {
+			a.events = append(a.events, Event{Kind: EventText, Text: s})
+		}
+	}
+	for i := range d.ToolCalls {
+		a.fragment(&d.ToolCalls[i])
+	}
+	return nil
+}
+
+// textChannel undoes DashScope's cumulative deltas (each delta repeating
+// the whole text so far), with qwen-code's rules: a chunk that extends what
+// was emitted yields only the new suffix; an exact repeat enters cumulative
+// mode only from 64 bytes (short repeats such as "ha","ha" are real text);
+// in cumulative mode a rewind is dropped and a divergent chunk leaves the
+// mode. Outside cumulative mode the baseline is capped at 1 KiB.
+type textChannel struct {
+	baseline   string
+	total      int // bytes emitted so far
+	cumulative bool
+}
+
+const (
+	cumulativeRepeatMin = 64
+	cumulativeWindow    = 1024
+)
+
+func (c *textChannel) normalize(d string) string {
+	if d == "" {
+		return ""
+	}
+	if c.baseline == "" {
+		c.baseline, c.total = d, len(d)
+		return d
+	}
+	if c.cumulative {
+		switch {
+		case strings.HasPrefix(d, c.baseline):
+			suffix := d[len(c.baseline):]
+			c.baseline, c.total = d, len(d)
+			return suffix
+		case strings.HasPrefix(c.baseline, d):
+			return ""
+		}
+		c.cumulative = false
+		c.baseline = d
+		c.total += len(d)
+		return d
+	}
+	if len(d) > len(c.baseline) && strings.HasPrefix(d, c.baseline) {
+		from := len(c.baseline)
+		if from >= cumulativeWindow && c.total > from {
+			// The baseline froze at the window while text kept flowing:
+			// cut from what the user actually saw.
+			from = c.total
+		}
+		if len(d) > from {
+			c.baseline, c.total, c.cumulative = d, len(d), true
+			return d[from:]
+		}
+	}
+	if d == c.baseline {
+		if len(d) >= cumulativeRepeatMin {
+			c.cumulative = true
+			return ""
+		}
+		c.total += len(d)
+		return d
+	}
+	if len(c.baseline) < cumulativeWindow {
+		c.baseline += d
+	}
+	c.total += len(d)
+	return d
+}
+
+// slot is one tool call being assembled.
+type slot struct {
+	index    int
+	seq      int
+	id, name string
+	args     []byte
+	// JSON scanner state over args, so completeness is cheap to test.
+	depth       int
+	inStr, esc  bool
+	nameConflit bool
+}
+
+func (s *slot) append(frag string) {
+	s.args = append(s.args, frag...)
+	for i := 0; i < len(frag); i++ {
+		b := frag[i]
+		if s.inStr {
+			switch {
+			case s.esc:
+				s.esc = false
+			case b == '\\':
+				s.esc = true
+			case b == '"':
+				s.inStr = false
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			s.inStr = true
+		case '{', '[':
+			s.depth++
+		case '}', ']':
+			s.depth--
+		}
+	}
+}
+
+func (s *slot) blank() bool { return len(bytes.TrimSpace(s.args)) == 0 }
+
+// complete reports whether args already hold one whole JSON value.
+func (s *slot) complete() bool {
+	return s.depth == 0 && !s.inStr && !s.blank() && json.Valid(s.args)
+}
+
+func (s *slot) phantom() bool { return s.id == "" && s.name == "" && s.blank() }
+
+func (a *Assembler) open(index int) *slot {
+	a.seq++
+	s := &slot{index: index, seq: a.seq}
+	a.slots[index] = s
+	a.lastOpened = s
+	return s
+}
+
+func (a *Assembler) nextFree() int {
+	next := 0
+	for k := range a.slots {
+		if k >= next {
+			next = k + 1
+		}
+	}
+	return next
+}
+
+// recentIncomplete is the most recently opened call whose arguments have
+// started but are not yet whole.
+func (a *Assembler) recentIncomplete() *slot {
+	var best *slot
+	for _, s := range a.slots {
+		if !s.blank() && !s.complete() && (best == nil || s.seq > best.seq) {
+			best = s
+		}
+	}
+	return best
+}
+
+// fragment merges one delta.tool_calls entry (spec §6 step 4, with
+// qwen-code's collision, relocation and replay rules).
+func (a *Assembler) fragment(f *wireToolDelta) {
+	var id, name string
+	if f.ID != nil {
+		id = *f.ID // "" counts as absent (DashScope continuations)
+	}
+	var args []byte
+	hasArgs := false
+	if f.Function != nil {
+		if f.Function.Name != nil {
+			name = strings.TrimSpace(*f.Function.Name)
+		}
+		raw := bytes.TrimSpace(f.Function.Arguments)
+		switch {
+		case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
+		case raw[0] == '"':
+			var s string
+			if json.Unmarshal(raw, &s) == nil {
+				args = []byte(s)
+			}
+		default:
+			args = raw // an object sent as-is: already JSON
+		}
+		hasArgs = len(args) > 0
+	}
+
+	missing := f.Index == nil
+	p := 0
+	if !missing {
+		p = *f.Index
+		if p == -1 { // AWS Bedrock sends -1 for the only call
+			p = 0
+		} else if p < 0 {
+			missing = true
+		}
+	}
+
+	var s *slot
+	if id != "" {
+		if k, ok := a.idSlot[id]; ok {
+			s = a.slots[k]
+			if s.complete() {
+				// Replay of a finished call: only a late name is news.
+				if !hasArgs && s.name == "" && name != "" {
+					s.name = name
+				}
+				return
+			}
+		} else if missing {
+			s = a.open(a.nextFree())
+		} else if r, ok := a.remap[p]; ok && a.slots[r].id == "" {
+			s = a.slots[r] // a late id adopts the slot its name/args went to
+		} else {
+			t := p
+			if r, ok := a.remap[p]; ok {
+				t = r
+			}
+			cur := a.slots[t]
+			switch {
+			case cur == nil:
+				s = a.open(t)
+			case cur.id == "":
+				s = cur
+			case cur.complete() || (cur.name != "" && cur.blank()):
+				// The index is reused for a new call: relocate.
+				s = a.open(a.nextFree())
+				a.remap[p] = s.index
+			default:
+				// A new id over unfinished JSON takes the slot over.
+				a.logger.Debug("tool call identity conflict", "index", p, "old_id", cur.id, "new_id", id)
+				delete(a.idSlot, cur.id)
+				cur.id, cur.name = "", ""
+				s = cur
+			}
+		}
+		if s.id == "" {
+			s.id = id
+			a.idSlot[id] = s.index
+		}
+	} else if missing {
+		s = a.lastOpened
+		if s == nil {
+			if !hasArgs && name == "" {
+				return // nothing to attach and nothing to attach it to
+			}
+			s = a.open(a.nextFree())
+		}
+	} else {
+		t := p
+		if r, ok := a.remap[p]; ok {
+			t = r
+		}
+		cur := a.slots[t]
+		switch {
+		case cur == nil:
+			s = a.open(t)
+		case !hasArgs || !cur.complete():
+			s = cur
+		default:
+			if inc := a.recentIncomplete(); inc != nil {
+				s = inc
+			} else {
+				s = a.open(a.nextFree())
+				a.remap[p] = s.index
+			}
+		}
+	}
+
+	if name != "" {
+		switch {
+		case s.name == "":
+			s.name = name
+		case s.name != name && !s.nameConflit:
+			s.nameConflit = true
+			a.logger.Debug("tool call name conflict, keeping the first", "id", s.id, "name", s.name, "other", name)
+		}
+	}
+	if hasArgs {
+		s.append(string(args))
+	}
+}
+
+// Finish ends the stream (at [DONE] or EOF) and returns the tool calls in
+// index order, the usage (the last one reported) and the finish reason. A
+// stream that never reported a finish reason is an error (ErrTruncated).
+//
+// The finish reason is normalised from the assembled calls, since providers
+// lie: "tool_calls" whenever a call was assembled and the provider said
+// stop/tool_calls, "stop" when it said tool_calls but no call came, and
+// "length" when a call's arguments were cut off mid-JSON.
+func (a *Assembler) Finish() ([]Event, error) {
+	a.events = a.events[:0]
+	if a.err != nil {
+		return nil, a.err
+	}
+	if !a.sawFinish {
+		a.err = ErrTruncated
+		return nil, a.err
+	}
+	truncated := false
+	calls := 0
+	for _, k := range slices.Sorted(maps.Keys(a.slots)) {
+		s := a.slots[k]
+		if s.phantom() {
+			continue
+		}
+		tc := ToolCall{ID: s.id, Name: s.name}
+		var cut bool
+		tc.Arguments, tc.Invalid, cut = normalizeArgs(s.args)
+		truncated = truncated || cut
+		if tc.Name == "" && tc.Invalid == "" {
+			tc.Invalid = "missing function name"
+		}
+		if tc.Invalid != "" {
+			a.logger.Warn("invalid tool call from model", "id", tc.ID, "name", tc.Name, "err", tc.Invalid)
+		}
+		a.events = append(a.events, Event{Kind: EventToolCall, ToolCall: tc})
+		calls++
+	}
+	if a.usage != nil {
+		a.events = append(a.events, Event{Kind: EventUsage, Usage: *a.usage})
+	}
+	fr := a.finish
+	switch {
+	case truncated:
+		fr = "length"
+	case calls > 0 && (fr == "stop" || fr == "function_call"):
+		fr = "tool_calls"
+	case calls == 0 && (fr == "tool_calls" || fr == "function_call"):
+		fr = "stop"
+	}
+	a.events = append(a.events, Event{Kind: EventFinish, FinishReason: fr})
+	return a.events, nil
+}
+
+// normalizeArgs turns a call's concatenated argument text into a JSON
+// object. Safe repairs: blank or null → {}; an object encoded as a JSON
+// string is unwrapped; an object repeated back to back (a replayed whole
+// payload) or followed only by stray closing brackets keeps the object.
+// Anything else is reported as invalid with the raw text as a JSON string;
+// cut is set when the text ends inside the JSON (truncated output).
+func normalizeArgs(raw []byte) (args json.RawMessage, invalid string, cut bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return json.RawMessage("{}"), "", false
+	}
+	dec := json.NewDecoder(bytes.NewReader(t))
+	var first json.RawMessage
+	if err := dec.Decode(&first); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return rawString(raw), "arguments are truncated JSON (the output was cut off)", true
+		}
+		return rawString(raw), "arguments are not valid JSON: " + err.Error(), false
+	}
+	obj, why := asObject(first)
+	if why != "" {
+		return rawString(raw), why, false
+	}
+	if rest := t[dec.InputOffset():]; !harmlessTail(rest, first) {
+		return rawString(raw), "arguments have trailing data after the JSON object", false
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, obj) != nil {
+		return rawString(raw), "arguments are not valid JSON", false
+	}
+	return json.RawMessage(buf.Bytes()), "", false
+}
+
+func asObject(v json.RawMessage) (json.RawMessage, string) {
+	switch v[0] {
+	case '{':
+		return v, ""
+	case 'n':
+		return json.RawMessage("{}"), ""
+	case '"':
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return nil, "arguments are not valid JSON"
+		}
+		inner := bytes.TrimSpace([]byte(s))
+		if len(inner) == 0 {
+			return json.RawMessage("{}"), ""
+		}
+		if inner[0] == '{' && json.Valid(inner) {
+			return inner, ""
+		}
+		return nil, "arguments are a JSON string, not an object"
+	case '[':
+		return nil, "arguments are a JSON array, not an object"
+	}
+	return nil, "arguments are a JSON " + jsonKind(v) + ", not an object"
+}
+
+func jsonKind(v json.RawMessage) string {
+	if v[0] == 't' || v[0] == 'f' {
+		return "boolean"
+	}
+	return "number"
+}
+
+// harmlessTail accepts what may follow the first value: nothing, stray
+// closing brackets, or exact repeats of the first value.
+func harmlessTail(rest []byte, first json.RawMessage) bool {
+	rest = bytes.TrimSpace(rest)
+	if len(rest) == 0 {
+		return true
+	}
+	if len(bytes.Trim(rest, "}] \t\r\n")) == 0 {
+		return true
+	}
+	var want bytes.Buffer
+	if json.Compact(&want, first) != nil {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(rest))
+	for dec.More() {
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return false
+		}
+		var got bytes.Buffer
+		if json.Compact(&got, v) != nil || !bytes.Equal(got.Bytes(), want.Bytes()) {
+			return false
+		}
+	}
+	// More() stops at a closing bracket; anything left must be closers.
+	return len(bytes.Trim(rest[dec.InputOffset():], "}] \t\r\n")) == 0
+}
+
+func rawString(raw []byte) json.RawMessage {
+	b, _ := json.Marshal(string(raw)) // a string always marshals
+	return b
+}

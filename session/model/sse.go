@@ -1,0 +1,134 @@
+package model
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// sseKind is what a dispatched server-sent event carries.
+type sseKind int
+
+const (
+	sseData  sseKind = iota + 1 // a data payload (one JSON chunk)
+	sseError                    // an `error:` field or `event: error` (old llama.cpp)
+	sseDone                     // data: [DONE]
+)
+
+// sseReader splits an SSE body into events. It is lenient where providers
+// are sloppy: \r\n or \n endings, comments anywhere, a pending event flushed
+// at EOF (llama.cpp sends [DONE] without the blank line), and lines of any
+// length (whole tool arguments can arrive in one data line).
+type sseReader struct {
+	r        *bufio.Reader
+	line     []byte // reassembly buffer for lines longer than the bufio buffer
+	data     []byte
+	errData  []byte
+	hasData  bool
+	hasError bool
+	isErrEvt bool
+	comments int
+}
+
+func newSSEReader(r io.Reader) *sseReader {
+	return &sseReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+var doneMarker = []byte("[DONE]")
+
+// next returns the next event. The returned slice is valid until the next
+// call. At the end of the body it returns io.EOF; a body cut inside a line
+// still dispatches what was complete before the cut.
+func (s *sseReader) next() (sseKind, []byte, error) {
+	for {
+		line, err := s.readLine()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, nil, err
+		}
+		eof := err != nil
+		if len(line) == 0 {
+			if k, d, ok := s.dispatch(); ok {
+				return k, d, nil
+			}
+			if eof {
+				return 0, nil, io.EOF
+			}
+			continue
+		}
+		s.field(line)
+		if eof {
+			if k, d, ok := s.dispatch(); ok {
+				return k, d, nil
+			}
+			return 0, nil, io.EOF
+		}
+	}
+}
+
+// readLine returns one line without its terminator. At EOF it returns the
+// unterminated tail (possibly empty) together with io.EOF.
+func (s *sseReader) readLine() ([]byte, error) {
+	b, err := s.r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		s.line = append(s.line[:0], b...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			b, err = s.r.ReadSlice('\n')
+			s.line = append(s.line, b...)
+		}
+		b = s.line
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	b = bytes.TrimSuffix(b, []byte{'\n'})
+	b = bytes.TrimSuffix(b, []byte{'\r'})
+	return b, err
+}
+
+func (s *sseReader) field(line []byte) {
+	if line[0] == ':' {
+		s.comments++
+		return
+	}
+	name, value, found := bytes.Cut(line, []byte{':'})
+	if found && len(value) > 0 && value[0] == ' ' {
+		value = value[1:]
+	}
+	switch string(name) {
+	case "data":
+		if s.hasData {
+			s.data = append(s.data, '\n')
+		}
+		s.data = append(s.data, value...)
+		s.hasData = true
+	case "error":
+		if s.hasError {
+			s.errData = append(s.errData, '\n')
+		}
+		s.errData = append(s.errData, value...)
+		s.hasError = true
+	case "event":
+		s.isErrEvt = string(value) == "error"
+	}
+	// id:, retry: and unknown fields are ignored, as the SSE spec says.
+}
+
+func (s *sseReader) dispatch() (sseKind, []byte, bool) {
+	defer func() {
+		s.data, s.errData = s.data[:0], s.errData[:0]
+		s.hasData, s.hasError, s.isErrEvt = false, false, false
+	}()
+	switch {
+	case s.hasError:
+		return sseError, s.errData, true
+	case s.hasData && s.isErrEvt:
+		return sseError, s.data, true
+	case s.hasData:
+		if bytes.Equal(bytes.TrimSpace(s.data), doneMarker) {
+			return sseDone, nil, true
+		}
+		return sseData, s.data, true
+	}
+	return 0, nil, false
+}
