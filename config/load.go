@@ -300,17 +300,15 @@ func (t text) line(n int) string {
 	return strings.TrimSuffix(t.src[start:end], "\r")
 }
 
-// col turns a byte offset into a 1-based column on line n. The library's own
-// column is computed from the offset alone and is off by a line for items at
-// the very start of a line, so it is recomputed here.
-func (t text) col(n, offset, fallback int) int {
-	if n >= 1 && n <= len(t.lineStarts) {
-		c := offset - t.lineStarts[n-1] + 1
-		if c >= 1 && c <= len(t.line(n))+1 {
-			return c
-		}
+// pos turns a library position into a 1-based line and column. It uses
+// the byte offset: the library's line is one too far when the offending byte
+// is a newline, and its column is computed from the offset anyway.
+func (t text) pos(p toml.Position) (line, col int) {
+	if p.Start < 0 || p.Start > len(t.src) || (p.Start == 0 && p.Line > 1) {
+		return max(p.Line, 1), max(p.Col, 1)
 	}
-	return max(fallback, 1)
+	line, _ = slices.BinarySearch(t.lineStarts, p.Start+1) // lines starting at or before Start
+	return line, p.Start - t.lineStarts[line-1] + 1
 }
 
 // keyCol finds where key name starts on line n: the library only records
@@ -343,8 +341,8 @@ func applyFile(cfg *Config, src Sources, path string, data []byte, home string) 
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			line := max(pe.Position.Line, 1)
-			return &Error{File: path, Line: line, Col: t.col(line, pe.Position.Start, pe.Position.Col),
+			line, col := t.pos(pe.Position)
+			return &Error{File: path, Line: line, Col: col,
 				Msg: "syntax error: " + pe.Message, Err: err}
 		}
 		return &Error{File: path, Line: 1, Col: 1, Msg: "cannot decode: " + err.Error(), Err: err}
@@ -362,8 +360,7 @@ func applyFile(cfg *Config, src Sources, path string, data []byte, home string) 
 		if e.pos.Line == 0 {
 			e = entries[descendant.String()]
 		}
-		line = max(e.pos.Line, 1)
-		valCol = t.col(line, e.pos.Start, e.pos.Col)
+		line, valCol = t.pos(e.pos)
 		if ln := t.line(line); valCol > 1 && valCol-2 < len(ln) && (ln[valCol-2] == '"' || ln[valCol-2] == '\'') {
 			valCol-- // point at the opening quote, not the first character
 		}

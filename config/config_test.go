@@ -1,0 +1,569 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fixture is a sandbox: a fake HOME with XDG dirs and a working directory,
+// so tests never see the machine's own config or environment.
+type fixture struct {
+	root, home, work string
+	env              map[string]string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	root := t.TempDir()
+	fx := &fixture{root: root, home: filepath.Join(root, "home"), work: filepath.Join(root, "work")}
+	require.NoError(t, os.MkdirAll(fx.work, 0o755))
+	fx.env = map[string]string{
+		"HOME":            fx.home,
+		"XDG_CONFIG_HOME": filepath.Join(root, "xdg-config"),
+		"XDG_STATE_HOME":  filepath.Join(root, "xdg-state"),
+	}
+	return fx
+}
+
+func (fx *fixture) userFile() string {
+	return filepath.Join(fx.env["XDG_CONFIG_HOME"], "acpd", "config.toml")
+}
+
+func (fx *fixture) write(t *testing.T, path, content string) string {
+	t.Helper()
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(fx.root, path)
+	}
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	return path
+}
+
+func (fx *fixture) load(opts LoadOptions) (Config, Sources, error) {
+	opts.Getenv = func(k string) string { return fx.env[k] }
+	opts.WorkDir = fx.work
+	return Load(opts)
+}
+
+func TestLoad_MaxToolCallsPerTurn(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		user, file   string // contents of the user file and the --config file ("" = absent)
+		env          map[string]string
+		flags        map[string]string
+		want         int
+		wantExplicit bool
+		wantDisabled bool
+		wantSource   SourceKind
+	}{
+		{name: "unset is adaptive", want: 100, wantSource: SourceDefault},
+		{name: "other keys set does not make it explicit", user: "[model]\nname = \"m\"\n", want: 100, wantSource: SourceDefault},
+		{name: "100 in the user file is explicit", user: "[model]\nmaxToolCallsPerTurn = 100\n", want: 100, wantExplicit: true, wantSource: SourceFile},
+		{name: "100 in the --config file is explicit", file: "[model]\nmaxToolCallsPerTurn = 100\n", want: 100, wantExplicit: true, wantSource: SourceFile},
+		{name: "integral float counts as integer", file: "[model]\nmaxToolCallsPerTurn = 100.0\n", want: 100, wantExplicit: true, wantSource: SourceFile},
+		{name: "dotted key form", file: "model.maxToolCallsPerTurn = 50\n", want: 50, wantExplicit: true, wantSource: SourceFile},
+		{name: "zero disables", file: "[model]\nmaxToolCallsPerTurn = 0\n", want: 0, wantExplicit: true, wantDisabled: true, wantSource: SourceFile},
+		{name: "negative disables", file: "[model]\nmaxToolCallsPerTurn = -5\n", want: -5, wantExplicit: true, wantDisabled: true, wantSource: SourceFile},
+		{name: "--config file overrides user file", user: "[model]\nmaxToolCallsPerTurn = 10\n", file: "[model]\nmaxToolCallsPerTurn = 20\n", want: 20, wantExplicit: true, wantSource: SourceFile},
+		{name: "env overrides files", user: "[model]\nmaxToolCallsPerTurn = 10\n", file: "[model]\nmaxToolCallsPerTurn = 20\n",
+			env: map[string]string{"ACPD_MAX_TOOL_CALLS_PER_TURN": "30"}, want: 30, wantExplicit: true, wantSource: SourceEnv},
+		{name: "env alone is explicit", env: map[string]string{"ACPD_MAX_TOOL_CALLS_PER_TURN": "100"}, want: 100, wantExplicit: true, wantSource: SourceEnv},
+		{name: "env zero disables", env: map[string]string{"ACPD_MAX_TOOL_CALLS_PER_TURN": "0"}, want: 0, wantExplicit: true, wantDisabled: true, wantSource: SourceEnv},
+		{name: "empty env is unset", env: map[string]string{"ACPD_MAX_TOOL_CALLS_PER_TURN": ""}, want: 100, wantSource: SourceDefault},
+		{name: "flag overrides env and files", file: "[model]\nmaxToolCallsPerTurn = 20\n",
+			env: map[string]string{"ACPD_MAX_TOOL_CALLS_PER_TURN": "30"}, flags: map[string]string{"max-tool-calls-per-turn": "40"},
+			want: 40, wantExplicit: true, wantSource: SourceFlag},
+		{name: "flag alone is explicit", flags: map[string]string{"max-tool-calls-per-turn": "100"}, want: 100, wantExplicit: true, wantSource: SourceFlag},
+		{name: "flag negative disables", flags: map[string]string{"max-tool-calls-per-turn": "-1"}, want: -1, wantExplicit: true, wantDisabled: true, wantSource: SourceFlag},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fx := newFixture(t)
+			for k, v := range tt.env {
+				fx.env[k] = v
+			}
+			if tt.user != "" {
+				fx.write(t, fx.userFile(), tt.user)
+			}
+			var opts LoadOptions
+			if tt.file != "" {
+				opts.ConfigPath = fx.write(t, "project/acpd.toml", tt.file)
+			}
+			opts.Flags = tt.flags
+			cfg, src, err := fx.load(opts)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, cfg.Model.MaxToolCallsPerTurn)
+			assert.Equal(t, tt.wantExplicit, cfg.Model.MaxToolCallsPerTurnExplicit)
+			assert.Equal(t, tt.wantDisabled, cfg.Model.ToolCapDisabled())
+			assert.Equal(t, tt.wantSource, src.Of("model.maxToolCallsPerTurn").Kind)
+		})
+	}
+}
+
+func TestLoad_Layers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		user, file string
+		acpdConfig bool // pass the file through ACPD_CONFIG instead of --config
+		env        map[string]string
+		flags      map[string]string
+		check      func(t *testing.T, fx *fixture, cfg Config, src Sources)
+	}{
+		{name: "defaults", check: func(t *testing.T, fx *fixture, cfg Config, src Sources) {
+			want := Default()
+			want.Session.DataDir = filepath.Join(fx.env["XDG_STATE_HOME"], "acpd")
+			assert.Equal(t, want, cfg)
+			assert.True(t, cfg.Model.SkipLoopDetection)
+			assert.Equal(t, "default", src.Of("model.name").String())
+		}},
+		{name: "data dir falls back to HOME", env: map[string]string{"XDG_STATE_HOME": ""}, check: func(t *testing.T, fx *fixture, cfg Config, _ Sources) {
+			assert.Equal(t, filepath.Join(fx.home, ".local", "state", "acpd"), cfg.Session.DataDir)
+		}},
+		{name: "relative XDG_STATE_HOME is ignored", env: map[string]string{"XDG_STATE_HOME": "rel"}, check: func(t *testing.T, fx *fixture, cfg Config, _ Sources) {
+			assert.Equal(t, filepath.Join(fx.home, ".local", "state", "acpd"), cfg.Session.DataDir)
+		}},
+		{name: "user file found through HOME", env: map[string]string{"XDG_CONFIG_HOME": ""}, user: "", check: func(t *testing.T, fx *fixture, cfg Config, src Sources) {
+			// written below by the special case in the loop
+			assert.Equal(t, "from-home", cfg.Model.Name)
+			assert.Equal(t, filepath.Join(fx.home, ".config", "acpd", "config.toml"), src.Of("model.name").File)
+		}},
+		{name: "user file then --config", user: "[model]\nname = \"u\"\nbaseUrl = \"http://u\"\n", file: "[model]\nname = \"f\"\n",
+			check: func(t *testing.T, fx *fixture, cfg Config, src Sources) {
+				assert.Equal(t, "f", cfg.Model.Name)
+				assert.Equal(t, "http://u", cfg.Model.BaseURL)
+				assert.Equal(t, fx.userFile(), src.Of("model.baseUrl").File)
+				assert.Equal(t, Source{Kind: SourceFile, File: filepath.Join(fx.root, "project/acpd.toml"), Line: 2, Col: 1}, src.Of("model.name"))
+			}},
+		{name: "ACPD_CONFIG names the file", file: "[tools]\napprovalMode = \"plan\"\n", acpdConfig: true,
+			check: func(t *testing.T, _ *fixture, cfg Config, src Sources) {
+				assert.Equal(t, ApprovalPlan, cfg.Tools.ApprovalMode)
+				assert.Equal(t, SourceFile, src.Of("tools.approvalMode").Kind)
+			}},
+		{name: "OPENAI env vars override files", file: "[model]\nname = \"f\"\nbaseUrl = \"http://f\"\n",
+			env: map[string]string{"OPENAI_MODEL": "env-model", "OPENAI_BASE_URL": "http://env", "OPENAI_API_KEY": "sk-env"},
+			check: func(t *testing.T, _ *fixture, cfg Config, src Sources) {
+				assert.Equal(t, "env-model", cfg.Model.Name)
+				assert.Equal(t, "http://env", cfg.Model.BaseURL)
+				assert.Equal(t, "sk-env", cfg.Model.APIKey)
+				assert.Equal(t, "env OPENAI_MODEL", src.Of("model.name").String())
+				assert.Equal(t, "env OPENAI_API_KEY", src.Of("model.apiKey").String())
+			}},
+		{name: "apiKeyEnv picks another variable", file: "[model]\napiKeyEnv = \"MY_KEY\"\n",
+			env: map[string]string{"OPENAI_API_KEY": "sk-openai", "MY_KEY": "sk-mine"},
+			check: func(t *testing.T, _ *fixture, cfg Config, src Sources) {
+				assert.Equal(t, "sk-mine", cfg.Model.APIKey)
+				assert.Equal(t, "env MY_KEY", src.Of("model.apiKey").String())
+			}},
+		{name: "flags override env", file: "[model]\nname = \"f\"\n",
+			env:   map[string]string{"OPENAI_MODEL": "e", "ACPD_APPROVAL_MODE": "yolo", "ACPD_SKIP_LOOP_DETECTION": "false"},
+			flags: map[string]string{"model": "flag-model", "approval-mode": "auto-edit", "skip-loop-detection": "true", "log-level": "debug", "trace": "true"},
+			check: func(t *testing.T, _ *fixture, cfg Config, src Sources) {
+				assert.Equal(t, "flag-model", cfg.Model.Name)
+				assert.Equal(t, ApprovalAutoEdit, cfg.Tools.ApprovalMode)
+				assert.True(t, cfg.Model.SkipLoopDetection)
+				assert.Equal(t, "debug", cfg.Log.Level)
+				assert.True(t, cfg.Log.Trace)
+				assert.Equal(t, "flag --model", src.Of("model.name").String())
+				assert.Equal(t, "flag --skip-loop-detection", src.Of("model.skipLoopDetection").String())
+			}},
+		{name: "env without flags", env: map[string]string{"ACPD_APPROVAL_MODE": "yolo", "ACPD_SKIP_LOOP_DETECTION": "false", "ACPD_REPEATED_TOOL_FAILURE_GUARD": "enforce"},
+			check: func(t *testing.T, _ *fixture, cfg Config, _ Sources) {
+				assert.Equal(t, ApprovalYolo, cfg.Tools.ApprovalMode)
+				assert.False(t, cfg.Model.SkipLoopDetection)
+				assert.Equal(t, GuardEnforce, cfg.Tools.RepeatedToolFailureGuard)
+			}},
+		{name: "every file key", file: `
+[model]
+provider = "script"
+name = "m"
+baseUrl = "http://localhost:1234/v1"
+apiKeyEnv = "K"
+maxToolCallsPerTurn = 7
+skipLoopDetection = false
+maxRetries = 0
+requestTimeout = "30s"
+maxTokens = 4096
+temperature = 0
+script = "scripts/turns.json"
+systemPrompt = "be brief"
+[tools]
+approvalMode = "yolo"
+exclude = ["web_fetch", "run_shell_command"]
+shellTimeout = "1m30s"
+maxOutputBytes = 1024
+repeatedToolFailureGuard = "warn"
+[session]
+dataDir = "../state"
+[log]
+level = "warn"
+file = "logs/acpd.log"
+trace = true
+`, check: func(t *testing.T, fx *fixture, cfg Config, _ Sources) {
+			dir := filepath.Join(fx.root, "project")
+			zero := 0.0
+			assert.Equal(t, Config{
+				Model: ModelConfig{Provider: ProviderScript, Name: "m", BaseURL: "http://localhost:1234/v1", APIKeyEnv: "K",
+					MaxToolCallsPerTurn: 7, MaxToolCallsPerTurnExplicit: true, SkipLoopDetection: false, MaxRetries: 0,
+					RequestTimeout: 30 * time.Second, MaxTokens: 4096, Temperature: &zero,
+					Script: filepath.Join(dir, "scripts", "turns.json"), SystemPrompt: "be brief"},
+				Tools: ToolsConfig{ApprovalMode: ApprovalYolo, Exclude: []string{"web_fetch", "run_shell_command"},
+					ShellTimeout: 90 * time.Second, MaxOutputBytes: 1024, RepeatedToolFailureGuard: GuardWarn},
+				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state")},
+				Log:     LogConfig{Level: "warn", File: filepath.Join(dir, "logs", "acpd.log"), Trace: true},
+			}, cfg)
+		}},
+		{name: "paths from env and flags resolve against the working dir; ~ expands", env: map[string]string{"ACPD_DATA_DIR": "data"},
+			flags: map[string]string{"log-file": "~/acpd.log"},
+			check: func(t *testing.T, fx *fixture, cfg Config, _ Sources) {
+				assert.Equal(t, filepath.Join(fx.work, "data"), cfg.Session.DataDir)
+				assert.Equal(t, filepath.Join(fx.home, "acpd.log"), cfg.Log.File)
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fx := newFixture(t)
+			for k, v := range tt.env {
+				fx.env[k] = v
+			}
+			if tt.name == "user file found through HOME" {
+				fx.write(t, filepath.Join(fx.home, ".config", "acpd", "config.toml"), "[model]\nname = \"from-home\"\n")
+			}
+			if tt.user != "" {
+				fx.write(t, fx.userFile(), tt.user)
+			}
+			opts := LoadOptions{Flags: tt.flags}
+			if tt.file != "" {
+				p := fx.write(t, "project/acpd.toml", tt.file)
+				if tt.acpdConfig {
+					fx.env["ACPD_CONFIG"] = p
+				} else {
+					opts.ConfigPath = p
+				}
+			}
+			cfg, src, err := fx.load(opts)
+			require.NoError(t, err)
+			tt.check(t, fx, cfg, src)
+		})
+	}
+}
+
+func TestLoad_ConfigFlagBeatsEnv(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	fx.env["ACPD_CONFIG"] = fx.write(t, "env.toml", "[model]\nname = \"env\"\n")
+	flagFile := fx.write(t, "flag.toml", "[model]\nname = \"flag\"\n")
+	cfg, _, err := fx.load(LoadOptions{ConfigPath: flagFile})
+	require.NoError(t, err)
+	assert.Equal(t, "flag", cfg.Model.Name)
+}
+
+func TestLoad_Errors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		file      string
+		line, col int
+		msg       string // exact Error.Msg
+	}{
+		{name: "syntax error", file: "[model]\nname = \n", line: 2, col: 8,
+			msg: `syntax error: expected value but found '\n' instead`},
+		{name: "unterminated table header at column 1", file: "[model]\nname = \"x\"\n[tools\n", line: 3, col: 7},
+		{name: "unknown key with suggestion", file: "[model]\n  maxToolCallPerTurn = 50\n", line: 2, col: 3,
+			msg: `unknown key "model.maxToolCallPerTurn"; did you mean "maxToolCallsPerTurn"?`},
+		{name: "unknown key differing in case", file: "[tools]\nApprovalmode = \"plan\"\n", line: 2, col: 1,
+			msg: `unknown key "tools.Approvalmode"; did you mean "approvalMode"?`},
+		{name: "key in the wrong table", file: "[model]\nname = \"x\"\napprovalMode = \"yolo\"\n", line: 3, col: 1,
+			msg: `unknown key "model.approvalMode"; did you mean "tools.approvalMode" (it belongs in [tools])?`},
+		{name: "unknown key without suggestion", file: "[log]\nverbosity = 3\n", line: 2, col: 1,
+			msg: `unknown key "log.verbosity"; valid keys in [log]: level, file, trace`},
+		{name: "unknown table", file: "\n[modle]\nname = \"x\"\n", line: 2, col: 2,
+			msg: `unknown table "modle"; did you mean [model]?`},
+		{name: "top-level key", file: "approvalMode = \"yolo\"\n", line: 1, col: 1,
+			msg: `unknown key "approvalMode"; did you mean "tools.approvalMode" (it belongs in [tools])?`},
+		{name: "api key in a file", file: "[model]\napiKey = \"sk-x\"\n", line: 2, col: 1,
+			msg: "model.apiKey cannot be set in a config file; put the key in the environment variable named by model.apiKeyEnv (default OPENAI_API_KEY)"},
+		{name: "wrong type", file: "[model]\nmaxRetries = \"3\"\n", line: 2, col: 14,
+			msg: `model.maxRetries: must be an integer, got string "3"`},
+		{name: "wrong type for a table", file: "model = 3\n", line: 1, col: 1,
+			msg: "model must be a table ([model]), got integer"},
+		{name: "table where a value belongs", file: "[model.name]\nx = 1\n", line: 1, col: 1,
+			msg: "model.name: must be a string, got table"},
+		{name: "array element type", file: "[tools]\nexclude = [\"a\", 2]\n", line: 2, col: 12,
+			msg: "tools.exclude: element 1: must be a string, got integer 2"},
+		{name: "maxToolCallsPerTurn not an integer", file: "[model]\nmaxToolCallsPerTurn = 1.5\n", line: 2, col: 23,
+			msg: "Invalid maxToolCallsPerTurn: must be an integer, got 1.5"},
+		{name: "maxToolCallsPerTurn a string", file: "[model]\nmaxToolCallsPerTurn = \"100\"\n", line: 2, col: 23,
+			msg: `Invalid maxToolCallsPerTurn: must be an integer, got "100"`},
+		{name: "maxToolCallsPerTurn infinite", file: "[model]\nmaxToolCallsPerTurn = inf\n", line: 2, col: 23,
+			msg: "Invalid maxToolCallsPerTurn: must be an integer, got inf"},
+		{name: "unknown enum value", file: "[tools]\napprovalMode = \"yoloo\"\n", line: 2, col: 16,
+			msg: `tools.approvalMode: invalid value "yoloo": must be one of "plan", "default", "auto-edit", "yolo"`},
+		{name: "unknown provider", file: "[model]\nprovider = 'anthropic'\n", line: 2, col: 12,
+			msg: `model.provider: invalid value "anthropic": must be one of "openai", "script"`},
+		{name: "unknown guard mode", file: "[tools]\nrepeatedToolFailureGuard = \"on\"\n", line: 2, col: 28,
+			msg: `tools.repeatedToolFailureGuard: invalid value "on": must be one of "off", "shadow", "warn", "enforce"`},
+		{name: "bad duration", file: "[tools]\nshellTimeout = \"2 minutes\"\n", line: 2, col: 16,
+			msg: `tools.shellTimeout: must be a duration such as "120s" or "2m", got "2 minutes"`},
+		{name: "duration as a number", file: "[model]\nrequestTimeout = 120\n", line: 2, col: 18,
+			msg: `model.requestTimeout: must be a duration string such as "120s", got integer 120`},
+		{name: "out of range", file: "[tools]\nmaxOutputBytes = 0\n", line: 2, col: 18,
+			msg: "tools.maxOutputBytes: must be at least 1, got 0"},
+		{name: "temperature out of range", file: "[model]\ntemperature = 3.5\n", line: 2, col: 15,
+			msg: "model.temperature: must be between 0 and 2, got 3.5"},
+		{name: "path not a string", file: "[session]\ndataDir = 5\n", line: 2, col: 11,
+			msg: "session.dataDir: must be a path string, got integer 5"},
+		{name: "script provider needs a script", file: "[model]\n\tprovider = \"script\"\n", line: 2, col: 2,
+			msg: `model.script is required when model.provider is "script"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fx := newFixture(t)
+			path := fx.write(t, "bad.toml", tt.file)
+			_, _, err := fx.load(LoadOptions{ConfigPath: path})
+			require.Error(t, err)
+			var ce *Error
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, path, ce.File)
+			assert.Equal(t, tt.line, ce.Line, "line")
+			assert.Equal(t, tt.col, ce.Col, "column")
+			if tt.msg != "" {
+				assert.Equal(t, tt.msg, ce.Msg)
+			}
+			assert.Contains(t, err.Error(), fmt.Sprintf("%s:%d:%d: ", path, tt.line, tt.col))
+		})
+	}
+}
+
+func TestLoad_ReportsEveryFileError(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	path := fx.write(t, "bad.toml", "[model]\nnmae = \"x\"\nmaxRetries = -1\n[tools]\napprovalMode = \"always\"\n")
+	_, _, err := fx.load(LoadOptions{ConfigPath: path})
+	require.Error(t, err)
+	lines := strings.Split(err.Error(), "\n")
+	require.Len(t, lines, 3)
+	assert.Contains(t, lines[0], path+":2:1: ")
+	assert.Contains(t, lines[0], `did you mean "name"?`)
+	assert.Contains(t, lines[1], path+":3:14: model.maxRetries: must be at least 0, got -1")
+	assert.Contains(t, lines[2], path+":5:16: tools.approvalMode")
+}
+
+func TestLoad_EnvAndFlagErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		env    map[string]string
+		flags  map[string]string
+		config string
+		want   string
+	}{
+		{name: "env not an integer", env: map[string]string{"ACPD_MAX_TOOL_CALLS_PER_TURN": "1.5"},
+			want: "env ACPD_MAX_TOOL_CALLS_PER_TURN: Invalid maxToolCallsPerTurn: must be an integer, got 1.5"},
+		{name: "flag not an integer", flags: map[string]string{"max-tool-calls-per-turn": "lots"},
+			want: "flag --max-tool-calls-per-turn: Invalid maxToolCallsPerTurn: must be an integer, got lots"},
+		{name: "env bad bool", env: map[string]string{"ACPD_SKIP_LOOP_DETECTION": "maybe"},
+			want: `env ACPD_SKIP_LOOP_DETECTION: model.skipLoopDetection: must be true or false, got "maybe"`},
+		{name: "flag bad enum", flags: map[string]string{"approval-mode": "never"},
+			want: `flag --approval-mode: tools.approvalMode: invalid value "never": must be one of "plan", "default", "auto-edit", "yolo"`},
+		{name: "unknown flag", flags: map[string]string{"colour": "red"}, want: "flag --colour: not a configuration flag"},
+		{name: "missing --config file", config: "nope.toml", want: "flag --config: cannot read config file: "},
+		{name: "missing ACPD_CONFIG file", env: map[string]string{"ACPD_CONFIG": "/nonexistent/acpd.toml"}, want: "env ACPD_CONFIG: cannot read config file: "},
+		{name: "no data dir at all", env: map[string]string{"HOME": "", "XDG_STATE_HOME": "", "XDG_CONFIG_HOME": ""},
+			want: "session.dataDir has no default"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fx := newFixture(t)
+			for k, v := range tt.env {
+				fx.env[k] = v
+			}
+			_, _, err := fx.load(LoadOptions{Flags: tt.flags, ConfigPath: tt.config})
+			require.Error(t, err)
+			var ce *Error
+			require.ErrorAs(t, err, &ce)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestLoad_UnreadableUserFile(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	// A directory where the file should be: exists, but cannot be read.
+	require.NoError(t, os.MkdirAll(fx.userFile(), 0o755))
+	_, _, err := fx.load(LoadOptions{})
+	var ce *Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, fx.userFile(), ce.File)
+}
+
+func TestFormatTOML(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	fx.env["OPENAI_API_KEY"] = "sk-very-secret"
+	fx.env["OPENAI_MODEL"] = "qwen3-coder"
+	path := fx.write(t, "p/acpd.toml", "[model]\nmaxToolCallsPerTurn = 100\nsystemPrompt = \"line1\\n\\\"quoted\\\"\\u0001\"\n[tools]\nexclude = [\"web_fetch\"]\n")
+	cfg, src, err := fx.load(LoadOptions{ConfigPath: path, Flags: map[string]string{"approval-mode": "yolo"}})
+	require.NoError(t, err)
+	out := FormatTOML(cfg, src)
+
+	assert.NotContains(t, out, "sk-very-secret")
+	assert.Contains(t, out, `# apiKey = "<redacted>"  # env OPENAI_API_KEY`)
+	assert.Contains(t, out, `name = "qwen3-coder"  # env OPENAI_MODEL`)
+	assert.Contains(t, out, "maxToolCallsPerTurn = 100  # "+path+":2 (hard cap)")
+	assert.Contains(t, out, `approvalMode = "yolo"  # flag --approval-mode`)
+	assert.Contains(t, out, `provider = "openai"  # default`)
+	assert.Contains(t, out, "# temperature is unset  # default")
+
+	// The output is valid TOML that loads back to the same configuration.
+	fx2 := newFixture(t)
+	fx2.env["OPENAI_API_KEY"] = "sk-very-secret"
+	back, _, err := fx2.load(LoadOptions{ConfigPath: fx2.write(t, "out.toml", out)})
+	require.NoError(t, err, out)
+	assert.Equal(t, cfg, back)
+}
+
+func TestFormatTOML_CapModes(t *testing.T) {
+	t.Parallel()
+	cfg := Default()
+	assert.Contains(t, FormatTOML(cfg, Sources{}), "maxToolCallsPerTurn = 100  # default (adaptive: soft 100, backstop 1000)")
+	cfg.Model.MaxToolCallsPerTurn, cfg.Model.MaxToolCallsPerTurnExplicit = 0, true
+	assert.Contains(t, FormatTOML(cfg, Sources{"model.maxToolCallsPerTurn": {Kind: SourceFlag, Name: "max-tool-calls-per-turn"}}),
+		"maxToolCallsPerTurn = 0  # flag --max-tool-calls-per-turn (cap disabled)")
+	assert.Contains(t, FormatTOML(cfg, Sources{}), "# apiKey is unset  # env OPENAI_API_KEY is empty")
+}
+
+func TestFlags(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, f := range Flags() {
+		assert.False(t, seen[f.Name], "duplicate flag %s", f.Name)
+		seen[f.Name] = true
+		assert.NotEmpty(t, f.Usage, f.Name)
+		require.NotNil(t, flagField(f.Name))
+	}
+	for _, name := range []string{"model", "max-tool-calls-per-turn", "approval-mode", "skip-loop-detection", "data-dir", "log-level", "log-file", "trace"} {
+		assert.True(t, seen[name], name)
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"maxToolCallPerTurn", "maxToolCallsPerTurn"},
+		{"approvalmode", "approvalMode"},
+		{"nmae", "name"},
+		{"baseURL", "baseUrl"},
+		{"xyz", ""},
+	}
+	var names []string
+	for _, f := range fields {
+		names = append(names, f.name)
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, suggest(tt.in, names), tt.in)
+	}
+	assert.Equal(t, 3, editDistance("kitten", "sitting"))
+	assert.Equal(t, 0, editDistance("", ""))
+}
+
+// TestReadme keeps the documentation in step with the schema.
+func TestReadme(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("README-config.md")
+	require.NoError(t, err)
+	for _, f := range fields {
+		assert.Contains(t, string(doc), "`"+f.key()+"`", "key not documented")
+		for _, e := range f.envs {
+			assert.Contains(t, string(doc), "`"+e+"`", "env var not documented")
+		}
+		if f.flag != "" {
+			assert.Contains(t, string(doc), "`--"+f.flag+"`", "flag not documented")
+		}
+	}
+}
+
+func TestLoad_PositionProbeSeesEveryKey(t *testing.T) {
+	t.Parallel()
+	doc := "[model]\nname = \"x\"\n[tools]\nexclude = [\"a\"]\n"
+	var root map[string]toml.Primitive
+	md, err := toml.Decode(doc, &root)
+	require.NoError(t, err)
+	entries := map[string]entry{}
+	for k, p := range root {
+		index(&md, p, toml.Key{k}, entries)
+	}
+	for _, k := range md.Keys() {
+		assert.NotZero(t, entries[k.String()].pos.Line, k.String())
+	}
+}
+
+func FuzzLoad(f *testing.F) {
+	for _, s := range []string{
+		"", "[model]\nmaxToolCallsPerTurn = 1.5\n", "[model]\nname = \n", "[modle]\n",
+		"model.name.x = 1\n", "[[tools]]\n", "[tools]\nexclude = [1, [2]]\n", "a = {b = {c = 1}}\n",
+		"[model]\nprovider = \"script\"\nscript = \"\"\n", "[session]\ndataDir = \"~\"\n",
+		"[log]\nlevel = \"debug\"\ntrace = true\n\"quoted key\" = 1\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		env := map[string]string{"HOME": "/home/u"}
+		_, _, err := Load(LoadOptions{
+			ConfigPath: "/cfg/acpd.toml",
+			WorkDir:    "/w",
+			Getenv:     func(k string) string { return env[k] },
+			ReadFile: func(p string) ([]byte, error) {
+				if p == "/cfg/acpd.toml" {
+					return data, nil
+				}
+				return nil, os.ErrNotExist
+			},
+		})
+		if err != nil {
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error is not a *config.Error: %v", err)
+			}
+			if ce.File != "" && (ce.Line < 1 || ce.Col < 1) {
+				t.Fatalf("error without a position: %v", err)
+			}
+		}
+	})
+}
+
+func BenchmarkLoad(b *testing.B) {
+	doc := []byte("[model]\nname = \"m\"\nmaxToolCallsPerTurn = 50\ntemperature = 0.2\n[tools]\napprovalMode = \"auto-edit\"\nexclude = [\"web_fetch\"]\n[log]\nlevel = \"debug\"\n")
+	env := map[string]string{"HOME": "/home/u", "OPENAI_API_KEY": "sk"}
+	opts := LoadOptions{
+		ConfigPath: "/cfg/acpd.toml", WorkDir: "/w",
+		Getenv: func(k string) string { return env[k] },
+		ReadFile: func(p string) ([]byte, error) {
+			if p == "/cfg/acpd.toml" {
+				return doc, nil
+			}
+			return nil, os.ErrNotExist
+		},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Load(opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
