@@ -22,6 +22,7 @@ const (
 	KindText       Kind = "text"        // Text (+MessageID): assistant text of one model response
 	KindReasoning  Kind = "reasoning"   // Text (+MessageID): assistant reasoning of one model response
 	KindToolCalls  Kind = "tool_calls"  // ToolCalls: the calls one model response asked for
+	KindReminder   Kind = "reminder"    // Text: a user-role message for the model only, never replayed
 	KindToolCall   Kind = "tool_call"   // Tool: the frame shown to the client when a call starts
 	KindToolResult Kind = "tool_result" // Tool: the final state, content shown and ModelText fed back
 	KindPlan       Kind = "plan"        // Plan
@@ -139,6 +140,10 @@ func (r *Record) validate() error {
 		}
 	case KindText, KindReasoning:
 		// Empty text is legal: a response may carry only tool calls.
+	case KindReminder:
+		if r.Text == "" {
+			return invalid(r.Kind, "field text is empty")
+		}
 	case KindToolCalls:
 		if len(r.ToolCalls) == 0 {
 			return invalid(r.Kind, "field toolCalls is empty")

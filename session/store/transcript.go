@@ -22,6 +22,9 @@ type Transcript struct {
 	ModelID string // last model record, "" if none
 	// UpdatedAt is the time of the last record.
 	UpdatedAt time.Time
+	// PendingLoop is the last loop stop when no prompt followed it: the
+	// host prefixes its message to the next prompt, as in the live session.
+	PendingLoop *LoopStop
 	// Warnings describe skipped lines; the host should log them.
 	Warnings []Warning
 	// CorruptLine is the 1-based line of a corrupt record in the middle of
@@ -134,6 +137,9 @@ func (tr *Transcript) finish(id string) error {
 			if derived == "" {
 				derived = TitleFromPrompt(r.Prompt)
 			}
+			tr.PendingLoop = nil
+		case KindLoopStop:
+			tr.PendingLoop = r.Loop
 		case KindMode:
 			tr.ModeID = r.ModeID
 		case KindModel:

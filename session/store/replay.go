@@ -1,0 +1,239 @@
+package store
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/model"
+)
+
+// InterruptedToolResult is what the model is told for a tool call whose
+// result was never recorded (the process died while it ran).
+const InterruptedToolResult = "error: the tool call was interrupted (acpd stopped) before it finished; its outcome is unknown"
+
+// Updates returns the session/update payloads that replay the transcript to
+// a client for session/load, in order: user, agent and thought chunks,
+// tool_call and tool_call_update, plan, current mode, title and usage. A
+// tool call left without a result is closed with a failed
+// tool_call_update at the end of its turn.
+func (tr *Transcript) Updates() []acp.SessionUpdate {
+	out := make([]acp.SessionUpdate, 0, len(tr.Records))
+	open := map[string]bool{} // tool calls shown but not finished
+	var openOrder []string
+	closeOpen := func() {
+		for _, id := range openOrder {
+			if !open[id] {
+				continue
+			}
+			delete(open, id)
+			out = append(out, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
+				ToolCallID: id, Status: acp.StatusFailed,
+				Content: []acp.ToolCallContent{acp.TextContent("interrupted: acpd stopped before this tool call finished")},
+			}})
+		}
+		openOrder = openOrder[:0]
+	}
+	for i := range tr.Records {
+		r := &tr.Records[i]
+		switch r.Kind {
+		case KindUser:
+			closeOpen()
+			for j := range r.Prompt {
+				out = append(out, acp.SessionUpdate{Kind: acp.UpdateUserMessageChunk, Content: &r.Prompt[j]})
+			}
+		case KindText, KindReasoning:
+			if r.Text == "" {
+				continue
+			}
+			kind := acp.UpdateAgentMessageChunk
+			if r.Kind == KindReasoning {
+				kind = acp.UpdateAgentThoughtChunk
+			}
+			b := acp.TextBlock(r.Text)
+			out = append(out, acp.SessionUpdate{Kind: kind, Content: &b, MessageID: r.MessageID})
+		case KindToolCall:
+			t := r.Tool
+			if !open[t.ToolCallID] {
+				open[t.ToolCallID] = true
+				openOrder = append(openOrder, t.ToolCallID)
+			}
+			out = append(out, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
+				ToolCallID: t.ToolCallID, Title: t.Title, Kind: t.Kind, Status: t.Status,
+				Content: t.Content, Locations: t.Locations, RawInput: rawAny(t.RawInput), RawOutput: rawAny(t.RawOutput),
+			}})
+		case KindToolResult:
+			t := r.Tool
+			if open[t.ToolCallID] {
+				delete(open, t.ToolCallID)
+				u := &acp.ToolCallUpdate{
+					ToolCallID: t.ToolCallID, Kind: t.Kind, Status: t.Status,
+					Content: t.Content, Locations: t.Locations, RawOutput: rawAny(t.RawOutput),
+				}
+				if t.Title != "" {
+					u.Title = &t.Title
+				}
+				out = append(out, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: u})
+				continue
+			}
+			// A result without a frame (the frame record was skipped as
+			// damaged, or the host records results only): show it whole.
+			out = append(out, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
+				ToolCallID: t.ToolCallID, Title: t.Title, Kind: t.Kind, Status: t.Status,
+				Content: t.Content, Locations: t.Locations, RawInput: rawAny(t.RawInput), RawOutput: rawAny(t.RawOutput),
+			}})
+		case KindPlan:
+			out = append(out, acp.SessionUpdate{Kind: acp.UpdatePlan, Entries: r.Plan})
+		case KindMode:
+			out = append(out, acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentModeID: r.ModeID})
+		case KindTitle:
+			out = append(out, acp.SessionUpdate{Kind: acp.UpdateSessionInfo, Title: &r.Title})
+		case KindUsage:
+			if r.Usage.Size > 0 {
+				out = append(out, acp.SessionUpdate{Kind: acp.UpdateUsage, Used: r.Usage.Used, Size: r.Usage.Size})
+			}
+		case KindTurnEnd, KindLoopStop:
+			closeOpen()
+		}
+	}
+	closeOpen()
+	return out
+}
+
+// rawAny keeps absent raw JSON absent (a nil RawMessage in an `any` would
+// not be omitted by omitempty).
+func rawAny(m json.RawMessage) any {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// Messages rebuilds the conversation to send to the model. toUser converts
+// a recorded prompt (the host's own conversion, e.g. embedding resources);
+// nil, or an error from it, uses a plain conversion. Consecutive text,
+// reasoning and tool_calls records fold into one assistant message; tool
+// results follow as tool messages, and a call whose result is missing gets
+// InterruptedToolResult so the history stays valid for the provider. After
+// a loop stop, the stop's message leads the next user message; if no prompt
+// followed, Transcript.PendingLoop still holds it.
+func (tr *Transcript) Messages(toUser func([]acp.ContentBlock) (model.Message, error)) []model.Message {
+	var (
+		out       []model.Message
+		asst      *model.Message // the assistant message being folded
+		awaiting  []model.ToolCall
+		answered  = map[string]bool{}
+		loopNote  string
+		respDone  bool // asst already holds tool calls: new text starts a new response
+		flushAsst = func() {
+			if asst != nil {
+				out = append(out, *asst)
+				asst = nil
+			}
+			respDone = false
+		}
+	)
+	closeCalls := func() {
+		flushAsst()
+		for _, c := range awaiting {
+			if !answered[c.ID] {
+				out = append(out, model.Message{Role: model.RoleTool, ToolCallID: c.ID, Name: c.Name, Content: InterruptedToolResult})
+			}
+		}
+		awaiting = nil
+		clear(answered)
+	}
+	for i := range tr.Records {
+		r := &tr.Records[i]
+		switch r.Kind {
+		case KindText, KindReasoning:
+			if respDone || asst == nil {
+				closeCalls()
+				asst = &model.Message{Role: model.RoleAssistant}
+			}
+			if r.Kind == KindText {
+				asst.Content += r.Text
+			} else {
+				asst.Reasoning += r.Text
+			}
+		case KindToolCalls:
+			if asst == nil {
+				closeCalls()
+				asst = &model.Message{Role: model.RoleAssistant}
+			}
+			for _, c := range r.ToolCalls {
+				mc := model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Invalid: c.Invalid}
+				if len(mc.Arguments) == 0 {
+					mc.Arguments = json.RawMessage("{}")
+				}
+				asst.ToolCalls = append(asst.ToolCalls, mc)
+				awaiting = append(awaiting, mc)
+			}
+			respDone = true
+		case KindToolResult:
+			flushAsst()
+			id := r.Tool.ToolCallID
+			if answered[id] || !awaitingHas(awaiting, id) {
+				continue // providers reject a tool message that answers no call
+			}
+			answered[id] = true
+			out = append(out, model.Message{Role: model.RoleTool, ToolCallID: id, Name: r.Tool.Name, Content: r.Tool.ModelText})
+		case KindUser:
+			closeCalls()
+			msg, err := model.Message{}, error(nil)
+			if toUser != nil {
+				msg, err = toUser(r.Prompt)
+			}
+			if toUser == nil || err != nil {
+				msg = plainUserMessage(r.Prompt)
+			}
+			if loopNote != "" {
+				msg.Content = loopNote + "\n\n" + msg.Content
+				loopNote = ""
+			}
+			out = append(out, msg)
+		case KindReminder:
+			closeCalls()
+			out = append(out, model.Message{Role: model.RoleUser, Content: r.Text})
+		case KindLoopStop:
+			closeCalls()
+			loopNote = r.Loop.Message
+		case KindTurnEnd:
+			closeCalls()
+		}
+	}
+	closeCalls()
+	return out
+}
+
+func awaitingHas(calls []model.ToolCall, id string) bool {
+	for _, c := range calls {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// plainUserMessage converts a prompt without host policy: text as is,
+// embedded text resources and links as tagged text, images attached.
+func plainUserMessage(blocks []acp.ContentBlock) model.Message {
+	msg := model.Message{Role: model.RoleUser}
+	var parts []string
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			parts = append(parts, b.Text)
+		case "resource_link":
+			parts = append(parts, "@"+b.URI)
+		case "resource":
+			if b.Resource != nil && b.Resource.Text != nil {
+				parts = append(parts, "<resource uri=\""+b.Resource.URI+"\">\n"+*b.Resource.Text+"\n</resource>")
+			}
+		case "image":
+			msg.Images = append(msg.Images, model.Image{MimeType: b.MimeType, Data: b.Data})
+		}
+	}
+	msg.Content = strings.Join(parts, "\n")
+	return msg
+}
