@@ -171,6 +171,7 @@ func (s *Store) Create(meta SessionMeta) (*Writer, error) {
 	if meta.CreatedAt.IsZero() {
 		meta.CreatedAt = s.now()
 	}
+	meta.CreatedAt = meta.CreatedAt.UTC()
 	p := s.path(meta.ID)
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, filePerm)
 	if errors.Is(err, fs.ErrExist) {

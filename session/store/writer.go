@@ -54,6 +54,9 @@ func (w *Writer) Append(rec Record) error {
 	if rec.T.IsZero() {
 		rec.T = w.s.now()
 	}
+	// UTC, which also drops the monotonic reading, so that a record and
+	// its index entry compare equal to what a later Load reads.
+	rec.T = rec.T.UTC()
 	if rec.V != Version {
 		return fmt.Errorf("%w: field v is %d, want %d", ErrInvalidRecord, rec.V, Version)
 	}
