@@ -435,9 +435,15 @@ func (a *Assembler) fragment(f *wireToolDelta) {
 		case !hasArgs || !cur.complete():
 			s = cur
 		default:
-			if inc := a.recentIncomplete(); inc != nil {
+			switch inc := a.recentIncomplete(); {
+			case inc != nil:
 				s = inc
-			} else {
+			case name == "" || name == cur.name:
+				// More arguments for a finished call without a new
+				// identity: most likely a replayed payload, which
+				// normalizeArgs collapses if it is an exact repeat.
+				s = cur
+			default:
 				s = a.open(a.nextFree())
 				a.remap[p] = s.index
 			}

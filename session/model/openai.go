@@ -165,12 +165,36 @@ func (o *OpenAI) attempt(ctx context.Context, body []byte, yield func(Event, err
 		return false, newHTTPError(resp.StatusCode, resp.Header, b, time.Now())
 	}
 
-	a := NewAssembler(o.logger)
-	sse := newSSEReader(resp.Body)
-	emit := func(evs []Event) error {
+	err = streamSSE(resp.Body, NewAssembler(o.logger), func() {
+		if idle != nil {
+			idle.Reset(o.opts.RequestTimeout)
+		}
+	}, func(ev Event) bool {
+		emitted = true
+		return yield(ev, nil)
+	})
+	var re *readError
+	if errors.As(err, &re) {
+		return emitted, o.cause(actx, re.err)
+	}
+	return emitted, err
+}
+
+// readError marks a failure reading the body (as opposed to one reported
+// by the stream's content).
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+// streamSSE reads one SSE body through a, handing each event to emit as
+// soon as it is known. tick runs after every read (for the idle timer).
+// It returns errStopped when emit returns false.
+func streamSSE(body io.Reader, a *Assembler, tick func(), emit func(Event) bool) error {
+	sse := newSSEReader(body)
+	send := func(evs []Event) error {
 		for _, ev := range evs {
-			emitted = true
-			if !yield(ev, nil) {
+			if !emit(ev) {
 				return errStopped
 			}
 		}
@@ -179,35 +203,33 @@ func (o *OpenAI) attempt(ctx context.Context, body []byte, yield func(Event, err
 read:
 	for {
 		kind, data, err := sse.next()
-		if idle != nil {
-			idle.Reset(o.opts.RequestTimeout)
-		}
+		tick()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			return emitted, o.cause(actx, err)
+			return &readError{err}
 		}
 		switch kind {
 		case sseDone:
 			break read
 		case sseError:
-			return emitted, a.FeedError(data)
+			return a.FeedError(data)
 		case sseData:
 			evs, err := a.Feed(data)
 			if err != nil {
-				return emitted, err
+				return err
 			}
-			if err := emit(evs); err != nil {
-				return emitted, err
+			if err := send(evs); err != nil {
+				return err
 			}
 		}
 	}
 	evs, err := a.Finish()
 	if err != nil {
-		return emitted, err
+		return err
 	}
-	return emitted, emit(evs)
+	return send(evs)
 }
 
 // cause reports why a request or read failed: the caller's cancellation,
