@@ -1,0 +1,330 @@
+// Package session is acpd's agent: it implements acp.Agent, hosts many
+// sessions per connection, runs their prompt turns against a model.Provider,
+// executes tools with permission from the editor, streams everything back as
+// session/update notifications, and guards every turn with the daemon loop
+// guard built on package loopdetect.
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/tools"
+)
+
+// Approval modes (ACP mode ids = qwen-code's approval mode values).
+const (
+	ModePlan     = "plan"
+	ModeDefault  = "default"
+	ModeAutoEdit = "auto-edit"
+	ModeYolo     = "yolo"
+)
+
+var availableModes = []acp.SessionMode{
+	{ID: ModePlan, Name: "Plan", Description: "Analyse only; tools that modify files or run non-read-only commands are blocked"},
+	{ID: ModeDefault, Name: "Default", Description: "Ask before edits and shell commands"},
+	{ID: ModeAutoEdit, Name: "Auto Edit", Description: "Apply edits without asking; ask before shell commands"},
+	{ID: ModeYolo, Name: "YOLO", Description: "Run every tool without asking"},
+}
+
+func validMode(id string) bool {
+	return slices.ContainsFunc(availableModes, func(m acp.SessionMode) bool { return m.ID == id })
+}
+
+// Options configure a Manager. The zero value of each field is a usable
+// default except Provider, which is required.
+type Options struct {
+	Provider     model.Provider
+	Model        string   // model name sent to the provider
+	Models       []string // model ids offered in the "model" config option; Model is always included
+	SystemPrompt string
+	MaxTokens    int
+	Temperature  *float64
+	// ContextWindow is the `size` of usage_update; 0 means 131072.
+	ContextWindow int
+
+	// Cap is the per-turn tool-call cap (Explicit from config provenance).
+	Cap loopdetect.Cap
+	// SkipLoopDetection gates only the daemon's global-duplicate halt.
+	SkipLoopDetection bool
+	// FailureGuard is the repeated-tool-failure guard mode (off, shadow, warn, enforce).
+	FailureGuard string
+
+	// ApprovalMode is the initial mode of new sessions (default "default").
+	ApprovalMode string
+	// Tools builds the tool registry of a session; nil means no tools.
+	Tools func() *tools.Registry
+	// ShellTimeout and MaxOutputBytes are passed to tools through tools.Env.
+	ShellTimeout   time.Duration
+	MaxOutputBytes int
+
+	// AuthRequired makes session/new answer -32000 until authenticate succeeds.
+	AuthRequired bool
+
+	Version string
+	Logger  *slog.Logger
+}
+
+// Manager implements acp.Agent for one connection.
+type Manager struct {
+	client acp.Client
+	opts   Options
+	log    *slog.Logger
+
+	// mu guards sessions, clientCaps and authed; never held while calling the
+	// client or waiting for a turn.
+	mu         sync.Mutex
+	sessions   map[string]*Session
+	clientCaps acp.ClientCapabilities
+	authed     bool
+}
+
+var _ acp.Agent = (*Manager)(nil)
+
+// NewManager returns an agent that talks to client.
+func NewManager(client acp.Client, opts Options) *Manager {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ApprovalMode == "" {
+		opts.ApprovalMode = ModeDefault
+	}
+	if opts.ContextWindow <= 0 {
+		opts.ContextWindow = 131072
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if !slices.Contains(opts.Models, opts.Model) {
+		opts.Models = append([]string{opts.Model}, opts.Models...)
+	}
+	return &Manager{client: client, opts: opts, log: opts.Logger, sessions: map[string]*Session{}}
+}
+
+// authMethodID is the one auth method acpd advertises: an API key from the
+// environment, as qwen-code's newest authMethods (open question 7 of
+// loop-detection.md §15, settled: only `openai`).
+const authMethodID = "openai"
+
+// Initialize answers protocol version 1 and advertises only what works.
+func (m *Manager) Initialize(_ context.Context, req *acp.InitializeRequest) (*acp.InitializeResponse, error) {
+	m.mu.Lock()
+	m.clientCaps = req.ClientCapabilities
+	m.mu.Unlock()
+	return &acp.InitializeResponse{
+		ProtocolVersion: acp.ProtocolVersion,
+		AgentCapabilities: acp.AgentCapabilities{
+			PromptCapabilities: acp.PromptCapabilities{Image: true, EmbeddedContext: true},
+			SessionCapabilities: acp.SessionCapabilities{
+				Close:                 &acp.Capability{},
+				AdditionalDirectories: &acp.Capability{},
+			},
+		},
+		AuthMethods: []acp.AuthMethod{{
+			ID:          authMethodID,
+			Name:        "Use OpenAI API key",
+			Description: "Requires setting the `OPENAI_API_KEY` environment variable",
+		}},
+		AgentInfo: &acp.Implementation{Name: "acpd", Title: "acpd", Version: m.opts.Version},
+	}, nil
+}
+
+// Authenticate accepts the advertised method when an API key is configured.
+func (m *Manager) Authenticate(_ context.Context, req *acp.AuthenticateRequest) (*acp.Empty, error) {
+	if req.MethodID != authMethodID {
+		return nil, acp.ErrInvalidParams("methodId", "Unknown auth method: "+req.MethodID)
+	}
+	if m.opts.AuthRequired {
+		return nil, acp.ErrAuthRequired()
+	}
+	m.mu.Lock()
+	m.authed = true
+	m.mu.Unlock()
+	return &acp.Empty{}, nil
+}
+
+func newSessionID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "sess_" + hex.EncodeToString(b[:])
+}
+
+func checkDirs(cwd string, extra []string) error {
+	if !filepath.IsAbs(cwd) {
+		return acp.ErrInvalidParams("cwd", "cwd must be an absolute path: "+cwd)
+	}
+	for i, d := range extra {
+		if !filepath.IsAbs(d) {
+			return acp.ErrInvalidParams(fmt.Sprintf("additionalDirectories[%d]", i), "additionalDirectories entries must be absolute paths: "+d)
+		}
+	}
+	return nil
+}
+
+// NewSession creates a session rooted at cwd.
+func (m *Manager) NewSession(_ context.Context, req *acp.NewSessionRequest) (*acp.NewSessionResponse, error) {
+	if err := checkDirs(req.Cwd, req.AdditionalDirectories); err != nil {
+		return nil, err
+	}
+	for i, s := range req.MCPServers {
+		if s.Type != "" {
+			return nil, acp.ErrInvalidParams(fmt.Sprintf("mcpServers[%d]", i),
+				fmt.Sprintf("MCP server %q: transport %q is not supported", s.Name, s.Type))
+		}
+	}
+	if m.opts.AuthRequired {
+		m.mu.Lock()
+		authed := m.authed
+		m.mu.Unlock()
+		if !authed {
+			return nil, acp.ErrAuthRequired()
+		}
+	}
+	s := m.newSession(newSessionID(), req.Cwd, req.AdditionalDirectories)
+	m.mu.Lock()
+	m.sessions[s.id] = s
+	m.mu.Unlock()
+	m.log.Info("session created", "session_id", s.id, "cwd", s.cwd)
+	return &acp.NewSessionResponse{SessionID: s.id, Modes: s.modeState(), ConfigOptions: s.configOptions()}, nil
+}
+
+func (m *Manager) newSession(id, cwd string, extra []string) *Session {
+	s := &Session{
+		id:    id,
+		m:     m,
+		cwd:   cwd,
+		roots: append([]string{cwd}, extra...),
+		mode:  m.opts.ApprovalMode,
+		model: m.opts.Model,
+		log:   m.log.With("session_id", id),
+		turns: make(chan struct{}, 1),
+	}
+	if m.opts.Tools != nil {
+		s.tools = m.opts.Tools()
+	} else {
+		s.tools = tools.NewRegistry()
+	}
+	s.allowAlways = map[string]bool{}
+	s.toolCallIDs = map[string]bool{}
+	return s
+}
+
+func (m *Manager) session(id string) *Session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sessions[id]
+}
+
+func errUnknownSession(id string) error {
+	return acp.ErrInvalidParams("sessionId", "Session not found for id: "+id)
+}
+
+// LoadSession is not supported without a transcript store.
+func (m *Manager) LoadSession(context.Context, *acp.LoadSessionRequest) (*acp.LoadSessionResponse, error) {
+	return nil, acp.ErrMethodNotFound(acp.MethodSessionLoad)
+}
+
+// ResumeSession is not supported without a transcript store.
+func (m *Manager) ResumeSession(context.Context, *acp.ResumeSessionRequest) (*acp.LoadSessionResponse, error) {
+	return nil, acp.ErrMethodNotFound(acp.MethodSessionResume)
+}
+
+// ListSessions is not supported without a transcript store.
+func (m *Manager) ListSessions(context.Context, *acp.ListSessionsRequest) (*acp.ListSessionsResponse, error) {
+	return nil, acp.ErrMethodNotFound(acp.MethodSessionList)
+}
+
+// DeleteSession is not supported without a transcript store.
+func (m *Manager) DeleteSession(context.Context, *acp.SessionIDRequest) (*acp.Empty, error) {
+	return nil, acp.ErrMethodNotFound(acp.MethodSessionDelete)
+}
+
+// CloseSession behaves as session/cancel, waits for the turn to answer, then
+// frees the session.
+func (m *Manager) CloseSession(ctx context.Context, req *acp.SessionIDRequest) (*acp.Empty, error) {
+	s := m.session(req.SessionID)
+	if s == nil {
+		return nil, errUnknownSession(req.SessionID)
+	}
+	s.cancelTurn()
+	if err := s.acquire(ctx); err != nil {
+		return nil, err
+	}
+	s.release()
+	m.mu.Lock()
+	if m.sessions[s.id] == s {
+		delete(m.sessions, s.id)
+	}
+	m.mu.Unlock()
+	return &acp.Empty{}, nil
+}
+
+// SetSessionMode switches the approval mode.
+func (m *Manager) SetSessionMode(_ context.Context, req *acp.SetSessionModeRequest) (*acp.Empty, error) {
+	s := m.session(req.SessionID)
+	if s == nil {
+		return nil, errUnknownSession(req.SessionID)
+	}
+	if !validMode(req.ModeID) {
+		return nil, acp.ErrInvalidParams("modeId", "Unknown approval mode: "+req.ModeID)
+	}
+	s.setMode(req.ModeID)
+	return &acp.Empty{}, nil
+}
+
+// SetSessionConfigOption sets `mode` or `model` and returns every option.
+func (m *Manager) SetSessionConfigOption(_ context.Context, req *acp.SetSessionConfigOptionRequest) (*acp.SetSessionConfigOptionResponse, error) {
+	s := m.session(req.SessionID)
+	if s == nil {
+		return nil, errUnknownSession(req.SessionID)
+	}
+	var value string
+	if req.Type == "boolean" || jsonUnmarshal(req.Value, &value) != nil {
+		return nil, acp.ErrInvalidParams("value", "value must be a string for configId "+req.ConfigID)
+	}
+	switch req.ConfigID {
+	case "mode":
+		if !validMode(value) {
+			return nil, acp.ErrInvalidParams("value", "Unknown approval mode: "+value)
+		}
+		s.setMode(value)
+	case "model":
+		if !slices.Contains(m.opts.Models, value) {
+			return nil, acp.ErrInvalidParams("value", "Unknown model: "+value)
+		}
+		s.mu.Lock()
+		s.model = value
+		s.mu.Unlock()
+	default:
+		return nil, acp.ErrInvalidParams("configId", "Unsupported configId: "+req.ConfigID)
+	}
+	return &acp.SetSessionConfigOptionResponse{ConfigOptions: s.configOptions()}, nil
+}
+
+// Prompt runs one turn. A prompt arriving while the session's previous turn
+// is still running cancels that turn (it answers `cancelled`) and then runs:
+// coder/acp-go-sdk's behaviour, and qwen-code's ("new prompt" abort).
+func (m *Manager) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.PromptResponse, error) {
+	s := m.session(req.SessionID)
+	if s == nil {
+		return nil, errUnknownSession(req.SessionID)
+	}
+	return s.prompt(ctx, req.Prompt)
+}
+
+// Cancel cancels the session's running turn; unknown or idle sessions are ignored.
+func (m *Manager) Cancel(req *acp.SessionIDRequest) {
+	if s := m.session(req.SessionID); s != nil {
+		s.cancelTurn()
+	}
+}

@@ -1,0 +1,325 @@
+package session
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/tools"
+)
+
+// toolRun is the outcome of one call, for the batch loop.
+type toolRun struct {
+	llm            string // the tool result the model sees
+	permissionStop bool
+	obs            failureObservation
+}
+
+// failureObservation is what the repeated-failure guard learns from a call.
+type failureObservation struct {
+	providerDuplicate bool
+	terminal          string // success, error, cancelled
+	execution         string // success, error, cancelled, not_started
+	tool              string
+	errType           string
+}
+
+const todoWriteTool = "todo_write"
+
+// planBlockedMessage is qwen-code's exact plan-mode refusal.
+func planBlockedMessage(name string) string {
+	return fmt.Sprintf("Plan mode is active. The tool %q cannot be executed because it modifies the system. Please use the exit_plan_mode tool to present your plan and exit plan mode before making changes.", name)
+}
+
+func canceledByUser(name string) string {
+	return fmt.Sprintf("Tool %q was canceled by the user.", name)
+}
+
+// frameMeta lets a call (an MCP tool) add keys to the frames' _meta.
+type frameMeta interface{ FrameMeta() map[string]any }
+
+func (t *turn) env(id string) *tools.Env {
+	s := t.s
+	s.m.mu.Lock()
+	caps := s.m.clientCaps
+	s.m.mu.Unlock()
+	return &tools.Env{
+		SessionID:      s.id,
+		Roots:          s.roots,
+		Client:         s.m.client,
+		Caps:           caps,
+		ShellTimeout:   s.m.opts.ShellTimeout,
+		MaxOutputBytes: s.m.opts.MaxOutputBytes,
+		Update: func(ctx context.Context, u acp.ToolCallUpdate) error {
+			u.ToolCallID = id
+			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &u})
+			return nil
+		},
+	}
+}
+
+// runTool runs one call through validation, plan mode, permission and
+// execution, sending its frames (§10 runTool, §11).
+func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
+	s := t.s
+	id := s.newToolCallID(p.id)
+	env := t.env(id)
+	meta := acp.Meta{"toolName": p.Name}
+
+	fail := func(title string, kind acp.ToolKind, msg string, o failureObservation) toolRun {
+		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
+			ToolCallID: id, Title: title, Kind: kind, Status: acp.StatusPending, RawInput: p.args, Meta: meta,
+		}})
+		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
+			ToolCallID: id, Status: acp.StatusFailed, Content: []acp.ToolCallContent{acp.TextContent(msg)},
+		}})
+		return toolRun{llm: msg, obs: o}
+	}
+	invalid := func(kind acp.ToolKind, msg string) toolRun {
+		t.g.recordInvalidParams(p.Name, msg)
+		return fail(nameOr(p.Name), kind, msg, failureObservation{terminal: "error", execution: "not_started", tool: p.Name})
+	}
+
+	if p.Name == "" {
+		return invalid(acp.KindOther, "Missing function name")
+	}
+	tool, ok := s.tools.Get(p.Name)
+	if !ok {
+		return invalid(acp.KindOther, fmt.Sprintf("Tool %q not found in registry.", p.Name))
+	}
+	if p.Invalid != "" {
+		return invalid(tool.Kind(), fmt.Sprintf("Invalid arguments for tool %q: %s", p.Name, p.Invalid))
+	}
+	call, err := tool.Build(env, p.Arguments)
+	if err != nil {
+		return invalid(tool.Kind(), err.Error())
+	}
+	if fm, ok := call.(frameMeta); ok {
+		for k, v := range fm.FrameMeta() {
+			meta[k] = v
+		}
+	}
+	conf := call.Confirmation()
+	title := call.Title()
+	mode := s.getMode()
+
+	if mode == ModePlan && planBlocked(conf) {
+		return fail(title, tool.Kind(), planBlockedMessage(p.Name), failureObservation{terminal: "error", execution: "not_started", tool: p.Name, errType: "EXECUTION_DENIED"})
+	}
+
+	// todo_write is shown as the session plan, not as a tool call.
+	if p.Name == todoWriteTool {
+		res := call.Execute(ctx, env)
+		if res.Plan != nil {
+			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdatePlan, Entries: res.Plan})
+		}
+		return toolRun{llm: res.LLMContent, obs: observe(p.Name, res, ctx)}
+	}
+
+	ask := s.needsConfirmation(mode, conf)
+	status := acp.StatusInProgress
+	if ask {
+		status = acp.StatusPending
+	}
+	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
+		ToolCallID: id, Title: title, Kind: tool.Kind(), Status: status,
+		Content: conf.Content, Locations: call.Locations(), RawInput: p.args, Meta: meta,
+	}})
+	finish := func(st acp.ToolCallStatus, content []acp.ToolCallContent, raw any) {
+		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
+			ToolCallID: id, Status: st, Content: content, RawOutput: raw,
+		}})
+	}
+	if ask {
+		verdict, msg := t.askPermission(ctx, id, p, tool, call, conf)
+		switch verdict {
+		case permAllow:
+			finish(acp.StatusInProgress, nil, nil)
+		case permCancel:
+			if ctx.Err() != nil {
+				msg = loopdetect.ToolExecutionCancelledMessage
+			}
+			finish(acp.StatusFailed, []acp.ToolCallContent{acp.TextContent(msg)}, nil)
+			return toolRun{llm: msg, permissionStop: true, obs: failureObservation{terminal: "cancelled", execution: "not_started", tool: p.Name}}
+		case permReject:
+			finish(acp.StatusFailed, []acp.ToolCallContent{acp.TextContent(msg)}, nil)
+			return toolRun{llm: msg, obs: failureObservation{terminal: "cancelled", execution: "not_started", tool: p.Name}}
+		}
+	}
+
+	res := call.Execute(ctx, env)
+	if ctx.Err() != nil {
+		msg := loopdetect.ToolExecutionCancelledMessage
+		finish(acp.StatusFailed, []acp.ToolCallContent{acp.TextContent(msg)}, nil)
+		return toolRun{llm: msg, obs: failureObservation{terminal: "cancelled", execution: "cancelled", tool: p.Name}}
+	}
+	content := res.Content
+	if len(content) == 0 && res.LLMContent != "" {
+		content = []acp.ToolCallContent{acp.TextContent(res.LLMContent)}
+	}
+	st := acp.StatusCompleted
+	if res.Err != nil {
+		st = acp.StatusFailed
+	}
+	finish(st, content, res.RawOutput)
+	if res.Plan != nil {
+		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdatePlan, Entries: res.Plan})
+	}
+	return toolRun{llm: res.LLMContent, obs: observe(p.Name, res, ctx)}
+}
+
+func observe(name string, res tools.Result, ctx context.Context) failureObservation {
+	switch {
+	case ctx.Err() != nil:
+		return failureObservation{terminal: "cancelled", execution: "cancelled", tool: name}
+	case res.Err != nil:
+		return failureObservation{terminal: "error", execution: "error", tool: name, errType: res.ErrType}
+	}
+	return failureObservation{terminal: "success", execution: "success", tool: name}
+}
+
+func nameOr(n string) string {
+	if n == "" {
+		return "unknown tool"
+	}
+	return n
+}
+
+// planBlocked is qwen-code's isPlanModeBlocked for acpd's tools: anything
+// that is not read-only or informational, and shell commands classified as
+// writes. Unknown shell commands are not blocked; they must be confirmed.
+func planBlocked(c tools.Confirmation) bool {
+	switch c.Kind {
+	case tools.ConfirmNone, tools.ConfirmInfo:
+		return false
+	case tools.ConfirmExec:
+		return c.Shell == tools.ShellWrite
+	}
+	return true
+}
+
+// needsConfirmation decides whether the user is asked (§11): yolo never
+// asks; reads never ask; auto-edit approves edits; plan mode lets read-only
+// shell run and asks for unknown shell; "always allow" answers are
+// remembered per session.
+func (s *Session) needsConfirmation(mode string, c tools.Confirmation) bool {
+	if mode == ModeYolo || c.Kind == tools.ConfirmNone {
+		return false
+	}
+	s.mu.Lock()
+	always := s.allowAlways[alwaysKey(c)]
+	s.mu.Unlock()
+	if always {
+		return false
+	}
+	switch mode {
+	case ModeAutoEdit:
+		return c.Kind == tools.ConfirmExec || c.Kind == tools.ConfirmMCP
+	case ModePlan:
+		return !(c.Kind == tools.ConfirmExec && c.Shell == tools.ShellReadOnly)
+	}
+	return true
+}
+
+func alwaysKey(c tools.Confirmation) string {
+	return fmt.Sprintf("%d:%s", c.Kind, c.Label)
+}
+
+// Permission option ids are qwen-code's ToolConfirmationOutcome values.
+const (
+	optProceedOnce          = "proceed_once"
+	optProceedAlways        = "proceed_always"
+	optProceedAlwaysProject = "proceed_always_project"
+	optProceedAlwaysUser    = "proceed_always_user"
+	optCancel               = "cancel"
+)
+
+// permissionOptions lists the options offered per confirmation type (§11).
+func permissionOptions(c tools.Confirmation) []acp.PermissionOption {
+	allow := acp.PermissionOption{OptionID: optProceedOnce, Name: "Allow", Kind: acp.AllowOnce}
+	reject := acp.PermissionOption{OptionID: optCancel, Name: "Reject", Kind: acp.RejectOnce}
+	switch c.Kind {
+	case tools.ConfirmEdit:
+		return []acp.PermissionOption{
+			{OptionID: optProceedAlways, Name: "Allow All Edits", Kind: acp.AllowAlways}, allow, reject,
+		}
+	case tools.ConfirmInfo:
+		return []acp.PermissionOption{
+			{OptionID: optProceedAlwaysProject, Name: "Always Allow in project", Kind: acp.AllowAlways},
+			{OptionID: optProceedAlwaysUser, Name: "Always Allow for user", Kind: acp.AllowAlways},
+			allow, reject,
+		}
+	}
+	return []acp.PermissionOption{
+		{OptionID: optProceedAlwaysProject, Name: "Always Allow in project: " + c.Label, Kind: acp.AllowAlways},
+		{OptionID: optProceedAlwaysUser, Name: "Always Allow for user: " + c.Label, Kind: acp.AllowAlways},
+		allow, reject,
+	}
+}
+
+type permVerdict int
+
+const (
+	permAllow permVerdict = iota
+	permReject
+	permCancel // the request was cancelled or failed: stop the batch
+)
+
+// askPermission sends session/request_permission and interprets the answer.
+func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools.Tool, call tools.Call, c tools.Confirmation) (permVerdict, string) {
+	s := t.s
+	opts := permissionOptions(c)
+	title := call.Title()
+	resp, err := s.m.client.RequestPermission(ctx, &acp.RequestPermissionRequest{
+		SessionID: s.id,
+		ToolCall: acp.ToolCallUpdate{
+			ToolCallID: id, Title: &title, Kind: tool.Kind(), Status: acp.StatusPending,
+			Content: c.Content, Locations: call.Locations(), RawInput: p.args,
+			Meta: acp.Meta{"toolName": p.Name},
+		},
+		Options: opts,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return permCancel, loopdetect.ToolExecutionCancelledMessage
+		}
+		return permCancel, fmt.Sprintf("Permission request failed for %q: %v", p.Name, err)
+	}
+	if resp.Outcome.Outcome == "cancelled" {
+		return permCancel, canceledByUser(p.Name)
+	}
+	if resp.Outcome.Outcome != "selected" {
+		return permCancel, fmt.Sprintf("Permission request failed for %q: unknown outcome %q", p.Name, resp.Outcome.Outcome)
+	}
+	var chosen *acp.PermissionOption
+	for i := range opts {
+		if opts[i].OptionID == resp.Outcome.OptionID {
+			chosen = &opts[i]
+		}
+	}
+	if chosen == nil {
+		return permCancel, fmt.Sprintf("Permission request failed for %q: Permission response selected unoffered option: %s", p.Name, resp.Outcome.OptionID)
+	}
+	switch chosen.Kind {
+	case acp.RejectOnce, acp.RejectAlways:
+		return permReject, canceledByUser(p.Name)
+	case acp.AllowAlways:
+		if c.Kind == tools.ConfirmEdit {
+			// "Allow All Edits" switches the session to auto-edit, as qwen-code does.
+			s.setMode(ModeAutoEdit)
+			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentModeID: ModeAutoEdit})
+		} else {
+			s.mu.Lock()
+			s.allowAlways[alwaysKey(c)] = true
+			s.mu.Unlock()
+		}
+	}
+	return permAllow, ""
+}
+
+// afterBatch runs the repeated-tool-failure guard over the batch's
+// observations and returns the reminder text to append, if any.
+func (t *turn) afterBatch(obs []failureObservation) string {
+	return t.g.failureVerdict(obs)
+}

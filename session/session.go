@@ -1,0 +1,160 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/tools"
+)
+
+// Session is one ACP session: its conversation, mode, model and tools.
+type Session struct {
+	id    string
+	m     *Manager
+	cwd   string
+	roots []string
+	log   *slog.Logger
+	tools *tools.Registry
+
+	// turns is a one-slot semaphore: the running turn holds it. history,
+	// pendingLoopContext, toolCallIDs and the turn counter belong to the
+	// holder and need no other lock.
+	turns              chan struct{}
+	history            []model.Message
+	pendingLoopContext bool
+	toolCallIDs        map[string]bool
+	toolSeq            int
+
+	// mu guards mode, model, allowAlways and prompts; never held while
+	// calling the client or waiting for the semaphore.
+	mu          sync.Mutex
+	mode        string
+	model       string
+	allowAlways map[string]bool // "always allow" labels remembered for this session
+	prompts     []*promptHandle // every prompt admitted and not yet answered
+}
+
+// promptHandle exists to give each prompt a unique pointer, so a finishing
+// prompt removes only its own entry.
+type promptHandle struct {
+	cancel context.CancelFunc
+}
+
+func jsonUnmarshal(b json.RawMessage, v any) error {
+	if len(b) == 0 {
+		return &json.SyntaxError{}
+	}
+	return json.Unmarshal(b, v)
+}
+
+func (s *Session) getMode() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mode
+}
+
+func (s *Session) getModel() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.model
+}
+
+func (s *Session) setMode(mode string) {
+	s.mu.Lock()
+	s.mode = mode
+	s.mu.Unlock()
+}
+
+func (s *Session) modeState() *acp.SessionModeState {
+	return &acp.SessionModeState{CurrentModeID: s.getMode(), AvailableModes: availableModes}
+}
+
+func (s *Session) configOptions() []acp.SessionConfigOption {
+	s.mu.Lock()
+	mode, mdl := s.mode, s.model
+	s.mu.Unlock()
+	modeOpts := make([]acp.SessionConfigSelectOption, 0, len(availableModes))
+	for _, m := range availableModes {
+		modeOpts = append(modeOpts, acp.SessionConfigSelectOption{Value: m.ID, Name: m.Name, Description: m.Description})
+	}
+	modelOpts := make([]acp.SessionConfigSelectOption, 0, len(s.m.opts.Models))
+	for _, m := range s.m.opts.Models {
+		modelOpts = append(modelOpts, acp.SessionConfigSelectOption{Value: m, Name: m})
+	}
+	return []acp.SessionConfigOption{
+		{ID: "mode", Name: "Mode", Category: "mode", Type: "select", CurrentValue: mode, Options: modeOpts},
+		{ID: "model", Name: "Model", Category: "model", Type: "select", CurrentValue: mdl, Options: modelOpts},
+	}
+}
+
+// acquire takes the turn semaphore, or fails when ctx ends first.
+func (s *Session) acquire(ctx context.Context) error {
+	select {
+	case s.turns <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Session) release() { <-s.turns }
+
+// cancelTurn cancels every admitted prompt of the session, running or waiting.
+func (s *Session) cancelTurn() {
+	s.mu.Lock()
+	ps := append([]*promptHandle(nil), s.prompts...)
+	s.mu.Unlock()
+	for _, p := range ps {
+		p.cancel()
+	}
+}
+
+// prompt admits a new prompt: it cancels the prompts before it, waits for
+// the running turn to answer, then runs.
+func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.PromptResponse, error) {
+	msg, err := s.userMessage(blocks)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h := &promptHandle{cancel: cancel}
+	s.mu.Lock()
+	older := s.prompts
+	s.prompts = append(append([]*promptHandle(nil), older...), h)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		for i, p := range s.prompts {
+			if p == h {
+				s.prompts = append(s.prompts[:i:i], s.prompts[i+1:]...)
+				break
+			}
+		}
+		s.mu.Unlock()
+	}()
+	for _, p := range older {
+		p.cancel()
+	}
+	if err := s.acquire(ctx); err != nil {
+		return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
+	}
+	defer s.release()
+	if ctx.Err() != nil {
+		return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
+	}
+	return s.runTurn(ctx, msg)
+}
+
+// update sends one session/update. Final updates after a cancel are allowed
+// by ACP, so the send does not inherit the turn's cancellation.
+func (s *Session) update(ctx context.Context, u acp.SessionUpdate) {
+	err := s.m.client.SessionUpdate(context.WithoutCancel(ctx), &acp.SessionNotification{SessionID: s.id, Update: u})
+	if err != nil {
+		s.log.Warn("session update failed", "kind", u.Kind, "err", err)
+	}
+}

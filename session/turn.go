@@ -1,0 +1,326 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/model"
+)
+
+// turn is the state of one prompt turn (qwen-code's #executePromptInner).
+type turn struct {
+	s *Session
+	g *guard
+	// answered holds the provider call ids answered in this prompt;
+	// duplicates those answered as a replay. Both are per prompt, so
+	// tracking is cleared between prompts (vector 104).
+	answered   map[string]bool
+	duplicates map[string]bool
+}
+
+// loopError is the foreground rejection of a loop-stopped turn (§8).
+func loopError(t loopdetect.LoopType) error {
+	data := map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected"}
+	if t != "" {
+		data["loopType"] = string(t)
+	}
+	return &acp.Error{Code: acp.CodeInternalError, Message: loopdetect.LoopDetectedTurnErrorMessage, Data: data}
+}
+
+var cancelled = &acp.PromptResponse{StopReason: acp.StopCancelled}
+
+func (s *Session) runTurn(ctx context.Context, msg model.Message) (*acp.PromptResponse, error) {
+	if s.pendingLoopContext {
+		// The model sees why the previous turn stopped: the context message
+		// leads the next user message (measured on qwen-code 0.24.4).
+		msg.Content = loopdetect.LoopDetectedContextMessage + "\n\n" + msg.Content
+		s.pendingLoopContext = false
+	}
+	s.history = append(s.history, msg)
+	t := &turn{
+		s:          s,
+		g:          newGuard(s.m.opts.Cap, s.m.opts.SkipLoopDetection, s.m.opts.FailureGuard, s.log),
+		answered:   map[string]bool{},
+		duplicates: map[string]bool{},
+	}
+	for {
+		if ctx.Err() != nil {
+			return cancelled, nil
+		}
+		res, err := t.stream(ctx)
+		if ctx.Err() != nil {
+			s.appendAssistant(res)
+			return cancelled, nil
+		}
+		if err != nil {
+			s.log.Error("model request failed", "err", err)
+			return nil, acp.ErrInternal(err.Error())
+		}
+		s.appendAssistant(res)
+		if len(res.calls) == 0 {
+			switch res.finish {
+			case "length":
+				return &acp.PromptResponse{StopReason: acp.StopMaxTokens}, nil
+			case "content_filter":
+				return &acp.PromptResponse{StopReason: acp.StopRefusal}, nil
+			}
+			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
+		}
+		out := t.runToolCalls(ctx, res.calls)
+		s.history = append(s.history, out.messages...)
+		switch {
+		case ctx.Err() != nil:
+			return cancelled, nil
+		case t.g.detected:
+			s.pendingLoopContext = true
+			return nil, loopError(t.g.loopType)
+		case out.permissionStop:
+			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
+		}
+		if out.reminder != "" {
+			s.history = append(s.history, model.Message{Role: model.RoleUser, Content: out.reminder})
+		}
+	}
+}
+
+// streamResult is one model response after its stream ended.
+type streamResult struct {
+	text, reasoning string
+	calls           []model.ToolCall
+	finish          string
+}
+
+func (s *Session) appendAssistant(r streamResult) {
+	if r.text == "" && r.reasoning == "" && len(r.calls) == 0 {
+		return
+	}
+	s.history = append(s.history, model.Message{
+		Role: model.RoleAssistant, Content: r.text, Reasoning: r.reasoning, ToolCalls: r.calls,
+	})
+}
+
+// stream runs one model request, forwarding text and reasoning as chunks.
+// On a retry marker the attempt's calls and text are discarded before they
+// are ever counted (§7.2).
+func (t *turn) stream(ctx context.Context) (streamResult, error) {
+	s := t.s
+	req := model.Request{
+		Model:       s.getModel(),
+		System:      s.m.opts.SystemPrompt,
+		Messages:    s.history,
+		Tools:       s.tools.Specs(),
+		MaxTokens:   s.m.opts.MaxTokens,
+		Temperature: s.m.opts.Temperature,
+	}
+	var r streamResult
+	var text, reasoning strings.Builder
+	var usage *model.Usage
+	for ev, err := range s.m.opts.Provider.Stream(ctx, req) {
+		if err != nil {
+			r.text, r.reasoning = text.String(), reasoning.String()
+			return r, err
+		}
+		switch ev.Kind {
+		case model.EventText:
+			text.WriteString(ev.Text)
+			b := acp.TextBlock(ev.Text)
+			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b})
+		case model.EventReasoning:
+			reasoning.WriteString(ev.Text)
+			b := acp.TextBlock(ev.Text)
+			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentThoughtChunk, Content: &b})
+		case model.EventToolCall:
+			r.calls = append(r.calls, ev.ToolCall)
+		case model.EventUsage:
+			u := ev.Usage
+			usage = &u
+		case model.EventFinish:
+			r.finish = ev.FinishReason
+		case model.EventRetry:
+			s.log.Warn("model stream retried", "err", ev.RetryErr, "discarded_calls", len(r.calls))
+			r.calls = nil
+			text.Reset()
+			reasoning.Reset()
+		}
+	}
+	r.text, r.reasoning = text.String(), reasoning.String()
+	if usage != nil {
+		used := usage.TotalTokens
+		if used == 0 {
+			used = usage.PromptTokens + usage.CompletionTokens
+		}
+		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateUsage, Used: uint64(max(used, 0)), Size: uint64(s.m.opts.ContextWindow)})
+	}
+	return r, nil
+}
+
+// batchOutcome is what runToolCalls hands back to the turn loop.
+type batchOutcome struct {
+	messages       []model.Message // tool results, in call order
+	permissionStop bool
+	reminder       string
+}
+
+// pcall is one provider call prepared for execution.
+type pcall struct {
+	model.ToolCall
+	id   string // provider id, or generated when the provider sent none
+	dup  bool   // a replay of an id already answered in this prompt
+	args any    // decoded arguments, for rawInput and the repeat key
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// prepare deduplicates the calls of one model response by id and marks
+// provider replays (§10 steps 1–3).
+func (t *turn) prepare(calls []model.ToolCall) []pcall {
+	seen := map[string]bool{}
+	out := make([]pcall, 0, len(calls))
+	for i, c := range calls {
+		id := c.ID
+		if id == "" {
+			name := c.Name
+			if name == "" {
+				name = "tool"
+			}
+			id = fmt.Sprintf("%s-%s-%d", name, randomHex(8), i)
+		}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		p := pcall{ToolCall: c, id: id, dup: t.answered[id]}
+		if c.Invalid == "" && len(c.Arguments) > 0 {
+			if err := json.Unmarshal(c.Arguments, &p.args); err != nil {
+				p.args = string(c.Arguments)
+			}
+		} else {
+			p.args = string(c.Arguments)
+		}
+		if p.args == nil || p.args == "" {
+			p.args = map[string]any{}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func toolMessage(p pcall, content string) model.Message {
+	return model.Message{Role: model.RoleTool, ToolCallID: p.ID, Name: p.Name, Content: content}
+}
+
+// runToolCalls executes one model response's calls (§10).
+func (t *turn) runToolCalls(ctx context.Context, calls []model.ToolCall) batchOutcome {
+	var out batchOutcome
+	ps := t.prepare(calls)
+
+	// A provider id already answered as a duplicate, repeated again: the
+	// model is replaying; stop the turn (§7.5).
+	for _, p := range ps {
+		if p.dup && t.duplicates[p.id] {
+			t.g.recordDuplicateReplay(p.id, p.Name)
+			for _, q := range ps {
+				t.skip(ctx, q, loopdetect.LoopDetectedSkipMessage)
+				out.messages = append(out.messages, toolMessage(q, loopdetect.LoopDetectedSkipMessage))
+			}
+			return out
+		}
+	}
+
+	// The daemon guard counts the whole response before anything runs.
+	keys := make([]string, 0, len(ps))
+	for _, p := range ps {
+		if !p.dup {
+			keys = append(keys, loopdetect.ToolCallRepeatKey(p.Name, p.args))
+		}
+	}
+	if t.g.recordBatch(keys) {
+		for _, p := range ps {
+			t.skip(ctx, p, loopdetect.LoopDetectedSkipMessage)
+			out.messages = append(out.messages, toolMessage(p, loopdetect.LoopDetectedSkipMessage))
+		}
+		return out
+	}
+
+	var obs []failureObservation
+	for _, p := range ps {
+		switch {
+		case ctx.Err() != nil:
+			t.skip(ctx, p, loopdetect.ToolExecutionCancelledMessage)
+			out.messages = append(out.messages, toolMessage(p, loopdetect.ToolExecutionCancelledMessage))
+			continue
+		case t.g.detected:
+			t.skip(ctx, p, loopdetect.LoopDetectedSkipMessage)
+			out.messages = append(out.messages, toolMessage(p, loopdetect.LoopDetectedSkipMessage))
+			continue
+		case out.permissionStop:
+			t.skip(ctx, p, loopdetect.PermissionCancelSkipMessage)
+			out.messages = append(out.messages, toolMessage(p, loopdetect.PermissionCancelSkipMessage))
+			continue
+		case p.dup:
+			msg := fmt.Sprintf("Duplicate provider tool call id %q: this call was already answered in this turn and was not executed again.", p.id)
+			t.duplicates[p.id] = true
+			t.skip(ctx, p, msg)
+			out.messages = append(out.messages, toolMessage(p, msg))
+			obs = append(obs, failureObservation{providerDuplicate: true})
+			continue
+		}
+		r := t.runTool(ctx, p)
+		t.answered[p.id] = true
+		out.messages = append(out.messages, toolMessage(p, r.llm))
+		obs = append(obs, r.obs)
+		if r.permissionStop {
+			out.permissionStop = true
+		}
+	}
+	if ctx.Err() == nil && !t.g.detected && !out.permissionStop {
+		out.reminder = t.afterBatch(obs)
+	}
+	return out
+}
+
+// skip shows a call that never ran: a pending tool_call, then a failed
+// update carrying the reason (Decision 5: ACP wants the tool_call first).
+func (t *turn) skip(ctx context.Context, p pcall, reason string) {
+	id := t.s.newToolCallID(p.id)
+	title := p.Name
+	if title == "" {
+		title = "unknown tool"
+	}
+	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
+		ToolCallID: id, Title: title, Kind: acp.KindOther, Status: acp.StatusPending, RawInput: p.args,
+		Meta: acp.Meta{"toolName": p.Name},
+	}})
+	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
+		ToolCallID: id, Status: acp.StatusFailed, Content: []acp.ToolCallContent{acp.TextContent(reason)},
+	}})
+}
+
+// newToolCallID returns an ACP toolCallId unique within the session: the
+// provider id when it is new, otherwise the id with a sequence suffix.
+func (s *Session) newToolCallID(providerID string) string {
+	id := providerID
+	if id == "" || s.toolCallIDs[id] {
+		s.toolSeq++
+		id = fmt.Sprintf("%s#%d", providerID, s.toolSeq)
+		for s.toolCallIDs[id] {
+			s.toolSeq++
+			id = fmt.Sprintf("%s#%d", providerID, s.toolSeq)
+		}
+	}
+	s.toolCallIDs[id] = true
+	return id
+}
+
+var errCancelledByUser = errors.New("cancelled by user")
