@@ -1,0 +1,374 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/acpd/acpd/acp"
+)
+
+const (
+	// DefaultShellTimeout bounds a command when neither the call nor Env gives a timeout.
+	DefaultShellTimeout = 2 * time.Minute
+	// releaseTimeout bounds terminal/kill and terminal/release, which must run
+	// even after the turn was cancelled.
+	releaseTimeout = 5 * time.Second
+	// pipeDrainTimeout is how long the local runner waits for output from a
+	// process that escaped the killed group (setsid) before giving up on it.
+	pipeDrainTimeout = time.Second
+)
+
+var runShellCommandSpec = mustSpec("run_shell_command", acp.KindExecute,
+	"Executes a given shell command as `sh -c <command>`. Command can start background processes using `&`; they are "+
+		"killed when the command finishes. The following information is returned: Command, Directory, Output (stdout "+
+		"and stderr interleaved), Exit Code, Signal.",
+	`{
+  "type": "object",
+  "properties": {
+    "command": {"type": "string", "description": "Exact shell command to execute as sh -c <command>"},
+    "description": {"type": "string", "description": "Brief description of the command for the user. Be specific and concise. Ideally a single sentence."},
+    "directory": {"type": "string", "description": "(OPTIONAL) The absolute path of the directory to run the command in. If not provided, the project root directory is used. Must be a directory within the workspace and must already exist."},
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": 600000, "description": "Optional timeout in milliseconds (max 600000)."}
+  },
+  "required": ["command"]
+}`)
+
+type runShellCommandTool struct{ toolSpec }
+
+type runShellCommandArgs struct {
+	Command     string   `json:"command"`
+	Description string   `json:"description"`
+	Directory   string   `json:"directory"`
+	Timeout     *float64 `json:"timeout"`
+}
+
+func (t *runShellCommandTool) Build(env *Env, args json.RawMessage) (Call, error) {
+	var a runShellCommandArgs
+	if err := t.decode(args, &a); err != nil {
+		return nil, err
+	}
+	switch {
+	case strings.TrimSpace(a.Command) == "":
+		return nil, errors.New("invalid parameters for run_shell_command: params/command: must not be empty")
+	case strings.ContainsRune(a.Command, 0):
+		return nil, errors.New("invalid parameters for run_shell_command: params/command: contains a NUL byte")
+	}
+	var (
+		dir target
+		err error
+	)
+	if a.Directory != "" {
+		dir, err = confine(env, "directory", a.Directory)
+	} else {
+		dir, err = confineDir(env, "")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !dir.isDirLocal() {
+		return nil, fmt.Errorf("invalid parameters for run_shell_command: params/directory: %s is not an existing directory", dir.path)
+	}
+	c := &runShellCommandCall{command: a.Command, description: a.Description, dir: dir, explicitDir: a.Directory != ""}
+	if a.Timeout != nil {
+		c.timeout = time.Duration(*a.Timeout * float64(time.Millisecond))
+	}
+	return c, nil
+}
+
+type runShellCommandCall struct {
+	command     string
+	description string
+	dir         target
+	explicitDir bool
+	timeout     time.Duration // 0: Env.ShellTimeout or DefaultShellTimeout
+}
+
+func (c *runShellCommandCall) Title() string {
+	if c.explicitDir {
+		return c.command + " [in " + c.dir.path + "]"
+	}
+	return c.command
+}
+
+func (c *runShellCommandCall) Locations() []acp.ToolCallLocation { return nil }
+
+func (c *runShellCommandCall) Confirmation() Confirmation {
+	content := c.command
+	if c.description != "" {
+		content += "\n\n" + c.description
+	}
+	return Confirmation{
+		Kind:    ConfirmExec,
+		Label:   strings.Join(commandRoots(c.command), ", "),
+		Content: []acp.ToolCallContent{acp.TextContent(content)},
+		Shell:   classifyShell(c.command),
+	}
+}
+
+func (c *runShellCommandCall) effectiveTimeout(env *Env) time.Duration {
+	switch {
+	case c.timeout > 0:
+		return c.timeout
+	case env.ShellTimeout > 0:
+		return env.ShellTimeout
+	}
+	return DefaultShellTimeout
+}
+
+func (c *runShellCommandCall) Execute(ctx context.Context, env *Env) Result {
+	if err := c.dir.recheck(env, "directory"); err != nil {
+		return failure(ErrTypePathNotInWorkspace, err)
+	}
+	if env.Client != nil && env.Caps.Terminal {
+		return c.runTerminal(ctx, env)
+	}
+	return c.runLocal(ctx, env)
+}
+
+// shellOutcome is what either runner observed.
+type shellOutcome struct {
+	output    string
+	cut       int // bytes of output dropped (oldest first)
+	exitCode  *int
+	signal    string
+	timedOut  bool
+	cancelled bool
+}
+
+func (c *runShellCommandCall) result(env *Env, o shellOutcome, content []acp.ToolCallContent) Result {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Command: %s\nDirectory: %s\n", c.command, c.dir.path)
+	out := o.output
+	if o.cut > 0 {
+		out = fmt.Sprintf("[output truncated: first %d bytes omitted]\n", o.cut) + out
+	}
+	if strings.TrimSpace(out) == "" {
+		out = "(empty)"
+	}
+	fmt.Fprintf(&b, "Output: %s\n", strings.TrimRight(out, "\n"))
+	if o.exitCode != nil {
+		fmt.Fprintf(&b, "Exit Code: %d\n", *o.exitCode)
+	}
+	if o.signal != "" {
+		fmt.Fprintf(&b, "Signal: %s\n", o.signal)
+	}
+	r := Result{LLMContent: b.String(), Content: content, RawOutput: map[string]any{"exitCode": o.exitCode, "signal": o.signal}}
+	switch {
+	case o.cancelled:
+		r.Err = fmt.Errorf("command was cancelled before it completed: %w", context.Canceled)
+		r.ErrType = ErrTypeCancelled
+		r.LLMContent = "Command was cancelled by the user before it could complete.\n" + r.LLMContent
+	case o.timedOut:
+		r.Err = fmt.Errorf("command timed out after %s", c.effectiveTimeout(env))
+		r.ErrType = ErrTypeTimeout
+		r.LLMContent = fmt.Sprintf("Command timed out after %s and was killed.\n", c.effectiveTimeout(env)) + r.LLMContent
+	}
+	return r
+}
+
+// runLocal runs the command in its own process group; on cancel or timeout
+// the whole group is killed, and so is whatever is left of it afterwards.
+func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env) Result {
+	rctx, cancel := context.WithTimeout(ctx, c.effectiveTimeout(env))
+	defer cancel()
+	cmd := exec.CommandContext(rctx, "/bin/sh", "-c", c.command)
+	cmd.Dir = c.dir.real
+	cmd.Env = append(os.Environ(), "PAGER=cat", "GIT_PAGER=cat")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return failure(ErrTypeExecutionFailed, fmt.Errorf("creating output pipe: %w", err))
+	}
+	defer pr.Close()
+	// The child writes straight into the pipe, so Wait returns when the
+	// shell exits and does not wait for background children holding it.
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		return failure(ErrTypeExecutionFailed, fmt.Errorf("starting %q: %w", c.command, err))
+	}
+	pw.Close()
+	pgid := cmd.Process.Pid
+	out := newTailBuffer(maxOutput(env))
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		_, _ = io.Copy(out, pr)
+	}()
+	werr := cmd.Wait()
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	timer := time.NewTimer(pipeDrainTimeout)
+	select {
+	case <-drained:
+		timer.Stop()
+	case <-timer.C:
+		pr.Close() // a process outside the group still holds the pipe
+		<-drained
+	}
+	o := shellOutcome{output: out.String(), cut: out.dropped()}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		o.cancelled = true
+	case errors.Is(rctx.Err(), context.DeadlineExceeded):
+		o.timedOut = true
+	case werr == nil:
+		code := 0
+		o.exitCode = &code
+	case errors.As(werr, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			o.signal = ws.Signal().String()
+		} else {
+			code := ee.ExitCode()
+			o.exitCode = &code
+		}
+	default:
+		return failure(ErrTypeExecutionFailed, fmt.Errorf("running %q: %w", c.command, werr))
+	}
+	text := o.output
+	if o.cut > 0 {
+		text = fmt.Sprintf("[… %d earlier bytes omitted]\n", o.cut) + text
+	}
+	if o.exitCode != nil && *o.exitCode != 0 {
+		text += fmt.Sprintf("\n[exit code %d]", *o.exitCode)
+	}
+	return c.result(env, o, []acp.ToolCallContent{acp.TextContent(text)})
+}
+
+// runTerminal runs the command in the editor's terminal: create, embed,
+// wait (kill on timeout), output, and always release.
+func (c *runShellCommandCall) runTerminal(ctx context.Context, env *Env) Result {
+	limit := uint64(maxOutput(env))
+	created, err := env.Client.CreateTerminal(ctx, &acp.CreateTerminalRequest{
+		SessionID:       env.SessionID,
+		Command:         "sh",
+		Args:            []string{"-c", c.command},
+		Cwd:             c.dir.path,
+		OutputByteLimit: &limit,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return c.result(env, shellOutcome{cancelled: true}, nil)
+		}
+		return failure(ErrTypeExecutionFailed, fmt.Errorf("terminal/create: %w", err))
+	}
+	req := &acp.TerminalRequest{SessionID: env.SessionID, TerminalID: created.TerminalID}
+	detached := context.WithoutCancel(ctx)
+	var releaseOnce sync.Once
+	release := func() {
+		releaseOnce.Do(func() {
+			rctx, cancel := context.WithTimeout(detached, releaseTimeout)
+			defer cancel()
+			if err := env.Client.ReleaseTerminal(rctx, req); err != nil {
+				slog.Warn("terminal release failed", "session_id", env.SessionID, "terminal_id", req.TerminalID, "err", err)
+			}
+		})
+	}
+	defer release()
+	content := []acp.ToolCallContent{acp.TerminalContent(created.TerminalID)}
+	if env.Update != nil {
+		if err := env.Update(ctx, acp.ToolCallUpdate{Status: acp.StatusInProgress, Content: content}); err != nil {
+			slog.Debug("embedding terminal failed", "session_id", env.SessionID, "err", err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.effectiveTimeout(env))
+	status, werr := env.Client.WaitForTerminalExit(wctx, req)
+	cancel()
+	var o shellOutcome
+	switch {
+	case ctx.Err() != nil:
+		o.cancelled = true
+		release()
+		return c.result(env, o, content)
+	case werr != nil && errors.Is(wctx.Err(), context.DeadlineExceeded):
+		o.timedOut = true
+		kctx, kcancel := context.WithTimeout(detached, releaseTimeout)
+		if err := env.Client.KillTerminal(kctx, req); err != nil {
+			slog.Warn("terminal kill failed", "session_id", env.SessionID, "terminal_id", req.TerminalID, "err", err)
+		}
+		kcancel()
+	case werr != nil:
+		return failure(ErrTypeExecutionFailed, fmt.Errorf("terminal/wait_for_exit: %w", werr))
+	default:
+		o.exitCode = status.ExitCode
+		if status.Signal != nil {
+			o.signal = *status.Signal
+		}
+	}
+	outResp, err := env.Client.TerminalOutput(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			o.cancelled = true
+			return c.result(env, o, content)
+		}
+		return failure(ErrTypeExecutionFailed, fmt.Errorf("terminal/output: %w", err))
+	}
+	o.output = outResp.Output
+	if len(o.output) > int(limit) {
+		o.cut = len(o.output) - int(limit)
+		o.output = o.output[o.cut:]
+	}
+	if outResp.Truncated && o.cut == 0 {
+		o.output = "[earlier output was dropped by the terminal]\n" + o.output
+	}
+	if o.exitCode == nil && o.signal == "" && outResp.ExitStatus != nil {
+		o.exitCode = outResp.ExitStatus.ExitCode
+		if outResp.ExitStatus.Signal != nil {
+			o.signal = *outResp.ExitStatus.Signal
+		}
+	}
+	return c.result(env, o, content)
+}
+
+// tailBuffer keeps the last max bytes written to it: the end of a command's
+// output (errors, summaries) matters most.
+type tailBuffer struct {
+	mu    sync.Mutex
+	max   int
+	buf   []byte
+	total int
+}
+
+func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.total += len(p)
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if len(b) > t.max {
+		b = b[len(b)-t.max:]
+	}
+	// Start on a rune boundary.
+	for i := 0; i < len(b) && i < 4 && b[0]&0xC0 == 0x80; i++ {
+		b = b[1:]
+	}
+	return string(b)
+}
+
+func (t *tailBuffer) dropped() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.total - min(len(t.buf), t.max)
+}
