@@ -500,16 +500,14 @@ func TestReadme(t *testing.T) {
 
 func TestLoad_PositionProbeSeesEveryKey(t *testing.T) {
 	t.Parallel()
-	doc := "[model]\nname = \"x\"\n[tools]\nexclude = [\"a\"]\n"
+	doc := "[model]\nname = \"x\"\n[tools]\nexclude = [\"a\"]\n[a.b.c]\nd = {e = 1}\n"
 	var root map[string]toml.Primitive
 	md, err := toml.Decode(doc, &root)
 	require.NoError(t, err)
-	entries := map[string]entry{}
-	for k, p := range root {
-		index(&md, p, toml.Key{k}, entries)
-	}
 	for _, k := range md.Keys() {
-		assert.NotZero(t, entries[k.String()].pos.Line, k.String())
+		e, ok := locate(&md, root, k)
+		require.True(t, ok, k.String())
+		assert.NotZero(t, e.pos.Line, k.String())
 	}
 }
 

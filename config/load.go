@@ -256,20 +256,29 @@ type probe struct{}
 
 func (probe) UnmarshalTOML(any) error { return errProbe }
 
-// index records every key's value position, keyed by toml.Key.String().
-func index(md *toml.MetaData, prim toml.Primitive, key toml.Key, out map[string]entry) {
-	e := entry{prim: prim}
+// locate finds the value of key and its position. Only the keys that are
+// reported on are located, so deeply nested input costs no more than its depth.
+func locate(md *toml.MetaData, root map[string]toml.Primitive, key toml.Key) (entry, bool) {
+	p, ok := root[key[0]]
+	for _, k := range key[1:] {
+		if !ok {
+			return entry{}, false
+		}
+		var sub map[string]toml.Primitive
+		if md.PrimitiveDecode(p, &sub) != nil {
+			return entry{}, false
+		}
+		p, ok = sub[k]
+	}
+	if !ok {
+		return entry{}, false
+	}
+	e := entry{prim: p}
 	var pe toml.ParseError
-	if err := md.PrimitiveDecode(prim, &probe{}); errors.As(err, &pe) {
+	if err := md.PrimitiveDecode(p, &probe{}); errors.As(err, &pe) {
 		e.pos = pe.Position
 	}
-	out[key.String()] = e
-	var sub map[string]toml.Primitive
-	if md.PrimitiveDecode(prim, &sub) == nil {
-		for k, p := range sub {
-			index(md, p, append(key[:len(key):len(key)], k), out)
-		}
-	}
+	return e, true
 }
 
 // text is a file's content split into lines, for column lookups.
@@ -347,18 +356,15 @@ func applyFile(cfg *Config, src Sources, path string, data []byte, home string) 
 		}
 		return &Error{File: path, Line: 1, Col: 1, Msg: "cannot decode: " + err.Error(), Err: err}
 	}
-	entries := map[string]entry{}
-	for k, p := range root {
-		index(&md, p, toml.Key{k}, entries)
-	}
 	res := resolver{base: filepath.Dir(path), home: home}
 
 	// where locates key k (value position if it has one, else that of the
 	// first descendant in document order, for implicit tables).
-	where := func(k toml.Key, descendant toml.Key) (line, valCol, keyCol int) {
-		e := entries[k.String()]
+	where := func(k toml.Key, descendant toml.Key) (e entry, line, valCol, keyCol int) {
+		e, _ = locate(&md, root, k)
 		if e.pos.Line == 0 {
-			e = entries[descendant.String()]
+			d, _ := locate(&md, root, descendant)
+			e.pos = d.pos
 		}
 		line, valCol = t.pos(e.pos)
 		if ln := t.line(line); valCol > 1 && valCol-2 < len(ln) && (ln[valCol-2] == '"' || ln[valCol-2] == '\'') {
@@ -368,7 +374,7 @@ func applyFile(cfg *Config, src Sources, path string, data []byte, home string) 
 		if c, ok := t.keyCol(line, k[len(k)-1]); ok {
 			keyCol = c
 		}
-		return line, valCol, keyCol
+		return e, line, valCol, keyCol
 	}
 
 	var errs []error
@@ -380,7 +386,7 @@ func applyFile(cfg *Config, src Sources, path string, data []byte, home string) 
 			continue
 		}
 		seen[k.String()] = true
-		line, valCol, keyCol := where(k, full)
+		e, line, valCol, keyCol := where(k, full)
 		fail := func(col int, key, msg string, err error) {
 			errs = append(errs, &Error{File: path, Line: line, Col: col, Key: key, Msg: msg, Err: err})
 		}
@@ -404,7 +410,7 @@ func applyFile(cfg *Config, src Sources, path string, data []byte, home string) 
 			continue
 		}
 		var raw any
-		if err := md.PrimitiveDecode(entries[k.String()].prim, &raw); err != nil {
+		if err := md.PrimitiveDecode(e.prim, &raw); err != nil {
 			fail(valCol, f.key(), f.key()+": "+err.Error(), err)
 			continue
 		}
