@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/acpd/acpd/config"
+)
+
+// newLogger builds the process's one logger. It never writes to stdout,
+// which carries the protocol. Logs go to cfg.File when set (JSON), else to
+// stderr: text for a person at a terminal, JSON for everything else.
+// The returned close func flushes and closes the log file, if any.
+func newLogger(cfg config.LogConfig, stderr io.Writer) (*slog.Logger, func() error, error) {
+	level := cfg.SlogLevel()
+	if cfg.Trace {
+		// Traced messages are logged at debug level; tracing without them
+		// would print nothing.
+		level = min(level, slog.LevelDebug)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.File != "" {
+		if err := os.MkdirAll(filepath.Dir(cfg.File), 0o755); err != nil {
+			return nil, nil, fmt.Errorf("open log file: %w", err)
+		}
+		f, err := os.OpenFile(cfg.File, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open log file: %w", err)
+		}
+		return slog.New(slog.NewJSONHandler(f, opts)), f.Close, nil
+	}
+	noop := func() error { return nil }
+	if isTerminal(stderr) {
+		return slog.New(slog.NewTextHandler(stderr, opts)), noop, nil
+	}
+	return slog.New(slog.NewJSONHandler(stderr, opts)), noop, nil
+}
+
+// isTerminal reports whether w is a character device such as a tty.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
