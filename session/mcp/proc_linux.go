@@ -1,0 +1,24 @@
+//go:build linux
+
+package mcp
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setProcAttr puts a stdio server in its own process group, so Close can
+// kill what it spawned, and has the kernel kill it if the daemon dies
+// without closing it.
+func setProcAttr(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// killGroup kills what is left of a stdio server's process group (its
+// grandchildren); the server itself was already stopped by the SDK.
+func killGroup(cmd *exec.Cmd) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
