@@ -80,10 +80,7 @@ func (c *readFileCall) Confirmation() Confirmation { return Confirmation{Kind: C
 func (c *readFileCall) Execute(ctx context.Context, env *Env) Result {
 	text, firstLine, total, err := c.load(ctx, env)
 	if err != nil {
-		if _, ok := err.(*tooLargeError); ok {
-			return failure(ErrTypeFileTooLarge, err)
-		}
-		return failure(classify(err), err)
+		return failure(classifyRead(err), err)
 	}
 	body, shown, _, cut := sliceLines(text, firstLine, c.limit)
 	if firstLine > 0 && shown == 0 && total >= 0 {
