@@ -1,0 +1,408 @@
+// Package modeltest is a scripted OpenAI-compatible chat-completions server
+// on loopback for tests and benchmarks: it serves scripted responses as
+// real SSE streams (text in several deltas, tool-call arguments in
+// fragments), records the requests it receives, and injects faults.
+package modeltest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/acpd/acpd/session/model"
+)
+
+// ToolCall is a scripted tool call. Arguments is the JSON text streamed as
+// the arguments string (it may be deliberately invalid); "" sends "{}".
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// Response is one scripted reply; the zero fault fields give a normal stream.
+type Response struct {
+	Text      string
+	Reasoning string
+	ToolCalls []ToolCall
+	Finish    string       // default: "tool_calls" with calls, else "stop"
+	Usage     *model.Usage // sent as a separate choices:[] chunk
+
+	// Status other than 0 or 200 replies with a JSON error body instead.
+	Status int
+	// ErrorMessage is the message of that error body, or, on a 200, an
+	// error object sent mid-stream after the text.
+	ErrorMessage string
+	RetryAfter   string        // Retry-After header value, e.g. "2"
+	Delay        time.Duration // wait before the response headers
+	// CutAfter > 0 drops the connection after that many data events.
+	CutAfter int
+	// Hang blocks after the events written (or after CutAfter events)
+	// until the client goes away.
+	Hang       bool
+	OmitFinish bool // send no finish_reason
+	OmitDone   bool // end the body without data: [DONE]
+	// Raw, when set, is written verbatim as the SSE body.
+	Raw string
+}
+
+// FromScript converts one model-script line.
+func FromScript(sr model.ScriptResponse) Response {
+	r := Response{Text: sr.Text, Reasoning: sr.Reasoning, Finish: sr.Finish, Usage: sr.Usage, ErrorMessage: sr.Error}
+	for _, c := range sr.ToolCalls {
+		args := strings.TrimSpace(string(c.Arguments))
+		var s string
+		if strings.HasPrefix(args, `"`) && json.Unmarshal(c.Arguments, &s) == nil {
+			args = s
+		}
+		r.ToolCalls = append(r.ToolCalls, ToolCall{ID: c.ID, Name: c.Name, Arguments: args})
+	}
+	return r
+}
+
+// LoadScript reads a model-script JSONL file (the format of model.NewScript).
+func LoadScript(path string) ([]Response, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load model script: %w", err)
+	}
+	srs, err := model.ParseScript(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := make([]Response, len(srs))
+	for i, sr := range srs {
+		out[i] = FromScript(sr)
+	}
+	return out, nil
+}
+
+// Request is a request the server received, decoded.
+type Request struct {
+	Header        http.Header     `json:"-"`
+	Body          json.RawMessage `json:"-"`
+	Model         string          `json:"model"`
+	Messages      []Message       `json:"messages"`
+	Tools         []Tool          `json:"tools"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	MaxTokens   int      `json:"max_tokens"`
+	Temperature *float64 `json:"temperature"`
+}
+
+// Message is one request message.
+type Message struct {
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	ReasoningContent *string         `json:"reasoning_content"`
+	ToolCalls        []struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+	ToolCallID string `json:"tool_call_id"`
+}
+
+// Text is the message's text: the content string, or its text parts joined.
+func (m Message) Text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(m.Content, &parts) // not parts: no text
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// Tool is one offered tool.
+type Tool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// Server is the scripted model server. URL is its root; point a provider
+// at BaseURL().
+type Server struct {
+	URL string
+
+	srv     *httptest.Server
+	closing chan struct{}
+
+	mu        sync.Mutex
+	responses []Response
+	next      int
+	requests  []Request
+}
+
+// NewServer starts a server on loopback that serves responses in order,
+// one per chat-completions request; it is closed when the test ends.
+func NewServer(t testing.TB, responses ...Response) *Server {
+	t.Helper()
+	s := &Server{responses: responses, closing: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
+	s.URL = s.srv.URL
+	t.Cleanup(func() {
+		close(s.closing) // release hanging handlers so Close can return
+		s.srv.Close()
+	})
+	return s
+}
+
+// BaseURL is the OpenAI-style base URL (…/v1).
+func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+// Add appends responses to the script.
+func (s *Server) Add(rs ...Response) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.responses = append(s.responses, rs...)
+}
+
+// Requests returns the chat-completions requests received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Served is how many scripted responses have been used.
+func (s *Server) Served() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.next
+}
+
+func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		writeError(w, http.StatusNotFound, "modeltest: only POST …/chat/completions is served", "")
+		return
+	}
+	var req Request
+	body := new(bytes.Buffer)
+	if _, err := body.ReadFrom(r.Body); err != nil {
+		writeError(w, http.StatusBadRequest, "modeltest: read body: "+err.Error(), "")
+		return
+	}
+	if err := json.Unmarshal(body.Bytes(), &req); err != nil {
+		writeError(w, http.StatusBadRequest, "modeltest: decode body: "+err.Error(), "")
+		return
+	}
+	req.Header = r.Header.Clone()
+	req.Body = json.RawMessage(body.Bytes())
+
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	i := s.next
+	if i < len(s.responses) {
+		s.next++
+	}
+	n := len(s.responses)
+	var resp Response
+	if i < n {
+		resp = s.responses[i]
+	}
+	s.mu.Unlock()
+	if i >= n {
+		// 400 so that clients do not retry into the same wall.
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("modeltest: script exhausted after %d responses", n), "")
+		return
+	}
+
+	if resp.Delay > 0 {
+		t := time.NewTimer(resp.Delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return
+		case <-s.closing:
+			return
+		}
+	}
+	if resp.Status != 0 && resp.Status != http.StatusOK {
+		msg := resp.ErrorMessage
+		if msg == "" {
+			msg = http.StatusText(resp.Status)
+		}
+		writeError(w, resp.Status, msg, resp.RetryAfter)
+		return
+	}
+	s.stream(w, r, resp)
+}
+
+func writeError(w http.ResponseWriter, status int, msg, retryAfter string) {
+	if retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"message": msg, "type": "modeltest_error", "param": nil, "code": status,
+	}})
+	_, _ = w.Write(b)
+}
+
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp Response) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	flush := func() {
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	hang := func() {
+		flush()
+		select {
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+	}
+	if resp.Raw != "" {
+		_, _ = w.Write([]byte(resp.Raw))
+		if resp.Hang {
+			hang()
+		}
+		return
+	}
+	sent := 0
+	// send writes one data event; false means stop (cut or hang done).
+	send := func(payload []byte) bool {
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", payload); err != nil {
+			return false
+		}
+		sent++
+		if resp.CutAfter > 0 && sent >= resp.CutAfter {
+			if resp.Hang {
+				hang()
+				return false
+			}
+			flush()
+			panic(http.ErrAbortHandler) // drops the connection mid-body
+		}
+		flush()
+		return true
+	}
+	for _, c := range chunks(resp) {
+		if !send(c) {
+			return
+		}
+	}
+	if resp.Hang {
+		hang()
+		return
+	}
+	if !resp.OmitDone {
+		_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
+	}
+}
+
+const chunkID = "chatcmpl-modeltest"
+
+func chunk(delta map[string]any, finish any) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"id": chunkID, "object": "chat.completion.chunk", "created": 0, "model": "modeltest",
+		"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}},
+	})
+	return b
+}
+
+// chunks renders a response as the chunk sequence a real server sends.
+func chunks(resp Response) [][]byte {
+	out := [][]byte{chunk(map[string]any{"role": "assistant", "content": ""}, nil)}
+	for _, p := range split(resp.Reasoning, 6) {
+		out = append(out, chunk(map[string]any{"reasoning_content": p}, nil))
+	}
+	for _, p := range split(resp.Text, 6) {
+		out = append(out, chunk(map[string]any{"content": p}, nil))
+	}
+	if resp.ErrorMessage != "" {
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{
+			"message": resp.ErrorMessage, "type": "server_error", "param": nil, "code": nil,
+		}})
+		return append(out, b)
+	}
+	for i, c := range resp.ToolCalls {
+		id := c.ID
+		if id == "" {
+			id = fmt.Sprintf("call_modeltest_%d", i)
+		}
+		out = append(out, chunk(map[string]any{"tool_calls": []any{map[string]any{
+			"index": i, "id": id, "type": "function",
+			"function": map[string]any{"name": c.Name, "arguments": ""},
+		}}}, nil))
+		args := c.Arguments
+		if args == "" {
+			args = "{}"
+		}
+		for _, p := range split(args, 8) {
+			out = append(out, chunk(map[string]any{"tool_calls": []any{map[string]any{
+				"index": i, "function": map[string]any{"arguments": p},
+			}}}, nil))
+		}
+	}
+	if !resp.OmitFinish {
+		finish := resp.Finish
+		if finish == "" {
+			finish = "stop"
+			if len(resp.ToolCalls) > 0 {
+				finish = "tool_calls"
+			}
+		}
+		out = append(out, chunk(map[string]any{}, finish))
+	}
+	if resp.Usage != nil {
+		b, _ := json.Marshal(map[string]any{
+			"id": chunkID, "object": "chat.completion.chunk", "created": 0, "model": "modeltest",
+			"choices": []any{},
+			"usage": map[string]int{
+				"prompt_tokens":     resp.Usage.PromptTokens,
+				"completion_tokens": resp.Usage.CompletionTokens,
+				"total_tokens":      resp.Usage.TotalTokens,
+			},
+		})
+		out = append(out, b)
+	}
+	return out
+}
+
+// split cuts s into pieces of about n bytes without splitting a rune.
+func split(s string, n int) []string {
+	var out []string
+	for len(s) > 0 {
+		end := min(n, len(s))
+		for end < len(s) && !utf8.RuneStart(s[end]) {
+			end++
+		}
+		out = append(out, s[:end])
+		s = s[end:]
+	}
+	return out
+}

@@ -1,0 +1,429 @@
+package model_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/modeltest"
+)
+
+// sleeps records the backoff waits instead of spending them.
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s *sleeps) got() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.d...)
+}
+
+func newProvider(srv *modeltest.Server, maxRetries int, sl *sleeps) *model.OpenAI {
+	return model.NewOpenAI(model.OpenAIOptions{
+		BaseURL:     srv.BaseURL(),
+		APIKey:      "sk-test",
+		MaxRetries:  maxRetries,
+		BackoffBase: 100 * time.Millisecond,
+		BackoffCap:  time.Second,
+		Rand:        rand.New(rand.NewPCG(1, 2)),
+		Sleep:       sl.sleep,
+	})
+}
+
+// collect drains a stream, merging adjacent text deltas for readability.
+func collect(t *testing.T, seq func(func(model.Event, error) bool)) (evs []model.Event, err error) {
+	t.Helper()
+	for ev, e := range seq {
+		if e != nil {
+			return evs, e
+		}
+		if n := len(evs); n > 0 && ev.Kind == model.EventText && evs[n-1].Kind == model.EventText {
+			evs[n-1].Text += ev.Text
+			continue
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+func call(id, name, args string) model.Event {
+	return model.Event{Kind: model.EventToolCall, ToolCall: model.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}}
+}
+
+func text(s string) model.Event { return model.Event{Kind: model.EventText, Text: s} }
+
+func finish(r string) model.Event { return model.Event{Kind: model.EventFinish, FinishReason: r} }
+
+func TestOpenAI_StreamAndRequest(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t, modeltest.Response{
+		Reasoning: "thinking hard",
+		Text:      "Let me look at both files.",
+		ToolCalls: []modeltest.ToolCall{
+			{ID: "call_a", Name: "read_file", Arguments: `{"path": "a.go"}`},
+			{ID: "call_b", Name: "read_file", Arguments: `{"path":"b.go","limit":10}`},
+		},
+		Usage: &model.Usage{PromptTokens: 12, CompletionTokens: 30, TotalTokens: 42},
+	})
+	sl := &sleeps{}
+	temp := 0.2
+	req := model.Request{
+		Model:  "qwen3-max",
+		System: "You are a coder.",
+		Messages: []model.Message{
+			{Role: model.RoleUser, Content: "look at this", Images: []model.Image{{MimeType: "image/png", Data: "iVBORw0KGgo="}}},
+			{Role: model.RoleAssistant, Reasoning: "plan", ToolCalls: []model.ToolCall{
+				{ID: "", Name: "glob", Arguments: json.RawMessage(`{ "pattern": "*.go" }`)},
+				{ID: "call_z", Name: "grep", Arguments: json.RawMessage(`"{bad"`), Invalid: "arguments are truncated JSON"},
+			}},
+			{Role: model.RoleTool, Content: "a.go\nb.go"},
+			{Role: model.RoleTool, ToolCallID: "call_z", Content: "error: bad arguments"},
+		},
+		Tools: []model.ToolSpec{
+			{Name: "read_file", Description: "Read a file", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
+			{Name: "list", Description: "No params"},
+		},
+		MaxTokens:   512,
+		Temperature: &temp,
+	}
+	evs, err := collect(t, newProvider(srv, 0, sl).Stream(t.Context(), req))
+	require.NoError(t, err)
+	want := []model.Event{
+		{Kind: model.EventReasoning, Text: "thinki"}, {Kind: model.EventReasoning, Text: "ng har"}, {Kind: model.EventReasoning, Text: "d"},
+		text("Let me look at both files."),
+		call("call_a", "read_file", `{"path":"a.go"}`),
+		call("call_b", "read_file", `{"path":"b.go","limit":10}`),
+		{Kind: model.EventUsage, Usage: model.Usage{PromptTokens: 12, CompletionTokens: 30, TotalTokens: 42}},
+		finish("tool_calls"),
+	}
+	assert.Equal(t, want, evs)
+
+	reqs := srv.Requests()
+	require.Len(t, reqs, 1)
+	got := reqs[0]
+	assert.Equal(t, "Bearer sk-test", got.Header.Get("Authorization"))
+	assert.JSONEq(t, `{
+		"model": "qwen3-max",
+		"stream": true,
+		"stream_options": {"include_usage": true},
+		"max_tokens": 512,
+		"temperature": 0.2,
+		"messages": [
+			{"role": "system", "content": "You are a coder."},
+			{"role": "user", "content": [
+				{"type": "text", "text": "look at this"},
+				{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+			]},
+			{"role": "assistant", "content": "", "reasoning_content": "plan", "tool_calls": [
+				{"id": "call_1_0", "type": "function", "function": {"name": "glob", "arguments": "{\"pattern\":\"*.go\"}"}},
+				{"id": "call_z", "type": "function", "function": {"name": "grep", "arguments": "{bad"}}
+			]},
+			{"role": "tool", "tool_call_id": "call_1_0", "content": "a.go\nb.go"},
+			{"role": "tool", "tool_call_id": "call_z", "content": "error: bad arguments"}
+		],
+		"tools": [
+			{"type": "function", "function": {"name": "read_file", "description": "Read a file",
+				"parameters": {"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}},
+			{"type": "function", "function": {"name": "list", "description": "No params",
+				"parameters": {"type":"object","properties":{}}}}
+		]
+	}`, string(got.Body))
+}
+
+func TestOpenAI_RequestOmitsEmptyToolsAndNullsToolOnlyContent(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t, modeltest.Response{Text: "ok"})
+	_, err := collect(t, newProvider(srv, 0, &sleeps{}).Stream(t.Context(), model.Request{
+		Model: "m",
+		Messages: []model.Message{
+			{Role: model.RoleUser, Content: "hi"},
+			{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c1", Name: "list"}}},
+			{Role: model.RoleTool, ToolCallID: "c1", Content: "[]"},
+		},
+	}))
+	require.NoError(t, err)
+	body := string(srv.Requests()[0].Body)
+	assert.NotContains(t, body, `"tools"`)
+	assert.Contains(t, body, `{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"list","arguments":"{}"}}]}`)
+}
+
+func TestOpenAI_BadRequestNamesField(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t)
+	tests := []struct {
+		name  string
+		req   model.Request
+		field string
+	}{
+		{"tool params", model.Request{Tools: []model.ToolSpec{{Name: "x", Parameters: json.RawMessage(`{`)}}}, "tools[0].parameters"},
+		{"tool name", model.Request{Tools: []model.ToolSpec{{}}}, "tools[0].name"},
+		{"role", model.Request{Messages: []model.Message{{Role: "boss"}}}, "messages[0].role"},
+		{"orphan tool result", model.Request{Messages: []model.Message{{Role: model.RoleTool}}}, "messages[0].toolCallId"},
+		{"image", model.Request{Messages: []model.Message{{Role: model.RoleUser, Images: []model.Image{{}}}}}, "messages[0].images[0]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := collect(t, newProvider(srv, 0, &sleeps{}).Stream(t.Context(), tt.req))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.field)
+		})
+	}
+	assert.Zero(t, srv.Served())
+}
+
+func TestOpenAI_429RetryAfterThenSuccess(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t,
+		modeltest.Response{Status: http.StatusTooManyRequests, RetryAfter: "3", ErrorMessage: "slow down"},
+		modeltest.Response{Status: http.StatusTooManyRequests, RetryAfter: time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)},
+		modeltest.Response{Text: "finally"},
+	)
+	sl := &sleeps{}
+	evs, err := collect(t, newProvider(srv, 3, sl).Stream(t.Context(), model.Request{Model: "m"}))
+	require.NoError(t, err)
+	assert.Equal(t, []model.Event{text("finally"), finish("stop")}, evs, "no retry marker: nothing was yielded before")
+	d := sl.got()
+	require.Len(t, d, 2)
+	assert.Equal(t, 3*time.Second, d[0])
+	assert.InDelta(t, float64(10*time.Minute), float64(d[1]), float64(time.Second), "an HTTP-date Retry-After, capped")
+	assert.Equal(t, 3, srv.Served())
+}
+
+func TestOpenAI_500ThenSuccessUsesJitteredBackoff(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t,
+		modeltest.Response{Status: http.StatusInternalServerError},
+		modeltest.Response{Status: http.StatusBadGateway},
+		modeltest.Response{Status: http.StatusServiceUnavailable},
+		modeltest.Response{Text: "ok"},
+	)
+	sl := &sleeps{}
+	evs, err := collect(t, newProvider(srv, 5, sl).Stream(t.Context(), model.Request{Model: "m"}))
+	require.NoError(t, err)
+	assert.Equal(t, []model.Event{text("ok"), finish("stop")}, evs)
+	d := sl.got()
+	require.Len(t, d, 3)
+	// base 100ms doubling: each wait lies in [step/2, step].
+	for i, step := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		assert.GreaterOrEqual(t, d[i], step/2, "attempt %d", i)
+		assert.LessOrEqual(t, d[i], step, "attempt %d", i)
+	}
+}
+
+func TestOpenAI_CutMidStreamRetriesAndDiscards(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t,
+		modeltest.Response{
+			Text:      "First attempt text",
+			ToolCalls: []modeltest.ToolCall{{ID: "call_old", Name: "shell", Arguments: `{"cmd":"rm -rf /tmp/x"}`}},
+			CutAfter:  7, // role + 4 text deltas + opener + one args fragment
+		},
+		modeltest.Response{
+			Text:      "Second",
+			ToolCalls: []modeltest.ToolCall{{ID: "call_new", Name: "read_file", Arguments: `{"path":"x"}`}},
+		},
+	)
+	sl := &sleeps{}
+	evs, err := collect(t, newProvider(srv, 2, sl).Stream(t.Context(), model.Request{Model: "m"}))
+	require.NoError(t, err)
+	require.Len(t, evs, 5)
+	assert.Equal(t, text("First attempt text"), evs[0])
+	assert.Equal(t, model.EventRetry, evs[1].Kind)
+	require.Error(t, evs[1].RetryErr)
+	assert.Equal(t, []model.Event{text("Second"), call("call_new", "read_file", `{"path":"x"}`), finish("tool_calls")}, evs[2:])
+	assert.Len(t, sl.got(), 1)
+}
+
+func TestOpenAI_MidStreamErrorObjectIsRetried(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t,
+		modeltest.Response{Text: "Hello", ErrorMessage: "stream failed after output"},
+		modeltest.Response{Text: "Hi again"},
+	)
+	evs, err := collect(t, newProvider(srv, 1, &sleeps{}).Stream(t.Context(), model.Request{Model: "m"}))
+	require.NoError(t, err)
+	require.Len(t, evs, 4)
+	assert.Equal(t, model.EventRetry, evs[1].Kind)
+	assert.EqualError(t, evs[1].RetryErr, "stream failed after output")
+	assert.Equal(t, text("Hi again"), evs[2])
+}
+
+func TestOpenAI_NonRetryable4xxSurfacesProviderMessage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		status int
+		msg    string
+	}{
+		{"401", http.StatusUnauthorized, "Incorrect API key provided: sk-***"},
+		{"400 dashscope loop guard", http.StatusBadRequest, "<400> InternalError.Algo.InvalidParameter: Repetitive tool calls detected in the conversation history."},
+		{"403", http.StatusForbidden, "forbidden"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := modeltest.NewServer(t, modeltest.Response{Status: tt.status, ErrorMessage: tt.msg}, modeltest.Response{Text: "never"})
+			sl := &sleeps{}
+			_, err := collect(t, newProvider(srv, 3, sl).Stream(t.Context(), model.Request{Model: "m"}))
+			require.Error(t, err)
+			assert.Equal(t, tt.msg, err.Error())
+			var ae *model.APIError
+			require.ErrorAs(t, err, &ae)
+			assert.Equal(t, tt.status, ae.Status)
+			assert.False(t, ae.Retryable())
+			assert.Equal(t, 1, srv.Served())
+			assert.Empty(t, sl.got())
+		})
+	}
+}
+
+func TestOpenAI_429ExhaustedUsesQwenMessage(t *testing.T) {
+	t.Parallel()
+	body, err := os.ReadFile("testdata/fixtures/15-openrouter-http-429.json")
+	require.NoError(t, err)
+	var hits int
+	var mu sync.Mutex
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(hs.Close)
+	sl := &sleeps{}
+	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: hs.URL, MaxRetries: 2, Sleep: sl.sleep})
+	_, err = collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
+	require.Error(t, err)
+	assert.Equal(t, model.RateLimitMessage, err.Error())
+	var ae *model.APIError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, http.StatusTooManyRequests, ae.Status)
+	assert.Equal(t, "429", ae.Code, "OpenRouter sends a numeric code")
+	assert.Contains(t, ae.Body, "limited to 1 requests per minute")
+	mu.Lock()
+	assert.Equal(t, 3, hits)
+	mu.Unlock()
+	assert.Len(t, sl.got(), 2)
+}
+
+func TestOpenAI_ConnectionErrorIsRetried(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	sl := &sleeps{}
+	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: "http://" + addr + "/v1", MaxRetries: 2, Sleep: sl.sleep})
+	_, err = collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "model request")
+	assert.Len(t, sl.got(), 2)
+}
+
+func TestOpenAI_CancelDuringStream(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t, modeltest.Response{Text: "partial text here", CutAfter: 2, Hang: true})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	first := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		var last error
+		for ev, err := range newProvider(srv, 3, &sleeps{}).Stream(ctx, model.Request{Model: "m"}) {
+			if err != nil {
+				last = err
+				break
+			}
+			if ev.Kind == model.EventText {
+				close(first)
+			}
+		}
+		done <- last
+	}()
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no text before cancel")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(100 * time.Millisecond):
+		t.Fatal("stream did not stop within 100 ms of cancellation")
+	}
+	assert.Equal(t, 1, srv.Served(), "a cancelled stream is not retried")
+}
+
+func TestOpenAI_CancelDuringBackoff(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t, modeltest.Response{Status: http.StatusTooManyRequests, RetryAfter: "600"})
+	ctx, cancel := context.WithCancel(t.Context())
+	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.BaseURL(), MaxRetries: 1}) // real timer
+	done := make(chan error, 1)
+	go func() {
+		_, err := collect(t, p.Stream(ctx, model.Request{Model: "m"}))
+		done <- err
+	}()
+	// The request is on record once the 429 has been written; the client
+	// is then about to wait 600 s.
+	require.Eventually(t, func() bool { return srv.Served() == 1 }, 10*time.Second, time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(time.Second):
+		t.Fatal("backoff wait ignored cancellation")
+	}
+}
+
+func TestOpenAI_IdleTimeout(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t, modeltest.Response{Text: "x", CutAfter: 1, Hang: true})
+	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.BaseURL(), RequestTimeout: 50 * time.Millisecond})
+	_, err := collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no data from the model server")
+	assert.False(t, errors.Is(err, context.Canceled))
+}
+
+func TestOpenAI_ConsumerStopsEarly(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t, modeltest.Response{Text: "a long answer in many deltas"})
+	n := 0
+	for range newProvider(srv, 0, &sleeps{}).Stream(t.Context(), model.Request{Model: "m"}) {
+		n++
+		break
+	}
+	assert.Equal(t, 1, n)
+}
+
+func TestOpenAI_MissingBaseURL(t *testing.T) {
+	t.Parallel()
+	_, err := collect(t, model.NewOpenAI(model.OpenAIOptions{}).Stream(t.Context(), model.Request{}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "baseUrl")
+}
