@@ -26,6 +26,10 @@ func (t target) openDir() (*os.Root, error) {
 	if err != nil {
 		return nil, rootErr(err)
 	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		// Build resolved every link, so a link here was swapped in since.
+		return nil, fmt.Errorf("%w: %s became a symlink after it was checked", ErrOutsideWorkspace, t.path)
+	}
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory: %w", t.path, syscall.ENOTDIR)
 	}
