@@ -199,10 +199,8 @@ func (s *Store) Create(meta SessionMeta) (*Writer, error) {
 		os.Remove(p)
 		return nil, fmt.Errorf("create session %s: %w", meta.ID, err)
 	}
+	// The meta record already put the session in the index (Append).
 	syncDir(s.sessDir)
-	if err := w.updateIndex(); err != nil {
-		s.log.Warn("session index update failed", "session_id", meta.ID, "err", err)
-	}
 	return w, nil
 }
 

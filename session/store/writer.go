@@ -222,12 +222,6 @@ func (w *Writer) abandon() {
 	w.f.Close()
 }
 
-func (w *Writer) updateIndex() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.updateIndexLocked()
-}
-
 func (w *Writer) updateIndexLocked() error {
 	if err := w.s.idx.put(w.info); err != nil {
 		return err
