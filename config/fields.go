@@ -77,7 +77,7 @@ var fields = []*field{
 		nil, "", ""),
 	temperatureField(),
 	pathField("model", "script", func(c *Config) *string { return &c.Model.Script },
-		nil, "", ""),
+		[]string{"ACPD_MODEL_SCRIPT"}, "model-script", "scripted model responses (JSONL) for provider script"),
 	stringField("model", "systemPrompt", func(c *Config) *string { return &c.Model.SystemPrompt },
 		nil, "", ""),
 

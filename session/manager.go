@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -327,4 +328,32 @@ func (m *Manager) Cancel(req *acp.SessionIDRequest) {
 	if s := m.session(req.SessionID); s != nil {
 		s.cancelTurn()
 	}
+}
+
+// Close cancels every running turn. The connection's own shutdown cancels
+// request contexts too; Close also covers turns started in-process.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	ss := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		ss = append(ss, s)
+	}
+	m.mu.Unlock()
+	for _, s := range ss {
+		s.cancelTurn()
+	}
+}
+
+// defaultSystemPrompt is used when the configuration sets none.
+const defaultSystemPrompt = `You are acpd, a software engineering agent working inside the user's workspace through tools.
+Read before you change anything; prefer small, verifiable edits; use absolute paths inside the workspace.
+When a tool fails, read its error and change your approach instead of repeating the same call.`
+
+// systemPrompt is the configured (or default) prompt plus the session's workspace.
+func (s *Session) systemPrompt() string {
+	p := s.m.opts.SystemPrompt
+	if p == "" {
+		p = defaultSystemPrompt
+	}
+	return p + "\n\nWorkspace roots (absolute): " + strings.Join(s.roots, ", ")
 }

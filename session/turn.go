@@ -113,7 +113,7 @@ func (t *turn) stream(ctx context.Context) (streamResult, error) {
 	s := t.s
 	req := model.Request{
 		Model:       s.getModel(),
-		System:      s.m.opts.SystemPrompt,
+		System:      s.systemPrompt(),
 		Messages:    s.history,
 		Tools:       s.tools.Specs(),
 		MaxTokens:   s.m.opts.MaxTokens,

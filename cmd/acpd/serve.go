@@ -2,15 +2,74 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 
+	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/config"
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session"
+	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/tools"
 )
 
 // serve speaks ACP on stdin/stdout until ctx is cancelled or the client
 // disconnects.
 func serve(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
-	return errors.New("serving is wired by the session host")
+	opts, err := sessionOptions(cfg, logger)
+	if err != nil {
+		return err
+	}
+	conn := acp.NewConn(stdin, stdout, acp.Options{Logger: logger, Trace: cfg.Log.Trace})
+	agent := session.NewManager(conn, opts)
+	defer agent.Close()
+	logger.Info("serving ACP on stdio", "model", cfg.Model.Name, "provider", string(cfg.Model.Provider))
+	return conn.Serve(ctx, agent)
+}
+
+// newProvider builds the model client the configuration names.
+func newProvider(cfg config.Config, logger *slog.Logger) (model.Provider, error) {
+	switch cfg.Model.Provider {
+	case config.ProviderScript:
+		p, err := model.NewScript(cfg.Model.Script)
+		if err != nil {
+			return nil, fmt.Errorf("model script: %w", err)
+		}
+		return p, nil
+	case config.ProviderOpenAI:
+		return model.NewOpenAI(model.OpenAIOptions{
+			BaseURL:        cfg.Model.BaseURL,
+			APIKey:         cfg.Model.APIKey,
+			MaxRetries:     cfg.Model.MaxRetries,
+			RequestTimeout: cfg.Model.RequestTimeout,
+			Logger:         logger,
+		}), nil
+	}
+	return nil, fmt.Errorf("unknown model provider %q", cfg.Model.Provider)
+}
+
+// sessionOptions maps the resolved configuration onto the session host.
+func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, error) {
+	prov, err := newProvider(cfg, logger)
+	if err != nil {
+		return session.Options{}, err
+	}
+	exclude := cfg.Tools.Exclude
+	return session.Options{
+		Provider:          prov,
+		Model:             cfg.Model.Name,
+		SystemPrompt:      cfg.Model.SystemPrompt,
+		MaxTokens:         cfg.Model.MaxTokens,
+		Temperature:       cfg.Model.Temperature,
+		Cap:               loopdetect.Cap{Max: cfg.Model.MaxToolCallsPerTurn, Explicit: cfg.Model.MaxToolCallsPerTurnExplicit},
+		SkipLoopDetection: cfg.Model.SkipLoopDetection,
+		FailureGuard:      string(cfg.Tools.RepeatedToolFailureGuard),
+		ApprovalMode:      string(cfg.Tools.ApprovalMode),
+		Tools:             func() *tools.Registry { return tools.NewBuiltinRegistry(exclude) },
+		ShellTimeout:      cfg.Tools.ShellTimeout,
+		MaxOutputBytes:    cfg.Tools.MaxOutputBytes,
+		Version:           versionString(),
+		Logger:            logger,
+	}, nil
 }
