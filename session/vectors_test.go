@@ -292,7 +292,9 @@ func TestVector122_ExecOptions(t *testing.T) {
 }
 
 func TestVector123_PermissionCancelSkipsRest(t *testing.T) {
-	x := func(i int) call { return call{name: "run_shell_command", args: map[string]any{"command": fmt.Sprint("echo ", i)}} }
+	x := func(i int) call {
+		return call{name: "run_shell_command", args: map[string]any{"command": fmt.Sprint("echo ", i)}}
+	}
 	h := newHarness(t, Options{ApprovalMode: ModeDefault}, callsResp(x(1), x(2), x(3)), textResp("unreached"))
 	h.client.Permission = func(context.Context, *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
 		return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "cancelled"}}, nil
