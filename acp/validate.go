@@ -63,11 +63,6 @@ func DecodeParams(method string, raw json.RawMessage, v Params) error {
 	if err := json.Unmarshal(raw, &keys); err != nil {
 		return ErrInvalidParams("params", "params: "+err.Error())
 	}
-	for _, k := range required {
-		if val, ok := keys[k]; !ok || string(val) == "null" {
-			return ErrInvalidParams(k, "missing required field "+k)
-		}
-	}
 	tags := jsonTags(reflect.TypeOf(v))
 	for k := range keys {
 		if _, ok := tags[k]; ok {
@@ -77,6 +72,11 @@ func DecodeParams(method string, raw json.RawMessage, v Params) error {
 			if strings.EqualFold(k, t) {
 				return ErrInvalidParams(k, fmt.Sprintf("unknown field %s (field names are case-sensitive; did you mean %s?)", k, t))
 			}
+		}
+	}
+	for _, k := range required {
+		if val, ok := keys[k]; !ok || string(val) == "null" {
+			return ErrInvalidParams(k, "missing required field "+k)
 		}
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
