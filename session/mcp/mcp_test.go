@@ -199,7 +199,7 @@ func TestToolName(t *testing.T) {
 		{name: "plain", server: "files", tool: "read", want: "mcp__files__read"},
 		{name: "sanitised", server: "my.server", tool: "do thing/now", want: "mcp__my_server__do_thing_now"},
 		{name: "unicode", server: "é", tool: "t", want: "mcp_____t"},
-		{name: "unicode per rune", server: "日本", tool: "ツール", want: "mcp____" + "__" + "___"},
+		{name: "unicode per rune", server: "日本", tool: "ツール", want: "mcp__" + "__" + "__" + "___"},
 		{name: "long", server: "srv", tool: long, want: "mcp__srv__" + strings.Repeat("x", 45) + "_" + nameHash("srv", long)},
 	}
 	for _, tt := range tests {
@@ -216,7 +216,7 @@ func TestToolName(t *testing.T) {
 		t.Parallel()
 		used := map[string]bool{"mcp__a_b__t": true}
 		got := uniqueName(toolName("a.b", "t"), "a.b", "t", used)
-		assert.Equal(t, "mcp__a_b__t_"+nameHash("a.b", "t"), got)
+		assert.Equal(t, "mcp__a_b__t_"+nameHash("a.b", "t\x000"), got)
 		free := uniqueName(toolName("c", "t"), "c", "t", used)
 		assert.Equal(t, "mcp__c__t", free)
 	})
@@ -345,9 +345,12 @@ func TestTool_IsError(t *testing.T) {
 	require.Len(t, res.Content, 1)
 	assert.Equal(t, "it failed on purpose", res.Content[0].Content.Text)
 
-	// The server is still fine afterwards.
-	ok := run(t, t.Context(), findTool(t, set, "mcp__test__echo"), `{"text":"still here"}`)
+	// The server is still fine afterwards, and a nil Env is accepted.
+	call, err := findTool(t, set, "mcp__test__echo").Build(nil, json.RawMessage(`{"text":"still here"}`))
+	require.NoError(t, err)
+	ok := call.Execute(t.Context(), nil)
 	require.NoError(t, ok.Err)
+	assert.Equal(t, "echo: still here", ok.LLMContent)
 }
 
 func TestTool_ContentMapping(t *testing.T) {
@@ -419,10 +422,11 @@ func TestTool_CancelMidCall(t *testing.T) {
 	done := make(chan tools.Result, 1)
 	go func() { done <- call.Execute(ctx, &tools.Env{}) }()
 
-	// Wait until the server is running the call: a later call on the same
-	// connection answers only... it does not, so instead prove liveness by
-	// a round trip and then cancel.
-	require.NoError(t, run(t, t.Context(), findTool(t, set, "mcp__test__echo"), `{"text":"x"}`).Err)
+	// Cancel only once the server is running the call.
+	stats := findTool(t, set, "mcp__test__stats")
+	require.Eventually(t, func() bool {
+		return run(t, t.Context(), stats, `{}`).LLMContent == "running=1 cancelled=0"
+	}, 5*time.Second, 5*time.Millisecond)
 	cancel()
 	start := time.Now()
 	select {
@@ -436,10 +440,9 @@ func TestTool_CancelMidCall(t *testing.T) {
 	}
 
 	// The server got notifications/cancelled and stopped the handler.
-	stats := findTool(t, set, "mcp__test__stats")
 	assert.Eventually(t, func() bool {
-		return run(t, t.Context(), stats, `{}`).LLMContent == "cancelled=1"
-	}, 5*time.Second, 20*time.Millisecond)
+		return run(t, t.Context(), stats, `{}`).LLMContent == "running=0 cancelled=1"
+	}, 5*time.Second, 5*time.Millisecond)
 }
 
 func TestTool_CrashRestartsOnce(t *testing.T) {
@@ -455,8 +458,9 @@ func TestTool_CrashRestartsOnce(t *testing.T) {
 	res := run(t, t.Context(), findTool(t, set, "mcp__crashy__crash"), `{}`)
 	require.Error(t, res.Err)
 	assert.Equal(t, ErrTypeExecution, res.ErrType)
-	assert.Contains(t, res.LLMContent, `mcp server "crashy" stopped during the call`)
+	assert.Contains(t, res.LLMContent, `mcp server "crashy" stopped during the call (exit status 3)`)
 	assert.Contains(t, res.LLMContent, "restarted")
+	t.Log(res.LLMContent)
 	assert.True(t, processGone(pid1), "the crashed process is reaped")
 
 	pid2 := pidOf(t, set, "crashy")
@@ -467,6 +471,7 @@ func TestTool_CrashRestartsOnce(t *testing.T) {
 	require.Error(t, res.Err)
 	assert.Contains(t, res.LLMContent, `mcp server "crashy"`)
 	assert.Contains(t, res.LLMContent, "not restarted again")
+	t.Log(res.LLMContent)
 
 	start := time.Now()
 	res = run(t, t.Context(), echo, `{"text":"x"}`)
@@ -490,6 +495,7 @@ func TestTool_IdleDeathReportedOnNextCall(t *testing.T) {
 	require.Error(t, res.Err)
 	assert.Contains(t, res.LLMContent, `mcp server "idle" had stopped`)
 	assert.Contains(t, res.LLMContent, "it was restarted, call the tool again")
+	t.Log(res.LLMContent)
 
 	res = run(t, t.Context(), echo, `{"text":"again"}`)
 	require.NoError(t, res.Err)
@@ -514,6 +520,9 @@ func TestConnect_MissingCommandReported(t *testing.T) {
 	assert.Equal(t, "ghost", se.Server)
 	assert.Contains(t, errs[0].Error(), `mcp server "ghost"`)
 	assert.Contains(t, logs.String(), "mcp server failed to start")
+	assert.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), `msg="mcp server stderr" mcp_server=real line="mcpserver starting"`)
+	}, 5*time.Second, 5*time.Millisecond, "the server's stderr goes to the logger")
 
 	for _, tl := range set.Tools() {
 		assert.True(t, strings.HasPrefix(tl.Name(), "mcp__real__"), tl.Name())
@@ -655,7 +664,8 @@ func TestSet_CloseDuringCall(t *testing.T) {
 	require.NoError(t, err)
 	done := make(chan tools.Result, 1)
 	go func() { done <- call.Execute(t.Context(), &tools.Env{}) }()
-	require.NoError(t, run(t, t.Context(), findTool(t, set, "mcp__busy__echo"), `{"text":"x"}`).Err)
+	stats := findTool(t, set, "mcp__busy__stats")
+	require.Eventually(t, func() bool { return run(t, t.Context(), stats, `{}`).LLMContent == "running=1 cancelled=0" }, 5*time.Second, 5*time.Millisecond)
 
 	start := time.Now()
 	require.NoError(t, set.Close())

@@ -70,6 +70,25 @@ type conn struct {
 	cmd  *exec.Cmd
 	gen  int
 	done chan struct{}
+	// exitErr is what Wait returned (the child's exit status for stdio);
+	// read it only after done is closed.
+	exitErr error
+}
+
+// exitReason is why the connection ended, waiting briefly for the read
+// loop to notice; fallback when it has not yet or said nothing.
+func (c *conn) exitReason(ctx context.Context, fallback error) error {
+	t := time.NewTimer(exitReportWait)
+	defer t.Stop()
+	select {
+	case <-c.done:
+		if c.exitErr != nil {
+			return c.exitErr
+		}
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return fallback
 }
 
 func newServer(cfg acp.MCPServer, opts Options) *server {
@@ -231,18 +250,22 @@ func (s *server) setDefs(defs []*toolDef) {
 // server dead until its next call reports it.
 func (s *server) watch(c *conn) {
 	err := c.cs.Wait()
+	c.exitErr = err
 	close(c.done)
 	s.mu.Lock()
-	current := s.conn == c && !s.closed
+	closed := s.closed
+	current := s.conn == c && !closed
 	if current {
 		s.conn = nil
 		s.dead = exitReason(err)
 	}
 	s.mu.Unlock()
-	if !current {
-		return
+	if closed {
+		return // close cleans up
 	}
-	s.log.Warn("mcp server stopped unexpectedly", "err", err)
+	if current {
+		s.log.Warn("mcp server stopped unexpectedly", "err", err)
+	}
 	// Reap the child and anything it left behind.
 	_ = c.cs.Close()
 	killGroup(c.cmd)
@@ -266,7 +289,7 @@ func (s *server) call(ctx context.Context, tool string, args []byte) (*sdk.CallT
 	case s.conn == nil && s.dead != nil:
 		gen, reason := s.gen, s.dead
 		s.mu.Unlock()
-		return nil, s.recover(ctx, gen, fmt.Errorf("mcp server %q had stopped (%v)", s.name, reason))
+		return nil, s.recover(ctx, gen, reason, fmt.Errorf("mcp server %q had stopped (%v)", s.name, reason))
 	case s.conn == nil:
 		err := s.fatal
 		s.mu.Unlock()
@@ -304,7 +327,8 @@ func (s *server) call(ctx context.Context, tool string, args []byte) (*sdk.CallT
 		s.conn = nil
 	}
 	s.mu.Unlock()
-	return nil, s.recover(ctx, c.gen, fmt.Errorf("mcp server %q stopped during the call (%v)", s.name, err))
+	reason := c.exitReason(ctx, err)
+	return nil, s.recover(ctx, c.gen, reason, fmt.Errorf("mcp server %q stopped during the call (%v)", s.name, reason))
 }
 
 // connectionLost tells a dead connection from an error answer. A JSON-RPC
@@ -330,9 +354,10 @@ func (s *server) connectionLost(ctx context.Context, c *conn, err error) bool {
 }
 
 // recover handles a dead connection of generation gen: the first time it
-// restarts the server, later it fails fast. The returned error always names
-// the server and says what happened; the caller's call was not run.
-func (s *server) recover(ctx context.Context, gen int, report error) error {
+// restarts the server, later it fails fast. reason is why the connection
+// ended; report says so naming the server. The returned error always starts
+// with report; the caller's call was not run (or died with the server).
+func (s *server) recover(ctx context.Context, gen int, reason, report error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -354,6 +379,12 @@ func (s *server) recover(ctx context.Context, gen int, report error) error {
 	s.dead = nil
 	s.log.Warn("restarting mcp server", "err", report)
 	if err := s.connectLocked(ctx); err != nil {
+		if ctx.Err() != nil && s.life.Err() == nil {
+			// The caller gave up, not the server: the next call tries again.
+			s.restarted = false
+			s.dead = reason
+			return fmt.Errorf("%w; the restart was interrupted: %w", report, ctx.Err())
+		}
 		s.fatal = fmt.Errorf("%w; restarting it failed: %v", report, errors.Unwrap(err))
 		s.log.Warn("mcp server restart failed", "err", err)
 		return s.fatal

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -106,18 +107,20 @@ func toolName(serverName, tool string) string {
 	return name[:MaxToolNameLen-len(h)-1] + "_" + h
 }
 
-// uniqueName disambiguates names that collide after sanitising, with the
-// same deterministic hash suffix.
+// uniqueName disambiguates names that collide after sanitising or
+// shortening with a deterministic hash suffix (re-hashed with a counter
+// until free, since the name may already end in a hash).
 func uniqueName(name, serverName, tool string, used map[string]bool) string {
-	if !used[name] {
-		return name
+	cand := name
+	for i := 0; used[cand]; i++ {
+		h := nameHash(serverName, tool+"\x00"+strconv.Itoa(i))
+		base := name
+		if len(base) > MaxToolNameLen-len(h)-1 {
+			base = base[:MaxToolNameLen-len(h)-1]
+		}
+		cand = base + "_" + h
 	}
-	h := nameHash(serverName, tool)
-	base := name
-	if len(base) > MaxToolNameLen-len(h)-1 {
-		base = base[:MaxToolNameLen-len(h)-1]
-	}
-	return base + "_" + h
+	return cand
 }
 
 func nameHash(serverName, tool string) string {

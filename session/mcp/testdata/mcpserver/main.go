@@ -48,7 +48,7 @@ func text(s string) *mcp.CallToolResult {
 }
 
 func addTools(s *mcp.Server) {
-	var cancelled atomic.Int64
+	var running, cancelled atomic.Int64
 
 	s.AddTool(&mcp.Tool{
 		Name:        "echo",
@@ -80,6 +80,8 @@ func addTools(s *mcp.Server) {
 		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
 			return nil, err
 		}
+		running.Add(1)
+		defer running.Add(-1)
 		t := time.NewTimer(time.Duration(in.MS) * time.Millisecond)
 		defer t.Stop()
 		select {
@@ -93,10 +95,10 @@ func addTools(s *mcp.Server) {
 
 	s.AddTool(&mcp.Tool{
 		Name:        "stats",
-		Description: "Reports how many slow calls were cancelled.",
+		Description: "Reports how many slow calls are running and how many were cancelled.",
 		InputSchema: json.RawMessage(`{"type":"object"}`),
 	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return text("cancelled=" + strconv.FormatInt(cancelled.Load(), 10)), nil
+		return text(fmt.Sprintf("running=%d cancelled=%d", running.Load(), cancelled.Load())), nil
 	})
 
 	s.AddTool(&mcp.Tool{
