@@ -18,11 +18,11 @@ import (
 func TestConfinement_EscapesRefusedInBuild(t *testing.T) {
 	w := newWorkspace(t)
 	w.write(t, "inside.txt", "inside\n")
-	require.NoError(t, os.Symlink(w.sentinel, w.path("link-out")))                      // file symlink out
-	require.NoError(t, os.Symlink(w.outside, w.path("dirlink-out")))                    // dir symlink out
+	require.NoError(t, os.Symlink(w.sentinel, w.path("link-out")))                        // file symlink out
+	require.NoError(t, os.Symlink(w.outside, w.path("dirlink-out")))                      // dir symlink out
 	require.NoError(t, os.Symlink(filepath.Join(w.outside, "new.txt"), w.path("dangle"))) // dangling, target outside
-	require.NoError(t, os.Symlink(w.path("link-out"), w.path("chain")))                 // link → link → out
-	require.NoError(t, os.Symlink("../outside/secret.txt", w.path("rel-link-out")))     // relative target out
+	require.NoError(t, os.Symlink(w.path("link-out"), w.path("chain")))                   // link → link → out
+	require.NoError(t, os.Symlink("../outside/secret.txt", w.path("rel-link-out")))       // relative target out
 	evil := w.root + "-evil"
 	require.NoError(t, os.Mkdir(evil, 0o755)) // sibling sharing the root's prefix
 	evilFile := filepath.Join(evil, "f.txt")
@@ -172,13 +172,17 @@ func TestConfinement_SwapAfterBuild(t *testing.T) {
 		{
 			name: "write_file target becomes symlink",
 			tool: NameWriteFile,
-			args: func(w *workspace) map[string]any { return map[string]any{"file_path": w.path("f.txt"), "content": "pwned"} },
+			args: func(w *workspace) map[string]any {
+				return map[string]any{"file_path": w.path("f.txt"), "content": "pwned"}
+			},
 			swap: func(t *testing.T, w *workspace) { swapForLink(t, w.path("f.txt"), w.sentinel) },
 		},
 		{
 			name: "write_file new file, parent dir becomes symlink",
 			tool: NameWriteFile,
-			args: func(w *workspace) map[string]any { return map[string]any{"file_path": w.path("d/new.txt"), "content": "pwned"} },
+			args: func(w *workspace) map[string]any {
+				return map[string]any{"file_path": w.path("d/new.txt"), "content": "pwned"}
+			},
 			swap: func(t *testing.T, w *workspace) { swapForLink(t, w.path("d"), w.outside) },
 		},
 		{

@@ -23,7 +23,8 @@ func parseShell(line string) []shellSegment {
 		cur      shellSegment
 		word     strings.Builder
 		inWord   bool
-		redirect bool // the next word is a '>' target
+		redirect bool     // the next word is a '>' target
+		pending  []string // here-doc delimiters awaiting their bodies
 	)
 	endWord := func() {
 		if !inWord {
@@ -119,6 +120,7 @@ func parseShell(line string) []shellSegment {
 			redirect = true
 		case ch == '<':
 			endWord()
+			heredoc := strings.HasPrefix(line[i:], "<<") && !strings.HasPrefix(line[i:], "<<<")
 			for i+1 < len(line) && (line[i+1] == '<' || line[i+1] == '-') {
 				i++
 			}
@@ -127,10 +129,32 @@ func parseShell(line string) []shellSegment {
 			for j < len(line) && (line[j] == ' ' || line[j] == '\t') {
 				j++
 			}
-			for j < len(line) && !strings.ContainsRune(" \t\n;&|()<>", rune(line[j])) {
-				j++
+			k := j
+			for k < len(line) && !strings.ContainsRune(" \t\n;&|()<>", rune(line[k])) {
+				k++
 			}
-			i = j - 1
+			if heredoc {
+				pending = append(pending, strings.Trim(line[j:k], `'"\`))
+			}
+			i = k - 1
+		case ch == '\n' && len(pending) > 0:
+			endSeg()
+			// Skip here-document bodies: they are data, not commands.
+			for _, delim := range pending {
+				for i+1 < len(line) {
+					end := strings.IndexByte(line[i+1:], '\n')
+					var l string
+					if end < 0 {
+						l, i = line[i+1:], len(line)
+					} else {
+						l, i = line[i+1:i+1+end], i+1+end
+					}
+					if strings.TrimLeft(l, "\t") == delim {
+						break
+					}
+				}
+			}
+			pending = nil
 		case ch == ';' || ch == '&' || ch == '|' || ch == '\n' || ch == '(' || ch == ')':
 			endSeg()
 		case ch == ' ' || ch == '\t' || ch == '\r':
