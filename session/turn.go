@@ -21,7 +21,7 @@ type turn struct {
 	// answered holds the provider call ids answered in this prompt;
 	// duplicates those answered as a replay. Both are per prompt, so
 	// tracking is cleared between prompts (vector 104).
-	answered   map[string]bool
+	answered   map[string]string // provider id -> repeat key of the call answered under it
 	duplicates map[string]bool
 }
 
@@ -47,7 +47,7 @@ func (s *Session) runTurn(ctx context.Context, msg model.Message) (*acp.PromptRe
 	t := &turn{
 		s:          s,
 		g:          newGuard(s.m.opts.Cap, s.m.opts.SkipLoopDetection, s.m.opts.FailureGuard, s.log),
-		answered:   map[string]bool{},
+		answered:   map[string]string{},
 		duplicates: map[string]bool{},
 	}
 	for {
@@ -172,8 +172,9 @@ type batchOutcome struct {
 type pcall struct {
 	model.ToolCall
 	id   string // provider id, or generated when the provider sent none
-	dup  bool   // a replay of an id already answered in this prompt
+	dup  bool   // a replay of a call already answered in this prompt
 	args any    // decoded arguments, for rawInput and the repeat key
+	key  string // the (tool, args) repeat key
 }
 
 func randomHex(n int) string {
@@ -200,7 +201,7 @@ func (t *turn) prepare(calls []model.ToolCall) []pcall {
 			continue
 		}
 		seen[id] = true
-		p := pcall{ToolCall: c, id: id, dup: t.answered[id]}
+		p := pcall{ToolCall: c, id: id}
 		if c.Invalid == "" && len(c.Arguments) > 0 {
 			if err := json.Unmarshal(c.Arguments, &p.args); err != nil {
 				p.args = string(c.Arguments)
@@ -211,6 +212,12 @@ func (t *turn) prepare(calls []model.ToolCall) []pcall {
 		if p.args == nil || p.args == "" {
 			p.args = map[string]any{}
 		}
+		p.key = loopdetect.ToolCallRepeatKey(p.Name, p.args)
+		// A replay is the same provider id carrying the same call. Some
+		// OpenAI-compatible servers number ids per response ("call_0" every
+		// time), so an id alone is not proof of a replay: a different call
+		// under a reused id runs as a new call.
+		p.dup = t.answered[id] == p.key
 		out = append(out, p)
 	}
 	return out
@@ -242,7 +249,7 @@ func (t *turn) runToolCalls(ctx context.Context, calls []model.ToolCall) batchOu
 	keys := make([]string, 0, len(ps))
 	for _, p := range ps {
 		if !p.dup {
-			keys = append(keys, loopdetect.ToolCallRepeatKey(p.Name, p.args))
+			keys = append(keys, p.key)
 		}
 	}
 	if t.g.recordBatch(keys) {
@@ -277,7 +284,7 @@ func (t *turn) runToolCalls(ctx context.Context, calls []model.ToolCall) batchOu
 			continue
 		}
 		r := t.runTool(ctx, p)
-		t.answered[p.id] = true
+		t.answered[p.id] = p.key
 		out.messages = append(out.messages, toolMessage(p, r.llm))
 		obs = append(obs, r.obs)
 		if r.permissionStop {

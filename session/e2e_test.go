@@ -1,0 +1,311 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/acp/acptest"
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/model/modeltest"
+)
+
+// acpdBin is the daemon built once for this test binary.
+var acpdBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "acpd-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	acpdBin = filepath.Join(dir, "acpd")
+	out, err := exec.Command("go", "build", "-o", acpdBin, "github.com/acpd/acpd/cmd/acpd").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build acpd: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// daemon is the built acpd running against a loopback scripted model, driven
+// by a schema-validating ACP client over its real stdin/stdout.
+type daemon struct {
+	cc    *acptest.ClientConn
+	model *modeltest.Server
+	cwd   string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+func startDaemon(t *testing.T, fc *acptest.FakeClient, responses []modeltest.Response, flags ...string) *daemon {
+	t.Helper()
+	srv := modeltest.NewServer(t, responses...)
+	cwd := t.TempDir()
+	args := append([]string{
+		"--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
+		"--data-dir", t.TempDir(), "--log-level", "warn", "--approval-mode", "yolo",
+	}, flags...)
+	cmd := exec.Command(acpdBin, args...)
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "OPENAI_API_KEY=test-key")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = &testLog{t: t}
+	require.NoError(t, cmd.Start())
+	d := &daemon{model: srv, cwd: cwd, cmd: cmd, stdin: stdin}
+	d.cc = acptest.NewClientConn(t, fc, stdout, stdin)
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			assert.NoError(t, err, "acpd exits 0 on EOF")
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Error("acpd did not exit after stdin closed")
+		}
+	})
+	return d
+}
+
+type testLog struct{ t *testing.T }
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (d *daemon) session(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := d.cc.Initialize(ctx)
+	require.NoError(t, err)
+	sid, err := d.cc.NewSession(ctx, d.cwd)
+	require.NoError(t, err)
+	return sid
+}
+
+func readCall(path string) modeltest.ToolCall {
+	b, _ := json.Marshal(map[string]string{"file_path": path})
+	return modeltest.ToolCall{Name: "read_file", Arguments: string(b)}
+}
+
+// scriptOf builds a script whose response i calls read_file on the files
+// named by paths(i), creating those files in cwd; then a final text.
+func scriptOf(cwd string, n int, paths func(i int) []string) []modeltest.Response {
+	var rs []modeltest.Response
+	for i := range n {
+		var calls []modeltest.ToolCall
+		for _, p := range paths(i) {
+			full := filepath.Join(cwd, p)
+			_ = os.WriteFile(full, []byte("content of "+p), 0o644)
+			calls = append(calls, readCall(full))
+		}
+		rs = append(rs, modeltest.Response{ToolCalls: calls})
+	}
+	return append(rs, modeltest.Response{Text: "done"})
+}
+
+func statusCounts(updates []acp.SessionNotification) (completed, failed int) {
+	for _, n := range updates {
+		if u := n.Update.ToolCallUpdate; u != nil {
+			switch u.Status {
+			case acp.StatusCompleted:
+				completed++
+			case acp.StatusFailed:
+				failed++
+			}
+		}
+	}
+	return
+}
+
+// TestE2E_MeasuredTable reproduces every row of the table measured on
+// @qwen-code/qwen-code 0.24.4 against the built binary, its real tools and a
+// loopback OpenAI-compatible model, with every line schema-checked.
+func TestE2E_MeasuredTable(t *testing.T) {
+	distinct := func(i int) []string { return []string{fmt.Sprintf("distinct_%d.txt", i)} }
+	alternating := func(i int) []string {
+		if i%2 == 0 {
+			return []string{"same.txt"}
+		}
+		return []string{fmt.Sprintf("d_%d.txt", i)}
+	}
+	batchOf := func(k int) func(int) []string {
+		return func(i int) []string {
+			var ps []string
+			for j := range k {
+				ps = append(ps, fmt.Sprintf("b%d_%d.txt", i, j))
+			}
+			return ps
+		}
+	}
+	rows := []struct {
+		name      string
+		n         int
+		paths     func(int) []string
+		flags     []string
+		loop      loopdetect.LoopType
+		completed int
+		failed    int
+	}{
+		{"150 distinct, default", 150, distinct, nil, "", 150, 0},
+		{"120 alternating, default", 120, alternating, nil, loopdetect.LoopTurnToolCallCap, 100, 1},
+		{"12 repeat-6, default", 12, alternating, nil, "", 12, 0},
+		{"60 distinct, cap 50", 60, distinct, []string{"--max-tool-calls-per-turn", "50"}, loopdetect.LoopTurnToolCallCap, 50, 1},
+		{"15x4 distinct, cap 50", 15, batchOf(4), []string{"--max-tool-calls-per-turn", "50"}, loopdetect.LoopTurnToolCallCap, 48, 4},
+		{"12 repeat-6, skipLoopDetection=false", 12, alternating, []string{"--skip-loop-detection=false"}, loopdetect.LoopGlobalToolCallDuplicate, 10, 1},
+		{"150 distinct, cap 0", 150, distinct, []string{"--max-tool-calls-per-turn", "0"}, "", 150, 0},
+		{"120 alternating, cap -1", 120, alternating, []string{"--max-tool-calls-per-turn=-1"}, "", 120, 0},
+		{"105x10 distinct, default", 105, batchOf(10), nil, loopdetect.LoopTurnToolCallCap, 1000, 10},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			t.Parallel()
+			cwd := t.TempDir()
+			d := startDaemon(t, nil, nil, row.flags...)
+			d.cwd = cwd
+			d.model.Add(scriptOf(cwd, row.n, row.paths)...)
+			sid := d.session(t)
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			resp, err := d.cc.Prompt(ctx, sid, "go")
+			if row.loop == "" {
+				require.NoError(t, err)
+				assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+			} else {
+				var e *acp.Error
+				require.ErrorAs(t, err, &e)
+				assert.Equal(t, acp.CodeInternalError, e.Code)
+				assert.Equal(t, loopdetect.LoopDetectedTurnErrorMessage, e.Message)
+				data, _ := json.Marshal(e.Data)
+				assert.JSONEq(t, fmt.Sprintf(`{"code":"LOOP_DETECTED","errorKind":"loop_detected","loopType":%q}`, row.loop), string(data))
+			}
+			completed, failed := statusCounts(d.cc.Updates())
+			assert.Equal(t, row.completed, completed, "completed")
+			assert.Equal(t, row.failed, failed, "failed")
+		})
+	}
+}
+
+// After a loop stop, the next prompt's first user message starts with the
+// exact context message and the skipped call's result is the skip message.
+func TestE2E_PromptAfterLoopStop(t *testing.T) {
+	cwd := t.TempDir()
+	d := startDaemon(t, nil, nil, "--max-tool-calls-per-turn", "1")
+	d.cwd = cwd
+	d.model.Add(scriptOf(cwd, 2, func(i int) []string { return []string{fmt.Sprint("f", i)} })[:2]...)
+	d.model.Add(modeltest.Response{Text: "ok"})
+	sid := d.session(t)
+	_, err := d.cc.Prompt(t.Context(), sid, "first")
+	require.Error(t, err)
+	resp, err := d.cc.Prompt(t.Context(), sid, "second")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	reqs := d.model.Requests()
+	last := reqs[len(reqs)-1]
+	var users []string
+	var lastTool string
+	for _, m := range last.Messages {
+		switch m.Role {
+		case "user":
+			users = append(users, m.Text())
+		case "tool":
+			lastTool = m.Text()
+		}
+	}
+	require.Len(t, users, 2)
+	assert.True(t, strings.HasPrefix(users[1], loopdetect.LoopDetectedContextMessage), users[1])
+	assert.Contains(t, users[1], "second")
+	assert.Equal(t, loopdetect.LoopDetectedSkipMessage, lastTool)
+}
+
+// A permission request goes to the editor; a cancel mid-turn answers
+// `cancelled`; a loop-stopped prompt answers the error; the session keeps
+// working afterwards.
+func TestE2E_PermissionCancelAndLoopStop(t *testing.T) {
+	perm := make(chan struct{}, 1)
+	release := make(chan struct{})
+	fc := &acptest.FakeClient{
+		RequestPermissionFunc: func(ctx context.Context, r *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
+			select {
+			case perm <- struct{}{}:
+			default:
+			}
+			if r.ToolCall.Title != nil && strings.Contains(*r.ToolCall.Title, "wait-here") {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "cancelled"}}, nil
+			}
+			return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "selected", OptionID: "proceed_once"}}, nil
+		},
+	}
+	d := startDaemon(t, fc, nil, "--approval-mode", "default", "--max-tool-calls-per-turn", "1")
+	shell := func(cmd string) modeltest.ToolCall {
+		b, _ := json.Marshal(map[string]string{"command": cmd})
+		return modeltest.ToolCall{Name: "run_shell_command", Arguments: string(b)}
+	}
+	d.model.Add(
+		modeltest.Response{ToolCalls: []modeltest.ToolCall{shell("echo hello")}},
+		modeltest.Response{Text: "said hello"},
+		modeltest.Response{ToolCalls: []modeltest.ToolCall{shell("echo wait-here")}},
+		modeltest.Response{ToolCalls: []modeltest.ToolCall{shell("echo one")}},
+		modeltest.Response{ToolCalls: []modeltest.ToolCall{shell("echo two")}},
+		modeltest.Response{Text: "unreached"},
+		modeltest.Response{Text: "after"},
+	)
+	sid := d.session(t)
+	resp, err := d.cc.Prompt(t.Context(), sid, "say hello")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	<-perm
+
+	// Cancel while the permission request is pending.
+	got := make(chan *acp.PromptResponse, 1)
+	go func() {
+		r, _ := d.cc.Prompt(t.Context(), sid, "wait")
+		got <- r
+	}()
+	select {
+	case <-perm:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no permission request")
+	}
+	require.NoError(t, d.cc.Cancel(sid))
+	close(release)
+	select {
+	case r := <-got:
+		require.NotNil(t, r)
+		assert.Equal(t, acp.StopCancelled, r.StopReason)
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelled prompt never answered")
+	}
+
+	_, err = d.cc.Prompt(t.Context(), sid, "loop")
+	var e *acp.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, loopdetect.LoopDetectedTurnErrorMessage, e.Message)
+
+	resp, err = d.cc.Prompt(t.Context(), sid, "after")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+}
