@@ -3,8 +3,10 @@ package model
 import (
 	"bytes"
 	"encoding/json"
+
 	"errors"
 	"fmt"
+	segjson "github.com/segmentio/encoding/json"
 	"io"
 	"log/slog"
 	"maps"
@@ -58,9 +60,9 @@ type wireChunk struct {
 }
 
 type wireChoice struct {
-	Index        int        `json:"index"`
-	Delta        *wireDelta `json:"delta"`
-	FinishReason *string    `json:"finish_reason"`
+	Index        int       `json:"index"`
+	Delta        wireDelta `json:"delta"` // absent and {} mean the same
+	FinishReason *string   `json:"finish_reason"`
 }
 
 type wireDelta struct {
@@ -74,11 +76,34 @@ type wireToolDelta struct {
 	Index    *int    `json:"index"`
 	ID       *string `json:"id"`
 	Function *struct {
-		Name *string `json:"name"`
-		// Arguments is normally a string; null marks DashScope's trailing
-		// fragment, and an object is taken as already-encoded JSON.
-		Arguments json.RawMessage `json:"arguments"`
+		Name      *string  `json:"name"`
+		Arguments wireArgs `json:"arguments"`
 	} `json:"function"`
+}
+
+// wireArgs is a fragment of arguments. Normally a string; null (DashScope's
+// trailing fragment) leaves it empty, and an object is taken as JSON text.
+type wireArgs []byte
+
+func (w *wireArgs) UnmarshalJSON(b []byte) error {
+	switch {
+	case len(b) == 0 || b[0] == 'n':
+		*w = nil
+	case b[0] == '"':
+		// Fast path: no escapes, so the text is between the quotes.
+		if inner := b[1 : len(b)-1]; bytes.IndexByte(inner, '\\') < 0 {
+			*w = append((*w)[:0], inner...)
+			return nil
+		}
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*w = []byte(s)
+	default:
+		*w = append((*w)[:0], b...)
+	}
+	return nil
 }
 
 type wireUsage struct {
@@ -96,7 +121,7 @@ func (a *Assembler) Feed(data []byte) ([]Event, error) {
 		return nil, a.err
 	}
 	var c wireChunk
-	if err := json.Unmarshal(data, &c); err != nil {
+	if err := segjson.Unmarshal(data, &c); err != nil {
 		a.err = fmt.Errorf("decode stream chunk: %w", err)
 		return nil, a.err
 	}
@@ -156,7 +181,7 @@ func (a *Assembler) choice(ch *wireChoice) error {
 		case "error", "error_finish":
 			// DashScope puts the error text (e.g. TPM throttling) in the content.
 			msg := ""
-			if ch.Delta != nil && ch.Delta.Content != nil {
+			if ch.Delta.Content != nil {
 				msg = strings.TrimSpace(*ch.Delta.Content)
 			}
 			if msg == "" {
@@ -168,10 +193,7 @@ func (a *Assembler) choice(ch *wireChoice) error {
 			a.finish, a.sawFinish = fr, true
 		}
 	}
-	d := ch.Delta
-	if d == nil {
-		return nil
-	}
+	d := &ch.Delta
 	r := d.ReasoningContent
 	if r == nil || *r == "" {
 		r = d.Reasoning
@@ -270,7 +292,7 @@ type slot struct {
 	nameConflit bool
 }
 
-func (s *slot) append(frag string) {
+func (s *slot) append(frag []byte) {
 	s.args = append(s.args, frag...)
 	for i := 0; i < len(frag); i++ {
 		b := frag[i]
@@ -343,24 +365,13 @@ func (a *Assembler) fragment(f *wireToolDelta) {
 		id = *f.ID // "" counts as absent (DashScope continuations)
 	}
 	var args []byte
-	hasArgs := false
 	if f.Function != nil {
 		if f.Function.Name != nil {
 			name = strings.TrimSpace(*f.Function.Name)
 		}
-		raw := bytes.TrimSpace(f.Function.Arguments)
-		switch {
-		case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
-		case raw[0] == '"':
-			var s string
-			if json.Unmarshal(raw, &s) == nil {
-				args = []byte(s)
-			}
-		default:
-			args = raw // an object sent as-is: already JSON
-		}
-		hasArgs = len(args) > 0
+		args = f.Function.Arguments
 	}
+	hasArgs := len(args) > 0
 
 	missing := f.Index == nil
 	p := 0
@@ -460,7 +471,7 @@ func (a *Assembler) fragment(f *wireToolDelta) {
 		}
 	}
 	if hasArgs {
-		s.append(string(args))
+		s.append(args)
 	}
 }
 

@@ -1,0 +1,161 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSSEReader_LongLineAndFraming(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 300<<10) // past bufio's buffer: whole write_file contents in one line
+	body := ": comment\r\n" +
+		`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"write_file","arguments":"{\"content\":\"` + big + `\"}"}}]}}]}` + "\r\n\r\n" +
+		`data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\n" +
+		"id: 7\nretry: 100\nevent: message\n" +
+		"data: [DONE]" // no trailing newline at all
+	got, err := assembleBody(t, []byte(body))
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, `call:c|write_file|{"content":"`+big+`"}`, got[0])
+	assert.Equal(t, "finish:tool_calls", got[1])
+}
+
+func TestSSEReader_EventErrorType(t *testing.T) {
+	t.Parallel()
+	body := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\nevent: error\ndata: {\"error\":{\"message\":\"boom\"}}\n\n"
+	got, err := assembleBody(t, []byte(body))
+	require.Error(t, err)
+	assert.Equal(t, []string{"text:a", "error:boom"}, got)
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"", 0},
+		{"5", 5 * time.Second},
+		{"0.5", 500 * time.Millisecond},
+		{"-3", 0},
+		{"NaN", 0},
+		{"99999", maxRetryAfter},
+		{now.Add(42 * time.Second).Format(http.TimeFormat), 42 * time.Second},
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
+		{"soon", 0},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, parseRetryAfter(tt.in, now), tt.in)
+	}
+}
+
+func TestNewHTTPError_Shapes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, body, msg, code string
+	}{
+		{"openai", `{"error":{"message":"Incorrect API key provided: sk-***","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`, "Incorrect API key provided: sk-***", "invalid_api_key"},
+		{"old vllm", `{"object":"error","message":"bad model","type":"BadRequestError","param":null,"code":400}`, "bad model", "400"},
+		{"ollama native", `{"error":"model not found"}`, "model not found", ""},
+		{"html", `<html>bad gateway</html>`, "HTTP 502: <html>bad gateway</html>", ""},
+		{"empty", ``, "HTTP 502: Bad Gateway", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newHTTPError(http.StatusBadGateway, http.Header{}, []byte(tt.body), time.Now())
+			assert.Equal(t, tt.msg, e.Error())
+			assert.Equal(t, tt.code, e.Code)
+			assert.True(t, e.Retryable())
+		})
+	}
+}
+
+// FuzzAssemble feeds arbitrary bytes both as SSE bodies and as a sequence
+// of chunk payloads (one per line): nothing may panic, and every call the
+// assembler emits carries valid JSON arguments.
+func FuzzAssemble(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/transcripts/*.sse")
+	for _, s := range seeds {
+		b, err := os.ReadFile(s)
+		if err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"choices":[{"index":9007199254740993,"delta":{"tool_calls":[{"index":-5,"id":"","function":{"arguments":7}}]}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		check := func(ev Event) bool {
+			if ev.Kind == EventToolCall && !bytesValidJSON(ev.ToolCall.Arguments) {
+				t.Fatalf("invalid arguments JSON %q", ev.ToolCall.Arguments)
+			}
+			return true
+		}
+		_ = streamSSE(bytes.NewReader(data), NewAssembler(nil), func() {}, check)
+
+		a := NewAssembler(nil)
+		for line := range bytes.SplitSeq(data, []byte{'\n'}) {
+			evs, err := a.Feed(line)
+			if err != nil {
+				break
+			}
+			for _, ev := range evs {
+				check(ev)
+			}
+		}
+		evs, _ := a.Finish()
+		for _, ev := range evs {
+			check(ev)
+		}
+	})
+}
+
+func bytesValidJSON(b []byte) bool { return len(b) > 0 && jsonValid(b) }
+
+// benchBody is about 1 MiB of SSE: small text deltas, then one tool call
+// whose arguments arrive in small fragments, as real providers send them.
+func benchBody(size int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
+	for i := 0; b.Len() < size/2; i++ {
+		fmt.Fprintf(&b, `data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok%d "},"finish_reason":null}]}`+"\n\n", i)
+	}
+	b.WriteString(`data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"write_file","arguments":"{\"content\":\""}}]},"finish_reason":null}]}` + "\n\n")
+	for i := 0; b.Len() < size-400; i++ {
+		fmt.Fprintf(&b, `data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"line %d\\n"}}]},"finish_reason":null}]}`+"\n\n", i)
+	}
+	b.WriteString(`data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"}"}}]},"finish_reason":null}]}` + "\n\n")
+	b.WriteString(`data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\n")
+	b.WriteString(`data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}` + "\n\ndata: [DONE]\n\n")
+	return b.Bytes()
+}
+
+func BenchmarkAssemble1MiB(b *testing.B) {
+	body := benchBody(1 << 20)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		calls := 0
+		err := streamSSE(bytes.NewReader(body), NewAssembler(nil), func() {}, func(ev Event) bool {
+			if ev.Kind == EventToolCall {
+				calls++
+			}
+			return true
+		})
+		if err != nil || calls != 1 {
+			b.Fatalf("err %v, calls %d", err, calls)
+		}
+	}
+}
+
+func jsonValid(b []byte) bool { return json.Valid(b) }
