@@ -1,0 +1,91 @@
+package modeltest_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/modeltest"
+)
+
+func stream(t *testing.T, srv *modeltest.Server) ([]model.Event, error) {
+	t.Helper()
+	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.BaseURL()})
+	var evs []model.Event
+	for ev, err := range p.Stream(t.Context(), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}) {
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+func TestServer_LoadScriptAndExhaust(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"text":"héllo wörld, split into deltas","toolCalls":[{"name":"glob","arguments":{"pattern":"**/*.go"}}]}`+"\n"), 0o600))
+	rs, err := modeltest.LoadScript(path)
+	require.NoError(t, err)
+	srv := modeltest.NewServer(t, rs...)
+
+	evs, err := stream(t, srv)
+	require.NoError(t, err)
+	var text strings.Builder
+	deltas := 0
+	for _, ev := range evs {
+		if ev.Kind == model.EventText {
+			text.WriteString(ev.Text)
+			deltas++
+		}
+	}
+	assert.Equal(t, "héllo wörld, split into deltas", text.String())
+	assert.Greater(t, deltas, 3)
+	require.Len(t, evs, deltas+2)
+	assert.Equal(t, model.ToolCall{ID: "call_1", Name: "glob", Arguments: json.RawMessage(`{"pattern":"**/*.go"}`)}, evs[deltas].ToolCall)
+
+	_, err = stream(t, srv)
+	require.Error(t, err)
+	assert.Equal(t, "modeltest: script exhausted after 1 responses", err.Error())
+
+	reqs := srv.Requests()
+	require.Len(t, reqs, 2)
+	assert.Equal(t, "hi", reqs[0].Messages[0].Text())
+	assert.True(t, reqs[0].Stream)
+	require.NotNil(t, reqs[0].StreamOptions)
+	assert.True(t, reqs[0].StreamOptions.IncludeUsage)
+}
+
+func TestServer_RawBodyAndUnknownPath(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t, modeltest.Response{Raw: "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"raw\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"})
+	srv.Add(modeltest.Response{Text: "added"})
+	evs, err := stream(t, srv)
+	require.NoError(t, err)
+	assert.Equal(t, []model.Event{{Kind: model.EventText, Text: "raw"}, {Kind: model.EventFinish, FinishReason: "stop"}}, evs)
+	evs, err = stream(t, srv)
+	require.NoError(t, err)
+	assert.Equal(t, "added", evs[0].Text)
+
+	resp, err := http.Get(srv.URL + "/v1/models")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.Contains(t, string(b), "only POST")
+}
+
+func TestServer_OmitFinishIsATruncatedStream(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t, modeltest.Response{Text: "no end", OmitFinish: true, OmitDone: true})
+	_, err := stream(t, srv)
+	require.ErrorIs(t, err, model.ErrTruncated)
+}
