@@ -287,9 +287,9 @@ type slot struct {
 	id, name string
 	args     []byte
 	// JSON scanner state over args, so completeness is cheap to test.
-	depth       int
-	inStr, esc  bool
-	nameConflit bool
+	depth        int
+	inStr, esc   bool
+	nameConflict bool
 }
 
 func (s *slot) append(frag []byte) {
@@ -465,8 +465,8 @@ func (a *Assembler) fragment(f *wireToolDelta) {
 		switch {
 		case s.name == "":
 			s.name = name
-		case s.name != name && !s.nameConflit:
-			s.nameConflit = true
+		case s.name != name && !s.nameConflict:
+			s.nameConflict = true
 			a.logger.Debug("tool call name conflict, keeping the first", "id", s.id, "name", s.name, "other", name)
 		}
 	}
