@@ -22,6 +22,7 @@ import (
 type keySink struct {
 	h   hash.Hash
 	buf []byte
+	arr [512]byte // initial backing of buf
 }
 
 const (
@@ -81,7 +82,9 @@ func (w *keySink) sum() string {
 		w.flush()
 		w.h.Sum(d[:0])
 	}
-	return hex.EncodeToString(d[:])
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], d[:])
+	return string(out[:])
 }
 
 // appendJSNumber appends f formatted as JavaScript's Number::toString, which

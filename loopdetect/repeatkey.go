@@ -2,8 +2,10 @@ package loopdetect
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -35,7 +37,8 @@ func CanonicalToolName(name string) string {
 // CanonicalToolName(toolName) + ":" + JSON.stringify of the key-sorted args.
 // Nil args hash as JSON null; values nested deeper than 10000 levels hash as null.
 func ToolCallRepeatKey(toolName string, args any) string {
-	w := keySink{buf: make([]byte, 0, 256)}
+	var w keySink
+	w.buf = w.arr[:0]
 	w.toolName(toolName)
 	w.anyValue(args, 0)
 	return w.sum()
@@ -47,7 +50,8 @@ func ToolCallRepeatKey(toolName string, args any) string {
 // rounding and duplicate keys (the last one wins). Empty or all-whitespace
 // args count as {}. Invalid JSON is an error naming the offset.
 func ToolCallRepeatKeyJSON(toolName string, args []byte) (string, error) {
-	w := keySink{buf: make([]byte, 0, 256)}
+	var w keySink
+	w.buf = w.arr[:0]
 	w.toolName(toolName)
 	if err := w.rawJSON(args); err != nil {
 		return "", err
@@ -68,7 +72,8 @@ func (w *keySink) toolName(name string) {
 
 // rawJSON parses args and writes their canonical form.
 func (w *keySink) rawJSON(args []byte) error {
-	p := jsonParser{src: args}
+	var p jsonParser
+	p.init(args)
 	p.skipSpace()
 	if p.pos == len(args) {
 		w.buf = append(w.buf, "{}"...)
@@ -188,7 +193,8 @@ func (w *keySink) anyValue(v any, depth int) {
 // rawOrString writes raw JSON canonically, or as a JSON string of its text
 // when it does not parse (the reference keeps unparsable arguments as text).
 func (w *keySink) rawOrString(raw []byte) {
-	p := jsonParser{src: raw}
+	var p jsonParser
+	p.init(raw)
 	p.skipSpace()
 	if p.pos == len(raw) {
 		w.buf = append(w.buf, "null"...)
@@ -225,6 +231,24 @@ type jsonParser struct {
 	members []member // members of objects, sorted and deduplicated per object
 	stackE  []int
 	stackM  []member
+
+	// Inline backing arrays: typical arguments parse without allocating.
+	nodeBuf    [16]jnode
+	memberBuf  [8]member
+	stackMBuf  [8]member
+	elemBuf    [8]int
+	stackEBuf  [8]int
+	scratchBuf [128]byte
+}
+
+func (p *jsonParser) init(src []byte) {
+	p.src = src
+	p.nodes = p.nodeBuf[:0]
+	p.members = p.memberBuf[:0]
+	p.stackM = p.stackMBuf[:0]
+	p.elems = p.elemBuf[:0]
+	p.stackE = p.stackEBuf[:0]
+	p.scratch = p.scratchBuf[:0]
 }
 
 type nodeKind uint8
@@ -556,11 +580,26 @@ func (p *jsonParser) str(decode bool) (canon, decoded []byte, err error) {
 	}
 	var tmp [12]byte
 	for {
+		// Skip plain bytes eight at a time. This loop is inlined rather
+		// than calling plainRun because file contents stop it every few
+		// dozen bytes (\n, \", \t), and a call per stop doubles the cost.
+		for i+8 <= len(src) {
+			x := binary.LittleEndian.Uint64(src[i:])
+			q := x ^ (swarOnes * '"')
+			bs := x ^ (swarOnes * '\\')
+			m := x&swarHigh | (x-swarOnes*0x20)&^x&swarHigh | (q-swarOnes)&^q&swarHigh | (bs-swarOnes)&^bs&swarHigh
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				goto special
+			}
+			i += 8
+		}
 		i += plainRun(src[i:])
 		if i >= len(src) {
 			p.pos = i
 			return nil, nil, p.errorf("unterminated string")
 		}
+	special:
 		c := src[i]
 		switch {
 		case c == '"':
