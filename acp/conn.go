@@ -404,11 +404,30 @@ func ToRPCError(err error) *jsonrpc2.Error {
 // when ctx is already cancelled: the final updates of a cancelled turn must
 // still reach the client before the prompt response.
 func (c *Conn) SessionUpdate(_ context.Context, n *SessionNotification) error {
-	rpc := c.rpc.Load()
-	if rpc == nil {
+	// Notifications bypass jsonrpc2's triple re-encoding (map, compaction,
+	// compaction) and go straight to the stream, which serialises all
+	// writes; jsonrpc2 keeps no state for notifications, so nothing is lost.
+	if c.rpc.Load() == nil {
 		return ErrNotServing
 	}
-	return rpc.Notify(context.Background(), MethodSessionUpdate, n)
+	select {
+	case <-c.stream.closed:
+		return ErrNotServing
+	default:
+	}
+	if b, ok := appendTextChunk(make([]byte, 0, 256), n); ok {
+		return c.stream.writeLine(b)
+	}
+	params, err := json.Marshal(n)
+	if err != nil {
+		return fmt.Errorf("%s: %w", MethodSessionUpdate, err)
+	}
+	const head = `{"jsonrpc":"2.0","method":"` + MethodSessionUpdate + `","params":`
+	b := make([]byte, 0, len(head)+len(params)+2)
+	b = append(b, head...)
+	b = append(b, params...)
+	b = append(b, '}')
+	return c.stream.writeLine(b)
 }
 
 // callClient sends a request with an id of our own choosing, so that it can

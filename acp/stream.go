@@ -135,22 +135,23 @@ func (s *lineStream) classify(line []byte) []byte {
 	if len(line) == 0 {
 		return nil
 	}
-	if !json.Valid(line) {
-		s.writeError(nil, ErrParse("invalid JSON"))
-		return nil
-	}
-	switch line[0] {
-	case '{':
-	case '[':
-		s.writeError(nil, ErrInvalidRequest("batch requests are not supported"))
-		return nil
-	default:
-		s.writeError(nil, ErrInvalidRequest("message must be a JSON object"))
-		return nil
-	}
+	// One Unmarshal both validates and splits the envelope; a type error
+	// means valid JSON that is not an object.
 	var env map[string]json.RawMessage
 	if err := json.Unmarshal(line, &env); err != nil {
-		s.writeError(nil, ErrParse(err.Error()))
+		var te *json.UnmarshalTypeError
+		switch {
+		case !errors.As(err, &te):
+			s.writeError(nil, ErrParse("invalid JSON"))
+		case line[0] == '[':
+			s.writeError(nil, ErrInvalidRequest("batch requests are not supported"))
+		default:
+			s.writeError(nil, ErrInvalidRequest("message must be a JSON object"))
+		}
+		return nil
+	}
+	if env == nil { // the line was `null`
+		s.writeError(nil, ErrInvalidRequest("message must be a JSON object"))
 		return nil
 	}
 	idRaw, hasID := env["id"]

@@ -516,10 +516,13 @@ func (u SessionUpdate) MarshalJSON() ([]byte, error) {
 		if u.Content == nil {
 			return nil, fmt.Errorf("acp: %s without content", u.Kind)
 		}
-		m["content"] = u.Content
-		if u.MessageID != "" {
-			m["messageId"] = u.MessageID
-		}
+		// The hot path of a turn: a struct, not the generic map.
+		return json.Marshal(struct {
+			Kind      string        `json:"sessionUpdate"`
+			Content   *ContentBlock `json:"content"`
+			MessageID string        `json:"messageId,omitempty"`
+			Meta      Meta          `json:"_meta,omitempty"`
+		}{u.Kind, u.Content, u.MessageID, u.Meta})
 	case UpdateToolCall:
 		if u.ToolCall == nil {
 			return nil, fmt.Errorf("acp: tool_call without ToolCall")
