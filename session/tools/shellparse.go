@@ -134,14 +134,20 @@ func parseShell(line string) []shellSegment {
 				k++
 			}
 			if heredoc {
-				pending = append(pending, strings.Trim(line[j:k], `'"\`))
+				delim := strings.Trim(line[j:k], `'"\`)
+				if delim == "" {
+					cur.subst = true // not a here-doc sh would accept
+				} else {
+					pending = append(pending, delim)
+				}
 			}
 			i = k - 1
 		case ch == '\n' && len(pending) > 0:
 			endSeg()
 			// Skip here-document bodies: they are data, not commands.
 			for _, delim := range pending {
-				for i+1 < len(line) {
+				found := false
+				for !found && i+1 < len(line) {
 					end := strings.IndexByte(line[i+1:], '\n')
 					var l string
 					if end < 0 {
@@ -149,9 +155,11 @@ func parseShell(line string) []shellSegment {
 					} else {
 						l, i = line[i+1:i+1+end], i+1+end
 					}
-					if strings.TrimLeft(l, "\t") == delim {
-						break
-					}
+					found = strings.TrimLeft(l, "\t") == delim
+				}
+				if !found {
+					// An unterminated body: do not guess what sh makes of it.
+					segs = append(segs, shellSegment{subst: true})
 				}
 			}
 			pending = nil
