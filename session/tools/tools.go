@@ -137,7 +137,6 @@ const (
 	ErrTypeTargetIsDirectory   = "TARGET_IS_DIRECTORY"
 	ErrTypePathNotInWorkspace  = "PATH_NOT_IN_WORKSPACE"
 	ErrTypeSearchPathNotFound  = "SEARCH_PATH_NOT_FOUND"
-	ErrTypeSearchPathNotADir   = "SEARCH_PATH_NOT_A_DIRECTORY"
 	ErrTypeCreateExistingFile  = "ATTEMPT_TO_CREATE_EXISTING_FILE"
 	ErrTypeEditNoOccurrence    = "EDIT_NO_OCCURRENCE_FOUND"
 	ErrTypeEditMultipleOccurs  = "EDIT_EXPECTED_OCCURRENCE_MISMATCH"
@@ -146,7 +145,6 @@ const (
 	ErrTypeGlobExecutionError  = "GLOB_EXECUTION_ERROR"
 	ErrTypeLsExecutionError    = "LS_EXECUTION_ERROR"
 	ErrTypePathIsNotADirectory = "PATH_IS_NOT_A_DIRECTORY"
-	ErrTypeShellExecuteError   = "SHELL_EXECUTE_ERROR"
 )
 
 // Registry maps names to tools, in registration order.
