@@ -42,9 +42,7 @@ func BenchmarkSessionUpdateThroughput(b *testing.B) {
 	c := NewConn(stdinR, stdoutW, Options{})
 	served := make(chan error, 1)
 	go func() { served <- c.Serve(context.Background(), nopAgent{}) }()
-	for c.rpc.Load() == nil {
-		time.Sleep(time.Millisecond) // benchmark setup only: wait for Serve
-	}
+	<-c.ready
 	block := TextBlock("Hello, this is a streamed token chunk. ")
 	n := &SessionNotification{SessionID: "sess_0123456789", Update: SessionUpdate{Kind: UpdateAgentMessageChunk, Content: &block, MessageID: "msg_1"}}
 	ctx := b.Context()

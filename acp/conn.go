@@ -65,6 +65,7 @@ type Conn struct {
 
 	closeOnce sync.Once
 	closeCh   chan struct{}
+	ready     chan struct{} // closed once Serve has started the jsonrpc2 conn
 }
 
 type inflight struct {
@@ -97,6 +98,7 @@ func NewConn(r io.Reader, w io.Writer, opts Options) *Conn {
 		inflight: map[string]*inflight{},
 		sem:      make(chan struct{}, opts.MaxInFlight),
 		closeCh:  make(chan struct{}),
+		ready:    make(chan struct{}),
 	}
 	c.baseCtx, c.baseCancel = context.WithCancel(context.Background())
 	c.stream = newLineStream(c, r, w, opts.MaxLineBytes)
@@ -127,6 +129,7 @@ func (c *Conn) Serve(ctx context.Context, agent Agent) error {
 	// when done, and we need it open while cancelled requests answer.
 	rpc := jsonrpc2.NewConn(context.Background(), c.stream, handler{c}, opts...)
 	c.rpc.Store(rpc)
+	close(c.ready)
 
 	var err error
 	select {
