@@ -64,6 +64,13 @@ func (b *boolText) IsBoolFlag() bool   { return true }
 type command struct {
 	summary string
 	run     func(ctx context.Context, a *app) int
+	// flags registers the command's own flags; they are parsed with the
+	// global ones after the command name and reach run in app.flags.
+	flags func(fs *flag.FlagSet)
+	// help replaces the global usage text for `acpd CMD --help`.
+	help func(w io.Writer, fs *flag.FlagSet)
+	// args lets positional arguments through to run in app.args.
+	args bool
 }
 
 // commands lists the subcommands; `acpd run` (headless mode) plugs in here.
@@ -71,6 +78,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"config": {summary: "print the effective configuration with each value's source", run: cmdConfig},
+		"run":    runCommand(),
 	}
 }
 
@@ -81,6 +89,8 @@ type app struct {
 	deps           deps
 	cfg            config.Config
 	src            config.Sources
+	flags          *flag.FlagSet // every parsed flag, global and the command's
+	args           []string      // positional arguments, for commands that take them
 }
 
 func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, d deps) int {
@@ -110,6 +120,14 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if len(rest) > 0 {
 		// Global flags may also follow the command: `acpd config --config x`.
 		name = rest[0]
+		if c, ok := commands()[name]; ok {
+			if c.flags != nil {
+				c.flags(fs)
+			}
+			if c.help != nil {
+				fs.Usage = func() { c.help(stderr, fs) }
+			}
+		}
 		if err := fs.Parse(rest[1:]); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return exitOK
@@ -128,7 +146,7 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		usage(stderr, fs)
 		return exitUsage
 	}
-	if len(rest) > 0 {
+	if len(rest) > 0 && !cmd.args {
 		fmt.Fprintf(stderr, "acpd: unexpected argument %q\n", rest[0])
 		usage(stderr, fs)
 		return exitUsage
@@ -150,7 +168,7 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return exitError
 	}
 
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, deps: d, cfg: cfg, src: src}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, deps: d, cfg: cfg, src: src, flags: fs, args: rest}
 	if name != "" {
 		return cmd.run(ctx, a)
 	}

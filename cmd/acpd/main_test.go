@@ -115,7 +115,7 @@ func TestRun_UsageErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{name: "unknown command", args: []string{"run"}, code: 2, want: `acpd: unknown command "run"`},
+		{name: "unknown command", args: []string{"frobnicate"}, code: 2, want: `acpd: unknown command "frobnicate"`},
 		{name: "unknown flag", args: []string{"--colour"}, code: 2, want: "flag provided but not defined: -colour"},
 		{name: "extra argument", args: []string{"config", "extra"}, code: 2, want: `acpd: unexpected argument "extra"`},
 		{name: "cap not an integer", args: []string{"--max-tool-calls-per-turn", "1.5", "config"}, code: 2,
