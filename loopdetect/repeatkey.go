@@ -527,6 +527,15 @@ func (p *jsonParser) number() ([]byte, error) {
 	return p.scratch[base:len(p.scratch):len(p.scratch)], nil
 }
 
+// isStdEscape reports the escapes JSON.stringify writes back unchanged.
+func isStdEscape(c byte) bool {
+	switch c {
+	case '"', '\\', 'b', 'f', 'n', 'r', 't':
+		return true
+	}
+	return false
+}
+
 func hex4(b []byte) (uint16, bool) {
 	if len(b) < 4 {
 		return 0, false
@@ -580,19 +589,40 @@ func (p *jsonParser) str(decode bool) (canon, decoded []byte, err error) {
 	}
 	var tmp [12]byte
 	for {
-		// Skip plain bytes eight at a time. This loop is inlined rather
-		// than calling plainRun because file contents stop it every few
-		// dozen bytes (\n, \", \t), and a call per stop doubles the cost.
+		// Skip plain bytes eight at a time, stepping over standard escapes
+		// inside the word. This loop is inlined rather than calling
+		// plainRun because file contents stop it every few dozen bytes
+		// (\n, \", \t), and a call or a reload per stop doubles the cost.
+	scan:
 		for i+8 <= len(src) {
 			x := binary.LittleEndian.Uint64(src[i:])
 			q := x ^ (swarOnes * '"')
 			bs := x ^ (swarOnes * '\\')
 			m := x&swarHigh | (x-swarOnes*0x20)&^x&swarHigh | (q-swarOnes)&^q&swarHigh | (bs-swarOnes)&^bs&swarHigh
-			if m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
+			base := i
+			i += 8
+			for m != 0 {
+				// Borrows only spill into later bytes, so the lowest
+				// flagged byte is a real hit.
+				off := bits.TrailingZeros64(m) >> 3
+				at := base + off
+				if src[at] == '\\' && at+1 < len(src) && isStdEscape(src[at+1]) {
+					escaped = true
+					if rebuilt {
+						// Rare: keep the general path simple.
+						i = at
+						goto special
+					}
+					if off >= 6 {
+						i = at + 2
+						continue scan
+					}
+					m &^= uint64(1)<<((off+2)*8) - 1
+					continue
+				}
+				i = at
 				goto special
 			}
-			i += 8
 		}
 		i += plainRun(src[i:])
 		if i >= len(src) {
