@@ -1,0 +1,438 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/model/modeltest"
+)
+
+// The end-to-end tests below run the built binary, built once per test
+// binary on first use.
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func acpdBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the acpd binary")
+	}
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "acpd-run-test-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "acpd")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, binErr)
+	return binPath
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// runEnv is one sandboxed invocation: its own HOME, config and data dirs,
+// and a workspace with a file the scripts read.
+type runEnv struct {
+	dir, ws string
+	env     []string
+}
+
+func newRunEnv(t *testing.T) *runEnv {
+	t.Helper()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	require.NoError(t, os.MkdirAll(ws, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "x.txt"), []byte("hello\n"), 0o644))
+	return &runEnv{dir: dir, ws: ws, env: []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + filepath.Join(dir, "home"),
+		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
+		"XDG_STATE_HOME=" + filepath.Join(dir, "state"),
+	}}
+}
+
+// script writes a model script; %s in it is replaced by the workspace.
+func (e *runEnv) script(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(e.dir, "script.jsonl")
+	require.NoError(t, os.WriteFile(p, []byte(strings.ReplaceAll(body, "%s", e.ws)), 0o644))
+	return p
+}
+
+// scripted are the flags selecting the scripted provider with script.
+func (e *runEnv) scripted(script string, args ...string) []string {
+	return append([]string{"run", "--provider", "script", "--model-script", script, "--model", "demo", "--cwd", e.ws}, args...)
+}
+
+type runOut struct {
+	code           int
+	stdout, stderr string
+}
+
+func (e *runEnv) run(t *testing.T, stdin string, args ...string) runOut {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, acpdBinary(t), args...)
+	cmd.Env = e.env
+	cmd.Dir = e.dir
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		require.NoError(t, err)
+	}
+	require.NoError(t, ctx.Err(), "acpd run did not finish; stderr:\n%s", errOut.String())
+	return runOut{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String()}
+}
+
+// jsonResult mirrors the json output.
+type jsonResult struct {
+	SessionID  string `json:"sessionId"`
+	StopReason string `json:"stopReason"`
+	Error      *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+	Text      string            `json:"text"`
+	ToolCalls []toolCallSummary `json:"toolCalls"`
+	Usage     *usageSummary     `json:"usage"`
+}
+
+func decodeResult(t *testing.T, line string) jsonResult {
+	t.Helper()
+	var r jsonResult
+	dec := json.NewDecoder(strings.NewReader(line))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&r), "result line: %s", line)
+	require.NotNil(t, r.ToolCalls, "toolCalls must be an array: %s", line)
+	return r
+}
+
+const readScript = `{"text":"Let me read it.\n","toolCalls":[{"id":"c1","name":"read_file","arguments":{"file_path":"%s/x.txt"}}]}
+{"text":"The file says hello.","usage":{"promptTokens":10,"completionTokens":5}}
+`
+
+func TestRunCmd_OutputFormats(t *testing.T) {
+	t.Parallel()
+	wantCalls := []toolCallSummary{{ToolCallID: "c1", Title: "Read x.txt", Kind: "read", Status: "completed"}}
+	tests := []struct {
+		format string
+		check  func(t *testing.T, o runOut)
+	}{
+		{format: "text", check: func(t *testing.T, o runOut) {
+			assert.Equal(t, "Let me read it.\nThe file says hello.\n", o.stdout)
+			assert.Contains(t, o.stderr, "[tool] Read x.txt … completed\n")
+		}},
+		{format: "json", check: func(t *testing.T, o runOut) {
+			lines := strings.Split(strings.TrimSuffix(o.stdout, "\n"), "\n")
+			require.Len(t, lines, 1, "json prints one object")
+			r := decodeResult(t, lines[0])
+			assert.True(t, strings.HasPrefix(r.SessionID, "sess_"), r.SessionID)
+			assert.Equal(t, "end_turn", r.StopReason)
+			assert.Nil(t, r.Error)
+			assert.Equal(t, "Let me read it.\nThe file says hello.", r.Text)
+			assert.Equal(t, wantCalls, r.ToolCalls)
+			assert.Equal(t, &usageSummary{Used: 15, Size: 131072}, r.Usage)
+			assert.NotContains(t, o.stderr, "[tool]")
+		}},
+		{format: "stream-json", check: func(t *testing.T, o runOut) {
+			lines := strings.Split(strings.TrimSuffix(o.stdout, "\n"), "\n")
+			require.GreaterOrEqual(t, len(lines), 2)
+			r := decodeResult(t, lines[len(lines)-1])
+			assert.Equal(t, "end_turn", r.StopReason)
+			assert.Equal(t, wantCalls, r.ToolCalls)
+			var kinds []string
+			for _, l := range lines[:len(lines)-1] {
+				var n struct {
+					SessionID string         `json:"sessionId"`
+					Update    map[string]any `json:"update"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(l), &n), l)
+				assert.Equal(t, r.SessionID, n.SessionID)
+				kinds = append(kinds, fmt.Sprint(n.Update["sessionUpdate"]))
+			}
+			assert.Equal(t, []string{"agent_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk", "usage_update"}, kinds)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.format, func(t *testing.T) {
+			t.Parallel()
+			e := newRunEnv(t)
+			o := e.run(t, "", e.scripted(e.script(t, readScript), "--output-format", tt.format, "read x.txt")...)
+			require.Equal(t, 0, o.code, o.stderr)
+			tt.check(t, o)
+		})
+	}
+}
+
+func TestRunCmd_ExitCodes(t *testing.T) {
+	t.Parallel()
+	threeReads := strings.Repeat(`{"toolCalls":[{"name":"read_file","arguments":{"file_path":"%s/x.txt"}}]}`+"\n", 3) + `{"text":"never"}` + "\n"
+	tests := []struct {
+		name   string
+		script string
+		args   []string // after the scripted flags
+		stdin  string
+		code   int
+		stderr string
+		check  func(t *testing.T, r jsonResult)
+	}{
+		{name: "end_turn", script: `{"text":"done"}`, args: []string{"--output-format", "json", "hi"}, code: 0,
+			check: func(t *testing.T, r jsonResult) { assert.Equal(t, "end_turn", r.StopReason) }},
+		{name: "model error: script exhausted", script: `{"text":"one","toolCalls":[{"name":"read_file","arguments":{"file_path":"%s/x.txt"}}]}`,
+			args: []string{"--output-format", "json", "hi"}, code: 1, stderr: "model script exhausted",
+			check: func(t *testing.T, r jsonResult) {
+				require.NotNil(t, r.Error)
+				assert.Equal(t, -32603, r.Error.Code)
+				assert.Contains(t, r.Error.Message, "model script exhausted after 1 responses")
+				assert.Empty(t, r.StopReason)
+				assert.Equal(t, "one", r.Text)
+			}},
+		{name: "loop protection: hard cap", script: threeReads,
+			args: []string{"--max-tool-calls-per-turn", "2", "--output-format", "json", "hi"}, code: 3,
+			stderr: "loop protection stopped the turn (turn_tool_call_cap)",
+			check: func(t *testing.T, r jsonResult) {
+				require.NotNil(t, r.Error)
+				assert.Equal(t, -32603, r.Error.Code)
+				assert.Contains(t, r.Error.Message, "Tool-call loop protection stopped this turn")
+				assert.JSONEq(t, `{"code":"LOOP_DETECTED","errorKind":"loop_detected","loopType":"turn_tool_call_cap"}`, string(r.Error.Data))
+				require.Len(t, r.ToolCalls, 3)
+				assert.Equal(t, "completed", string(r.ToolCalls[1].Status))
+				assert.Equal(t, "failed", string(r.ToolCalls[2].Status), "the call past the cap never runs")
+			}},
+		{name: "loop protection in text mode", script: threeReads,
+			args: []string{"--max-tool-calls-per-turn", "2", "hi"}, code: 3,
+			stderr: "acpd run: loop protection stopped the turn (turn_tool_call_cap)"},
+		{name: "max_tokens", script: `{"text":"cut sho","finish":"length"}`, args: []string{"--output-format", "json", "hi"}, code: 4,
+			check: func(t *testing.T, r jsonResult) { assert.Equal(t, "max_tokens", r.StopReason) }},
+		{name: "refusal", script: `{"text":"no","finish":"content_filter"}`, args: []string{"hi"}, code: 4,
+			stderr: "acpd run: the turn stopped: refusal"},
+		{name: "usage: bad output format", script: `{"text":"x"}`, args: []string{"--output-format", "xml", "hi"}, code: 2,
+			stderr: `invalid value "xml" for flag -output-format: must be text, json or stream-json`},
+		{name: "usage: bad approval mode", script: `{"text":"x"}`, args: []string{"--approval-mode", "always", "hi"}, code: 2,
+			stderr: `must be one of "plan", "default", "auto-edit", "yolo"`},
+		{name: "usage: yolo conflicts with approval mode", script: `{"text":"x"}`, args: []string{"--approval-mode", "plan", "--yolo", "hi"}, code: 2,
+			stderr: "--yolo conflicts with --approval-mode plan"},
+		{name: "usage: empty prompt", script: `{"text":"x"}`, args: nil, stdin: " \n", code: 2,
+			stderr: "empty prompt"},
+		{name: "usage: two prompts", script: `{"text":"x"}`, args: []string{"a", "b"}, code: 2,
+			stderr: `unexpected argument "b"`},
+		{name: "usage: cwd is a file", script: `{"text":"x"}`, args: []string{"--cwd", "script.jsonl", "hi"}, code: 2,
+			stderr: "not a directory"},
+		{name: "usage: sessions cannot be continued", script: `{"text":"x"}`, args: []string{"--session", "sess_0", "hi"}, code: 2,
+			stderr: "this build cannot continue sessions"},
+		{name: "config: bad script line", script: `{"txt":"x"}`, args: []string{"hi"}, code: 2,
+			stderr: "configuration error: model script:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newRunEnv(t)
+			o := e.run(t, tt.stdin, e.scripted(e.script(t, tt.script+"\n"), tt.args...)...)
+			assert.Equal(t, tt.code, o.code, "stderr: %s", o.stderr)
+			assert.Contains(t, o.stderr, tt.stderr)
+			if tt.check != nil {
+				tt.check(t, decodeResult(t, strings.TrimSpace(o.stdout)))
+			}
+			if tt.code == exitUsage {
+				assert.Empty(t, o.stdout)
+			}
+		})
+	}
+}
+
+func TestRunCmd_BadConfigFileExitsTwo(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	cfg := filepath.Join(e.dir, "acpd.toml")
+	require.NoError(t, os.WriteFile(cfg, []byte("[model]\nmaxToolCallPerTurn = 5\n"), 0o644))
+	o := e.run(t, "", e.scripted(e.script(t, `{"text":"x"}`), "--config", cfg, "hi")...)
+	assert.Equal(t, 2, o.code)
+	assert.Contains(t, o.stderr, `unknown key "model.maxToolCallPerTurn"`)
+	assert.Empty(t, o.stdout)
+}
+
+func TestRunCmd_HelpDocumentsExitCodes(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	o := e.run(t, "", "run", "--help")
+	assert.Equal(t, 0, o.code)
+	for _, want := range []string{"Usage: acpd run [flags] [PROMPT]", "--output-format", "--yolo", "--cwd", "--session",
+		"--max-tool-calls-per-turn", "\n  0 ", "\n  1 ", "\n  2 ", "\n  3 ", "\n  4 ", "\n  130 "} {
+		assert.Contains(t, o.stderr, want)
+	}
+}
+
+func TestRunCmd_ConfigFileSetsProviderAndFlagsFollowCommand(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	script := e.script(t, `{"text":"from config"}`)
+	cfg := filepath.Join(e.dir, "acpd.toml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("[model]\nprovider = \"script\"\nscript = %q\nname = \"demo\"\n", script)), 0o644))
+	o := e.run(t, "", "run", "--config", cfg, "--cwd", e.ws, "hi")
+	require.Equal(t, 0, o.code, o.stderr)
+	assert.Equal(t, "from config\n", o.stdout)
+}
+
+// TestRunCmd_YoloRunsShell shows the tool actually runs under --yolo and
+// the default log level keeps info logs off stderr.
+func TestRunCmd_YoloRunsShell(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	script := e.script(t, `{"toolCalls":[{"name":"run_shell_command","arguments":{"command":"echo made > made.txt"}}]}
+{"text":"ok"}`)
+	o := e.run(t, "", e.scripted(script, "--yolo", "make it")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	b, err := os.ReadFile(filepath.Join(e.ws, "made.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "made\n", string(b))
+	assert.Equal(t, "[tool] echo made > made.txt … completed\n", o.stderr)
+}
+
+// TestRunCmd_LoopbackModel drives the OpenAI-compatible provider against
+// the loopback test server: the prompt comes from stdin, a shell call is
+// refused in approval mode "default", and the model is told so.
+func TestRunCmd_LoopbackModel(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t,
+		modeltest.Response{Text: "I will write it.", ToolCalls: []modeltest.ToolCall{{ID: "w1", Name: "run_shell_command", Arguments: `{"command":"echo x > out.txt"}`}}},
+		modeltest.Response{Text: " Declined, fine.", Usage: nil},
+	)
+	e := newRunEnv(t)
+	e.env = append(e.env, "OPENAI_API_KEY=test-key")
+	o := e.run(t, "please write out.txt\n", "run", "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "m1",
+		"--cwd", "ws", "--output-format", "json", "-")
+	require.Equal(t, 0, o.code, o.stderr)
+	r := decodeResult(t, strings.TrimSpace(o.stdout))
+	assert.Equal(t, "end_turn", r.StopReason)
+	assert.Equal(t, "I will write it. Declined, fine.", r.Text)
+	require.Len(t, r.ToolCalls, 1)
+	assert.Equal(t, toolCallSummary{ToolCallID: "w1", Title: "echo x > out.txt", Kind: "execute", Status: "failed"}, r.ToolCalls[0])
+	assert.Contains(t, o.stderr, `acpd run: refused "echo x > out.txt": approval mode "default"`)
+	assert.NoFileExists(t, filepath.Join(e.ws, "out.txt"))
+
+	reqs := srv.Requests()
+	require.Len(t, reqs, 2)
+	assert.Equal(t, "m1", reqs[0].Model)
+	var user, system, tool string
+	for _, m := range reqs[1].Messages {
+		switch m.Role {
+		case "user":
+			user = m.Text()
+		case "system":
+			system = m.Text()
+		case "tool":
+			tool = m.Text()
+		}
+	}
+	assert.Equal(t, "please write out.txt\n", user)
+	assert.Contains(t, system, e.ws, "a relative --cwd is made absolute")
+	assert.Equal(t, `Tool "run_shell_command" was canceled by the user.`, tool)
+}
+
+// TestRunCmd_SIGINTDuringToolCall interrupts a long shell call: the turn is
+// cancelled over ACP, answers `cancelled`, and acpd exits 130 promptly.
+func TestRunCmd_SIGINTDuringToolCall(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	script := e.script(t, `{"toolCalls":[{"id":"s1","name":"run_shell_command","arguments":{"command":"sleep 30"}}]}
+{"text":"never reached"}`)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, acpdBinary(t), e.scripted(script, "--yolo", "--output-format", "stream-json", "wait")...)
+	cmd.Env, cmd.Dir = e.env, e.dir
+	var errOut syncBuffer // written by exec's copier while the test reads it
+	cmd.Stderr = &errOut
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var got []string
+	started := false
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	for !started {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "stdout closed before the tool call started; stderr:\n%s", errOut.String())
+			got = append(got, l)
+			started = strings.Contains(l, `"sessionUpdate":"tool_call"`)
+		case <-timeout.C:
+			t.Fatalf("no tool_call line; stdout so far: %q", got)
+		}
+	}
+	sent := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	for l := range lines {
+		got = append(got, l)
+	}
+	err = cmd.Wait()
+	elapsed := time.Since(sent)
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "stderr: %s", errOut.String())
+	assert.Equal(t, 130, ee.ExitCode(), "stderr: %s", errOut.String())
+	assert.Less(t, elapsed, 10*time.Second, "the sleep must be cancelled, not waited for")
+	r := decodeResult(t, got[len(got)-1])
+	assert.Equal(t, "cancelled", r.StopReason)
+	assert.Equal(t, []toolCallSummary{{ToolCallID: "s1", Title: "sleep 30", Kind: "execute", Status: "failed"}}, r.ToolCalls)
+	assert.Contains(t, errOut.String(), "cancelling the turn")
+}
