@@ -22,16 +22,18 @@ type guard struct {
 	detected bool
 	loopType loopdetect.LoopType
 
-	failureMode string // WIRE: loopdetect.FailureMode once the reducer lands
+	failureMode  loopdetect.FailureMode
+	failureState loopdetect.FailureState
 }
 
-func newGuard(c loopdetect.Cap, skipLoop bool, mode string, logger *slog.Logger) *guard {
+func newGuard(c loopdetect.Cap, skipLoop bool, mode loopdetect.FailureMode, logger *slog.Logger) *guard {
 	return &guard{
 		cap:           loopdetect.NewCapTracker(c),
 		skipLoop:      skipLoop,
 		logger:        logger,
 		invalidParams: map[string]int{},
 		failureMode:   mode,
+		failureState:  loopdetect.NewFailureState(),
 	}
 }
 
@@ -88,5 +90,33 @@ func (g *guard) recordDuplicateReplay(id, name string) bool {
 		fmt.Sprintf("Stopping ACP turn after repeated duplicate provider tool-call id: %s (tool: %s).", id, name))
 }
 
-// failureVerdict is replaced by the loopdetect reducer wiring (WIRE).
-func (g *guard) failureVerdict(obs []failureObservation) string { return "" }
+// failureVerdict feeds one finished batch to the repeated-tool-failure
+// reducer (§7.6). It returns the text to add after the tool responses: the
+// reminder on warn, the stop message on stop (which also latches the turn).
+// Shadow-mode verdicts are only logged.
+func (g *guard) failureVerdict(obs []failureObservation) string {
+	batch := loopdetect.FailureBatch{Complete: true, InputReliable: true}
+	for _, o := range obs {
+		batch.Observations = append(batch.Observations, loopdetect.FailureObservation{
+			ProviderDuplicate: o.providerDuplicate,
+			Terminal:          loopdetect.TerminalStatus(o.terminal),
+			Execution:         loopdetect.ExecutionStatus(o.execution),
+			PolicyToolName:    o.tool,
+			ErrorType:         o.errType,
+		})
+	}
+	r := loopdetect.ReduceRepeatedFailure(g.failureMode, g.failureState, batch)
+	g.failureState = r.State
+	switch r.Kind {
+	case loopdetect.FailureWouldWarn, loopdetect.FailureWouldStop:
+		g.logger.Info("repeated tool failure guard (shadow)", "verdict", string(r.Kind),
+			"tool", r.State.Key.PolicyToolName, "error_type", r.State.Key.ErrorType)
+	case loopdetect.FailureWarn:
+		g.logger.Warn("repeated tool failure: reminding the model", "tool", r.State.Key.PolicyToolName)
+		return loopdetect.RepeatedToolFailureReminder
+	case loopdetect.FailureStop:
+		g.latch(loopdetect.LoopRepeatedToolExecutionFailure, "Stopping ACP turn after repeated tool execution failures.")
+		return "System: " + loopdetect.RepeatedToolFailureStopMessage
+	}
+	return ""
+}

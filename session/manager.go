@@ -19,6 +19,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/tools"
 )
@@ -59,7 +60,7 @@ type Options struct {
 	// SkipLoopDetection gates only the daemon's global-duplicate halt.
 	SkipLoopDetection bool
 	// FailureGuard is the repeated-tool-failure guard mode (off, shadow, warn, enforce).
-	FailureGuard string
+	FailureGuard loopdetect.FailureMode
 
 	// ApprovalMode is the initial mode of new sessions (default "default").
 	ApprovalMode string
@@ -103,6 +104,7 @@ func NewManager(client acp.Client, opts Options) *Manager {
 	if opts.ContextWindow <= 0 {
 		opts.ContextWindow = 131072
 	}
+	opts.FailureGuard = loopdetect.ResolveFailureMode(string(opts.FailureGuard))
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
@@ -126,6 +128,7 @@ func (m *Manager) Initialize(_ context.Context, req *acp.InitializeRequest) (*ac
 		ProtocolVersion: acp.ProtocolVersion,
 		AgentCapabilities: acp.AgentCapabilities{
 			PromptCapabilities: acp.PromptCapabilities{Image: true, EmbeddedContext: true},
+			MCPCapabilities:    acp.MCPCapabilities{HTTP: true},
 			SessionCapabilities: acp.SessionCapabilities{
 				Close:                 &acp.Capability{},
 				AdditionalDirectories: &acp.Capability{},
@@ -173,15 +176,12 @@ func checkDirs(cwd string, extra []string) error {
 }
 
 // NewSession creates a session rooted at cwd.
-func (m *Manager) NewSession(_ context.Context, req *acp.NewSessionRequest) (*acp.NewSessionResponse, error) {
+func (m *Manager) NewSession(ctx context.Context, req *acp.NewSessionRequest) (*acp.NewSessionResponse, error) {
 	if err := checkDirs(req.Cwd, req.AdditionalDirectories); err != nil {
 		return nil, err
 	}
-	for i, s := range req.MCPServers {
-		if s.Type != "" {
-			return nil, acp.ErrInvalidParams(fmt.Sprintf("mcpServers[%d]", i),
-				fmt.Sprintf("MCP server %q: transport %q is not supported", s.Name, s.Type))
-		}
+	if err := mcp.ValidateServers(req.MCPServers); err != nil {
+		return nil, err
 	}
 	if m.opts.AuthRequired {
 		m.mu.Lock()
@@ -192,6 +192,7 @@ func (m *Manager) NewSession(_ context.Context, req *acp.NewSessionRequest) (*ac
 		}
 	}
 	s := m.newSession(newSessionID(), req.Cwd, req.AdditionalDirectories)
+	m.connectMCP(ctx, s, req.MCPServers)
 	m.mu.Lock()
 	m.sessions[s.id] = s
 	m.mu.Unlock()
@@ -267,6 +268,7 @@ func (m *Manager) CloseSession(ctx context.Context, req *acp.SessionIDRequest) (
 		delete(m.sessions, s.id)
 	}
 	m.mu.Unlock()
+	s.closeMCP()
 	return &acp.Empty{}, nil
 }
 
@@ -341,6 +343,28 @@ func (m *Manager) Close() {
 	m.mu.Unlock()
 	for _, s := range ss {
 		s.cancelTurn()
+		s.closeMCP()
+	}
+}
+
+// connectMCP starts the session's MCP servers concurrently and adds their
+// tools to its registry. A server that fails to start is logged and reported
+// in the session at its next prompt; the session starts regardless.
+func (m *Manager) connectMCP(ctx context.Context, s *Session, servers []acp.MCPServer) {
+	if len(servers) == 0 {
+		return
+	}
+	set, errs := mcp.Connect(ctx, servers, mcp.Options{Logger: s.log, Dir: s.cwd, ClientVersion: m.opts.Version})
+	for _, err := range errs {
+		s.log.Warn("MCP server failed to start", "err", err)
+		s.notices = append(s.notices, fmt.Sprintf("MCP server failed to start: %v\n\n", err))
+	}
+	if set == nil {
+		return
+	}
+	s.mcp = set
+	for _, t := range set.Tools() {
+		s.tools.Add(t)
 	}
 }
 

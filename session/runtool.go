@@ -95,6 +95,16 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 	if err != nil {
 		return invalid(tool.Kind(), err.Error())
 	}
+	// Prepare reads what the permission request shows (the whole-file diff
+	// of an edit), through the editor when it offers fs.
+	if pr, ok := call.(tools.Preparer); ok {
+		if err := pr.Prepare(ctx, env); err != nil {
+			if ctx.Err() != nil {
+				return fail(call.Title(), tool.Kind(), loopdetect.ToolExecutionCancelledMessage, failureObservation{terminal: "cancelled", execution: "not_started", tool: p.Name})
+			}
+			return fail(call.Title(), tool.Kind(), err.Error(), failureObservation{terminal: "error", execution: "not_started", tool: p.Name})
+		}
+	}
 	if fm, ok := call.(frameMeta); ok {
 		for k, v := range fm.FrameMeta() {
 			meta[k] = v
@@ -126,24 +136,24 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 		ToolCallID: id, Title: title, Kind: tool.Kind(), Status: status,
 		Content: conf.Content, Locations: call.Locations(), RawInput: p.args, Meta: meta,
 	}})
-	finish := func(st acp.ToolCallStatus, content []acp.ToolCallContent, raw any) {
+	finish := func(st acp.ToolCallStatus, content []acp.ToolCallContent, raw any, locs []acp.ToolCallLocation) {
 		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
-			ToolCallID: id, Status: st, Content: content, RawOutput: raw,
+			ToolCallID: id, Status: st, Content: content, RawOutput: raw, Locations: locs,
 		}})
 	}
 	if ask {
-		verdict, msg := t.askPermission(ctx, id, p, tool, call, conf)
+		verdict, msg := t.askPermission(ctx, id, p, tool, call, conf, meta)
 		switch verdict {
 		case permAllow:
-			finish(acp.StatusInProgress, nil, nil)
+			finish(acp.StatusInProgress, nil, nil, nil)
 		case permCancel:
 			if ctx.Err() != nil {
 				msg = loopdetect.ToolExecutionCancelledMessage
 			}
-			finish(acp.StatusFailed, []acp.ToolCallContent{acp.TextContent(msg)}, nil)
+			finish(acp.StatusFailed, []acp.ToolCallContent{acp.TextContent(msg)}, nil, nil)
 			return toolRun{llm: msg, permissionStop: true, obs: failureObservation{terminal: "cancelled", execution: "not_started", tool: p.Name}}
 		case permReject:
-			finish(acp.StatusFailed, []acp.ToolCallContent{acp.TextContent(msg)}, nil)
+			finish(acp.StatusFailed, []acp.ToolCallContent{acp.TextContent(msg)}, nil, nil)
 			return toolRun{llm: msg, obs: failureObservation{terminal: "cancelled", execution: "not_started", tool: p.Name}}
 		}
 	}
@@ -151,7 +161,7 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 	res := call.Execute(ctx, env)
 	if ctx.Err() != nil {
 		msg := loopdetect.ToolExecutionCancelledMessage
-		finish(acp.StatusFailed, []acp.ToolCallContent{acp.TextContent(msg)}, nil)
+		finish(acp.StatusFailed, []acp.ToolCallContent{acp.TextContent(msg)}, nil, nil)
 		return toolRun{llm: msg, obs: failureObservation{terminal: "cancelled", execution: "cancelled", tool: p.Name}}
 	}
 	content := res.Content
@@ -162,7 +172,7 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 	if res.Err != nil {
 		st = acp.StatusFailed
 	}
-	finish(st, content, res.RawOutput)
+	finish(st, content, res.RawOutput, res.Locations)
 	if res.Plan != nil {
 		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdatePlan, Entries: res.Plan})
 	}
@@ -267,7 +277,7 @@ const (
 )
 
 // askPermission sends session/request_permission and interprets the answer.
-func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools.Tool, call tools.Call, c tools.Confirmation) (permVerdict, string) {
+func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools.Tool, call tools.Call, c tools.Confirmation, meta acp.Meta) (permVerdict, string) {
 	s := t.s
 	opts := permissionOptions(c)
 	title := call.Title()
@@ -276,7 +286,7 @@ func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools
 		ToolCall: acp.ToolCallUpdate{
 			ToolCallID: id, Title: &title, Kind: tool.Kind(), Status: acp.StatusPending,
 			Content: c.Content, Locations: call.Locations(), RawInput: p.args,
-			Meta: acp.Meta{"toolName": p.Name},
+			Meta: meta,
 		},
 		Options: opts,
 	})
@@ -316,10 +326,4 @@ func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools
 		}
 	}
 	return permAllow, ""
-}
-
-// afterBatch runs the repeated-tool-failure guard over the batch's
-// observations and returns the reminder text to append, if any.
-func (t *turn) afterBatch(obs []failureObservation) string {
-	return t.g.failureVerdict(obs)
 }

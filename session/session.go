@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/tools"
 )
@@ -28,6 +29,13 @@ type Session struct {
 	pendingLoopContext bool
 	toolCallIDs        map[string]bool
 	toolSeq            int
+	// notices are messages for the user (e.g. an MCP server that failed to
+	// start) sent as agent text at the start of the next turn: updates for a
+	// new session must not precede its session/new response.
+	notices []string
+
+	// mcp holds the session's MCP server connections; nil without servers.
+	mcp *mcp.Set
 
 	// mu guards mode, model, allowAlways and prompts; never held while
 	// calling the client or waiting for the semaphore.
@@ -156,5 +164,12 @@ func (s *Session) update(ctx context.Context, u acp.SessionUpdate) {
 	err := s.m.client.SessionUpdate(context.WithoutCancel(ctx), &acp.SessionNotification{SessionID: s.id, Update: u})
 	if err != nil {
 		s.log.Warn("session update failed", "kind", u.Kind, "err", err)
+	}
+}
+
+// closeMCP stops the session's MCP servers.
+func (s *Session) closeMCP() {
+	if err := s.mcp.Close(); err != nil {
+		s.log.Warn("stopping MCP servers", "err", err)
 	}
 }

@@ -44,6 +44,11 @@ func (s *Session) runTurn(ctx context.Context, msg model.Message) (*acp.PromptRe
 		s.pendingLoopContext = false
 	}
 	s.history = append(s.history, msg)
+	for _, n := range s.notices {
+		b := acp.TextBlock(n)
+		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b})
+	}
+	s.notices = nil
 	t := &turn{
 		s:          s,
 		g:          newGuard(s.m.opts.Cap, s.m.opts.SkipLoopDetection, s.m.opts.FailureGuard, s.log),
@@ -75,17 +80,21 @@ func (s *Session) runTurn(ctx context.Context, msg model.Message) (*acp.PromptRe
 		}
 		out := t.runToolCalls(ctx, res.calls)
 		s.history = append(s.history, out.messages...)
+		if out.reminder != "" {
+			s.history = append(s.history, model.Message{Role: model.RoleUser, Content: out.reminder})
+		}
 		switch {
 		case ctx.Err() != nil:
 			return cancelled, nil
 		case t.g.detected:
-			s.pendingLoopContext = true
+			// The repeated-failure stop leaves its own message in history;
+			// every other loop stop makes the next prompt carry the context.
+			if t.g.loopType != loopdetect.LoopRepeatedToolExecutionFailure {
+				s.pendingLoopContext = true
+			}
 			return nil, loopError(t.g.loopType)
 		case out.permissionStop:
 			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
-		}
-		if out.reminder != "" {
-			s.history = append(s.history, model.Message{Role: model.RoleUser, Content: out.reminder})
 		}
 	}
 }
@@ -292,7 +301,7 @@ func (t *turn) runToolCalls(ctx context.Context, calls []model.ToolCall) batchOu
 		}
 	}
 	if ctx.Err() == nil && !t.g.detected && !out.permissionStop {
-		out.reminder = t.afterBatch(obs)
+		out.reminder = t.g.failureVerdict(obs)
 	}
 	return out
 }

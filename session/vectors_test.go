@@ -432,3 +432,36 @@ func TestUnknownSession(t *testing.T) {
 	assert.Equal(t, acp.CodeInvalidParams, e.Code)
 	assert.Contains(t, e.Message, "nope")
 }
+
+// Vector 118: in enforce mode, rounds of 4, 4 and 1 FILE_NOT_FOUND failures
+// warn after round 2 and stop after round 3.
+func TestVector118_RepeatedFailureGuardEnforce(t *testing.T) {
+	reg := func() *tools.Registry {
+		return tools.NewRegistry(&fakeTool{name: "read_file", kind: acp.KindRead, execErr: errors.New("File not found"), errType: "FILE_NOT_FOUND"})
+	}
+	h := newHarness(t, Options{Tools: reg, FailureGuard: loopdetect.FailureModeEnforce},
+		callsResp(nDistinct("r1", 4)...), callsResp(nDistinct("r2", 4)...), callsResp(nDistinct("r3", 1)...), textResp("unreached"))
+	_, err := h.prompt(t, "go")
+	requireLoopError(t, err, loopdetect.LoopRepeatedToolExecutionFailure)
+	require.Len(t, h.prov.requests, 3)
+	third := h.prov.requests[2].Messages
+	assert.Equal(t, loopdetect.RepeatedToolFailureReminder, third[len(third)-1].Content, "round 2's next message ends with the reminder")
+	hist := h.m.session(h.sid).history
+	assert.Equal(t, "System: "+loopdetect.RepeatedToolFailureStopMessage, hist[len(hist)-1].Content)
+}
+
+func TestRepeatedFailureGuardShadowNeverStops(t *testing.T) {
+	reg := func() *tools.Registry {
+		return tools.NewRegistry(&fakeTool{name: "read_file", kind: acp.KindRead, execErr: errors.New("File not found"), errType: "FILE_NOT_FOUND"})
+	}
+	h := newHarness(t, Options{Tools: reg},
+		callsResp(nDistinct("r1", 4)...), callsResp(nDistinct("r2", 4)...), callsResp(nDistinct("r3", 1)...), textResp("done"))
+	resp, err := h.prompt(t, "go")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	for _, r := range h.prov.requests {
+		for _, m := range r.Messages {
+			assert.NotEqual(t, loopdetect.RepeatedToolFailureReminder, m.Content)
+		}
+	}
+}
