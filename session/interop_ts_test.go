@@ -1,0 +1,284 @@
+package session_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/model/modeltest"
+)
+
+// interopDir holds the pinned SDK manifest, its lock and the Node client.
+const interopDir = "testdata/interop"
+
+// interopSummary is what testdata/interop/client.mjs prints.
+type interopSummary struct {
+	Fatal      string `json:"fatal"`
+	Initialize struct {
+		ProtocolVersion int                 `json:"protocolVersion"`
+		AgentInfo       *acp.Implementation `json:"agentInfo"`
+	} `json:"initialize"`
+	NewSession struct {
+		SessionID     string `json:"sessionId"`
+		CurrentModeID string `json:"currentModeId"`
+	} `json:"newSession"`
+	Steps     []interopStep `json:"steps"`
+	SDKErrors []string      `json:"sdkErrors"`
+	Exit      struct {
+		Code   *int    `json:"code"`
+		Signal *string `json:"signal"`
+		Error  string  `json:"error"`
+	} `json:"exit"`
+}
+
+type interopStep struct {
+	Name            string            `json:"name"`
+	StopReason      string            `json:"stopReason"`
+	Error           *interopError     `json:"error"`
+	ToolCalls       int               `json:"toolCalls"`
+	ToolCallUpdates int               `json:"toolCallUpdates"`
+	Statuses        map[string]string `json:"statuses"`
+	Failures        map[string]string `json:"failures"`
+	UpdateKinds     map[string]int    `json:"updateKinds"`
+	Permissions     []struct {
+		ToolCallID  string   `json:"toolCallId"`
+		Title       string   `json:"title"`
+		OptionKinds []string `json:"optionKinds"`
+	} `json:"permissions"`
+	Text string `json:"text"`
+	MS   int    `json:"ms"`
+}
+
+type interopError struct {
+	RequestError bool            `json:"requestError"`
+	Code         int             `json:"code"`
+	Message      string          `json:"message"`
+	Data         json.RawMessage `json:"data"`
+}
+
+// TestInterop_TypeScriptSDK drives the built acpd with the official ACP
+// TypeScript SDK (@agentclientprotocol/sdk 2.4.0 on the machine's node):
+// initialize, session/new, a prompt with a permission-gated tool call, a
+// prompt cancelled while its permission request is pending, one cancelled
+// while its tool runs, a loop-stopped prompt and a prompt after it.
+func TestInterop_TypeScriptSDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("interop test skipped: node is not on PATH (CI has it)")
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("interop test skipped: npm is not on PATH (CI has it)")
+	}
+	clientDir := interopClient(t, npm)
+
+	shell := func(cmd string) modeltest.ToolCall {
+		b, err := json.Marshal(map[string]string{"command": cmd})
+		require.NoError(t, err)
+		return modeltest.ToolCall{Name: "run_shell_command", Arguments: string(b)}
+	}
+	calls := func(cs ...modeltest.ToolCall) modeltest.Response { return modeltest.Response{ToolCalls: cs} }
+	// One response list for the whole session, in prompt order. The cap of
+	// one call per turn is counted over a turn, so every turn but the
+	// loop-stopped one makes a single call; the cancelled turns end at the
+	// cancel and ask the model nothing more.
+	srv := modeltest.NewServer(t,
+		calls(shell("echo interop-hello")), modeltest.Response{Text: "said hello"}, // tools
+		calls(shell("sleep 30")),                           // cancel-while-asking
+		calls(shell("sleep 31")),                           // cancel-while-running
+		calls(shell("echo one")), calls(shell("echo two")), // loop-stopped
+		modeltest.Response{Text: "after"}, // after-loop-stop
+	)
+
+	workspace := t.TempDir()
+	args := []string{
+		filepath.Join(clientDir, "client.mjs"), workspace, acpdBin,
+		"--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
+		"--data-dir", t.TempDir(), "--log-level", "warn",
+		"--approval-mode", "default", "--max-tool-calls-per-turn", "1",
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, args...)
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "OPENAI_API_KEY=test-key")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &testLog{t: t}
+	runErr := cmd.Run()
+
+	var sum interopSummary
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &sum), "summary from client.mjs (run error: %v):\n%s", runErr, stdout.String())
+	require.Empty(t, sum.Fatal, "client.mjs failed")
+	require.NoError(t, runErr)
+
+	assert.Equal(t, acp.ProtocolVersion, sum.Initialize.ProtocolVersion)
+	require.NotNil(t, sum.Initialize.AgentInfo)
+	assert.Equal(t, "acpd", sum.Initialize.AgentInfo.Name)
+	assert.NotEmpty(t, sum.Initialize.AgentInfo.Version)
+	assert.NotEmpty(t, sum.NewSession.SessionID)
+	assert.Equal(t, "default", sum.NewSession.CurrentModeID)
+	assert.Empty(t, sum.SDKErrors, "the SDK rejected lines acpd wrote")
+
+	steps := map[string]interopStep{}
+	for _, s := range sum.Steps {
+		steps[s.Name] = s
+	}
+	require.Len(t, sum.Steps, 5)
+	statusList := func(s interopStep) []string {
+		var out []string
+		for _, st := range s.Statuses {
+			out = append(out, st)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name        string
+		stopReason  string
+		loopStop    bool
+		toolCalls   int
+		updates     int
+		permissions int
+		statuses    []string
+		failures    []string
+	}{
+		// pending → permission → in_progress → completed.
+		{name: "tools", stopReason: string(acp.StopEndTurn), toolCalls: 1, updates: 2, permissions: 1, statuses: []string{"completed"}},
+		// pending → permission answered cancelled → failed.
+		{name: "cancel-while-asking", stopReason: string(acp.StopCancelled), toolCalls: 1, updates: 1, permissions: 1, statuses: []string{"failed"},
+			failures: []string{loopdetect.ToolExecutionCancelledMessage}},
+		// pending → allowed → in_progress → cancelled while running → failed.
+		{name: "cancel-while-running", stopReason: string(acp.StopCancelled), toolCalls: 1, updates: 2, permissions: 1, statuses: []string{"failed"},
+			failures: []string{loopdetect.ToolExecutionCancelledMessage}},
+		// The first call runs; the second batch crosses the cap and is
+		// skipped whole, shown as a call that fails with the skip message.
+		{name: "loop-stopped", loopStop: true, toolCalls: 2, updates: 3, permissions: 1, statuses: []string{"completed", "failed"},
+			failures: []string{loopdetect.LoopDetectedSkipMessage}},
+		{name: "after-loop-stop", stopReason: string(acp.StopEndTurn)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ok := steps[tc.name]
+			require.True(t, ok, "step %s missing from the summary", tc.name)
+			if tc.loopStop {
+				require.NotNil(t, s.Error, "a loop-stopped prompt answers an error, got stopReason %q", s.StopReason)
+				assert.True(t, s.Error.RequestError, "the SDK rejects with its RequestError")
+				assert.Equal(t, acp.CodeInternalError, s.Error.Code)
+				assert.Equal(t, loopdetect.LoopDetectedTurnErrorMessage, s.Error.Message)
+				assert.JSONEq(t, `{"code":"LOOP_DETECTED","errorKind":"loop_detected","loopType":"turn_tool_call_cap"}`, string(s.Error.Data))
+			} else {
+				require.Nil(t, s.Error, "prompt failed")
+				assert.Equal(t, tc.stopReason, s.StopReason)
+			}
+			assert.Equal(t, tc.toolCalls, s.ToolCalls, "tool_call frames")
+			assert.Equal(t, tc.updates, s.ToolCallUpdates, "tool_call_update frames")
+			assert.Len(t, s.Permissions, tc.permissions, "permission requests")
+			for _, p := range s.Permissions {
+				assert.Contains(t, p.OptionKinds, "allow_once")
+				assert.Contains(t, p.OptionKinds, "reject_once")
+			}
+			assert.ElementsMatch(t, tc.statuses, statusList(s), "final tool call statuses")
+			var failures []string
+			for _, f := range s.Failures {
+				failures = append(failures, f)
+			}
+			assert.ElementsMatch(t, tc.failures, failures, "failed calls' text")
+		})
+	}
+	// The running `sleep 31` was killed on cancel, not waited out.
+	assert.Less(t, steps["cancel-while-running"].MS, 15_000, "cancel-while-running took %d ms", steps["cancel-while-running"].MS)
+	assert.Equal(t, "said hello", steps["tools"].Text)
+	assert.Equal(t, "after", steps["after-loop-stop"].Text)
+	t.Logf("summary: %s", bytes.TrimSpace(stdout.Bytes()))
+	assert.Equal(t, 7, srv.Served(), "every scripted response used, none requested after a cancel")
+
+	require.NotNil(t, sum.Exit.Code, "acpd exit: signal %v, error %q", sum.Exit.Signal, sum.Exit.Error)
+	assert.Zero(t, *sum.Exit.Code, "acpd exits 0 when its stdin closes")
+}
+
+// interopClient returns a directory holding client.mjs next to a
+// node_modules installed from the committed lock. The install is cached
+// under the user cache directory, keyed by the lock's hash, so only the
+// first run needs the registry.
+func interopClient(t *testing.T, npm string) string {
+	t.Helper()
+	manifest, err := os.ReadFile(filepath.Join(interopDir, "package.json"))
+	require.NoError(t, err)
+	lock, err := os.ReadFile(filepath.Join(interopDir, "package-lock.json"))
+	require.NoError(t, err)
+	client, err := os.ReadFile(filepath.Join(interopDir, "client.mjs"))
+	require.NoError(t, err)
+
+	sum := sha256.Sum256(append(append([]byte{}, manifest...), lock...))
+	key := "interop-" + hex.EncodeToString(sum[:8])
+	root := t.TempDir()
+	if cache, err := os.UserCacheDir(); err == nil {
+		root = filepath.Join(cache, "acpd-test")
+	}
+	modules := filepath.Join(root, key, "node_modules")
+	if _, err := os.Stat(filepath.Join(modules, "@agentclientprotocol", "sdk", "package.json")); errors.Is(err, fs.ErrNotExist) {
+		installSDK(t, npm, root, key, manifest, lock)
+	} else {
+		require.NoError(t, err)
+	}
+
+	// ES modules ignore NODE_PATH; a node_modules link beside the script
+	// makes the SDK resolvable while the install stays shared.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "client.mjs"), client, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "package.json"), manifest, 0o644))
+	require.NoError(t, os.Symlink(modules, filepath.Join(dir, "node_modules")))
+	return dir
+}
+
+// installSDK runs `npm ci` from the committed lock in a scratch directory
+// and renames it into place, so a concurrent or interrupted run never sees
+// a half-written install.
+func installSDK(t *testing.T, npm, root, key string, manifest, lock []byte) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(root, 0o755))
+	tmp, err := os.MkdirTemp(root, key+".tmp-")
+	require.NoError(t, err)
+	defer os.RemoveAll(tmp)
+	require.NoError(t, os.WriteFile(filepath.Join(tmp, "package.json"), manifest, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(tmp, "package-lock.json"), lock, 0o644))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	cmd.Dir = tmp
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "npm ci in %s (the interop test needs the npm registry once):\n%s", tmp, out)
+	t.Logf("installed @agentclientprotocol/sdk in %v", time.Since(start).Round(time.Millisecond))
+
+	dst := filepath.Join(root, key)
+	err = os.Rename(tmp, dst)
+	if isExistErr(err) {
+		if _, serr := os.Stat(filepath.Join(dst, "node_modules", "@agentclientprotocol", "sdk", "package.json")); serr == nil {
+			return // another run installed it first
+		}
+		// A leftover without the SDK: replace it.
+		require.NoError(t, os.RemoveAll(dst))
+		err = os.Rename(tmp, dst)
+	}
+	require.NoError(t, err)
+}
+
+// isExistErr reports a rename refused because another run installed first.
+func isExistErr(err error) bool {
+	return errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTEMPTY)
+}

@@ -1,0 +1,188 @@
+// Interop client for session/interop_ts_test.go: drives the built acpd with
+// the official ACP TypeScript SDK over the daemon's real stdio and prints one
+// JSON summary line on stdout, which the Go test asserts. Everything else
+// (the SDK's complaints, acpd's own stderr) goes to stderr.
+//
+// usage: node client.mjs <workspace> <acpd binary> [acpd flags...]
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { format } from "node:util";
+import * as acp from "@agentclientprotocol/sdk";
+
+const [workspace, bin, ...acpdArgs] = process.argv.slice(2);
+const summary = { steps: [], sdkErrors: [] };
+
+function emit() {
+  process.stdout.write(JSON.stringify(summary) + "\n");
+}
+
+// The SDK reports notifications it cannot parse against its generated
+// schemas (and unknown responses) with console.error instead of failing the
+// call; collect them so the test can insist there are none.
+const consoleError = console.error;
+console.error = (...args) => {
+  summary.sdkErrors.push(format(...args));
+  consoleError(...args);
+};
+
+const watchdog = setTimeout(() => {
+  summary.fatal = "interop client timed out";
+  emit();
+  process.exit(2);
+}, 90_000);
+
+if (!workspace || !bin) {
+  summary.fatal = "usage: node client.mjs <workspace> <acpd binary> [acpd flags...]";
+  emit();
+  process.exit(2);
+}
+
+const child = spawn(bin, acpdArgs, { stdio: ["pipe", "pipe", "inherit"] });
+const exited = new Promise((resolve) => {
+  child.on("exit", (code, signal) => resolve({ code, signal }));
+  child.on("error", (err) => resolve({ code: null, signal: null, error: String(err) }));
+});
+
+// step is the prompt being observed; the handlers below record into it and
+// call its hooks.
+let step = null;
+
+function newStep(name, hooks = {}) {
+  return {
+    name,
+    hooks,
+    toolCalls: 0,
+    toolCallUpdates: 0,
+    statuses: {},
+    failures: {},
+    updateKinds: {},
+    permissions: [],
+    text: "",
+  };
+}
+
+function allowOnce(params) {
+  const opt = params.options.find((o) => o.kind === "allow_once");
+  if (!opt) {
+    throw new Error(`no allow_once option among ${JSON.stringify(params.options)}`);
+  }
+  return { outcome: { outcome: "selected", optionId: opt.optionId } };
+}
+
+const app = acp
+  .client({ name: "acpd-interop" })
+  .onRequest("session/request_permission", async ({ params }) => {
+    const s = step;
+    s.permissions.push({
+      toolCallId: params.toolCall.toolCallId,
+      title: params.toolCall.title ?? null,
+      optionKinds: params.options.map((o) => o.kind),
+    });
+    if (s.hooks.onPermission) {
+      return s.hooks.onPermission(params);
+    }
+    return allowOnce(params);
+  })
+  .onNotification("session/update", ({ params }) => {
+    const s = step;
+    const u = params.update;
+    s.updateKinds[u.sessionUpdate] = (s.updateKinds[u.sessionUpdate] ?? 0) + 1;
+    if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") {
+      s.text += u.content.text;
+    } else if (u.sessionUpdate === "tool_call") {
+      s.toolCalls++;
+      s.statuses[u.toolCallId] = u.status ?? "pending";
+    } else if (u.sessionUpdate === "tool_call_update") {
+      s.toolCallUpdates++;
+      if (u.status) {
+        s.statuses[u.toolCallId] = u.status;
+      }
+      if (u.status === "failed") {
+        s.failures[u.toolCallId] = (u.content ?? [])
+          .filter((c) => c.type === "content" && c.content.type === "text")
+          .map((c) => c.content.text)
+          .join("");
+      }
+    }
+    s.hooks.onUpdate?.(u);
+  });
+
+// prompt runs one prompt turn and records its stop reason or JSON-RPC error.
+async function prompt(session, name, text, hooks) {
+  step = newStep(name, hooks);
+  const start = performance.now();
+  try {
+    const resp = await session.prompt(text);
+    step.stopReason = resp.stopReason;
+  } catch (err) {
+    step.error = {
+      requestError: err instanceof acp.RequestError,
+      code: err.code ?? null,
+      message: err.message,
+      data: err.data ?? null,
+    };
+  }
+  // The SDK settles a request as soon as its response line is read, while
+  // notifications read before it go through async handler chains; one
+  // macrotask lets those chains finish so the counts are complete.
+  await new Promise((resolve) => setImmediate(resolve));
+  step.ms = Math.round(performance.now() - start);
+  const { hooks: _, ...rec } = step;
+  summary.steps.push(rec);
+}
+
+try {
+  const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+  await app.connectWith(stream, async (agent) => {
+    const init = await agent.request("initialize", {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+      clientInfo: { name: "acpd-interop", version: "1.0.0" },
+    });
+    summary.initialize = {
+      protocolVersion: init.protocolVersion,
+      agentInfo: init.agentInfo ?? null,
+      agentCapabilities: init.agentCapabilities ?? null,
+    };
+
+    const session = await agent.buildSession(workspace).start();
+    summary.newSession = {
+      sessionId: session.sessionId,
+      currentModeId: session.modes?.currentModeId ?? null,
+    };
+    const cancel = () => agent.notify("session/cancel", { sessionId: session.sessionId });
+
+    await prompt(session, "tools", "say hello");
+
+    // ACP: on cancel the client answers its pending permission requests
+    // with the cancelled outcome.
+    await prompt(session, "cancel-while-asking", "wait while I decide", {
+      onPermission: async () => {
+        await cancel();
+        return { outcome: { outcome: "cancelled" } };
+      },
+    });
+
+    let cancelled = false;
+    await prompt(session, "cancel-while-running", "sleep for a while", {
+      onUpdate: (u) => {
+        if (!cancelled && u.sessionUpdate === "tool_call_update" && u.status === "in_progress") {
+          cancelled = true;
+          void cancel();
+        }
+      },
+    });
+
+    await prompt(session, "loop-stopped", "loop");
+    await prompt(session, "after-loop-stop", "carry on");
+    session.dispose();
+  });
+} catch (err) {
+  summary.fatal = String(err?.stack ?? err);
+}
+
+child.stdin.end();
+summary.exit = await exited;
+clearTimeout(watchdog);
+emit();
+process.exitCode = summary.fatal ? 1 : 0;
