@@ -216,8 +216,9 @@ func cmdRun(ctx context.Context, a *app) int {
 
 	logCfg := cfg.Log
 	if a.src["log.level"].Kind == config.SourceDefault && !logCfg.Trace {
-		// Info logs would bury the turn's own output on stderr.
-		logCfg.Level = "warn"
+		// The turn's outcome is reported on stderr already; info and warn
+		// logs (session created, loop stopped) would only repeat or bury it.
+		logCfg.Level = "error"
 	}
 	logger, closeLog, err := newLogger(logCfg, a.stderr)
 	if err != nil {

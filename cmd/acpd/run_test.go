@@ -118,9 +118,10 @@ type runOut struct {
 
 func (e *runEnv) run(t *testing.T, stdin string, args ...string) runOut {
 	t.Helper()
+	bin := acpdBinary(t) // before the clock starts: the build may be slow on a busy machine
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, acpdBinary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = e.env
 	cmd.Dir = e.dir
 	cmd.Stdin = strings.NewReader(stdin)
@@ -388,9 +389,10 @@ func TestRunCmd_SIGINTDuringToolCall(t *testing.T) {
 	e := newRunEnv(t)
 	script := e.script(t, `{"toolCalls":[{"id":"s1","name":"run_shell_command","arguments":{"command":"sleep 30"}}]}
 {"text":"never reached"}`)
+	bin := acpdBinary(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, acpdBinary(t), e.scripted(script, "--yolo", "--output-format", "stream-json", "wait")...)
+	cmd := exec.CommandContext(ctx, bin, e.scripted(script, "--yolo", "--output-format", "stream-json", "wait")...)
 	cmd.Env, cmd.Dir = e.env, e.dir
 	var errOut syncBuffer // written by exec's copier while the test reads it
 	cmd.Stderr = &errOut
