@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/config"
@@ -20,6 +22,18 @@ func serve(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Wr
 	opts, err := sessionOptions(cfg, logger)
 	if err != nil {
 		return err
+	}
+	if path := os.Getenv("ACPD_CPUPROFILE"); path != "" {
+		// A diagnostic for performance work: profile the whole serve.
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("ACPD_CPUPROFILE: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("ACPD_CPUPROFILE: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	conn := acp.NewConn(stdin, stdout, acp.Options{Logger: logger, Trace: cfg.Log.Trace})
 	agent := session.NewManager(conn, opts)
@@ -64,7 +78,7 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 		Temperature:       cfg.Model.Temperature,
 		Cap:               loopdetect.Cap{Max: cfg.Model.MaxToolCallsPerTurn, Explicit: cfg.Model.MaxToolCallsPerTurnExplicit},
 		SkipLoopDetection: cfg.Model.SkipLoopDetection,
-		FailureGuard:      string(cfg.Tools.RepeatedToolFailureGuard),
+		FailureGuard:      loopdetect.FailureMode(cfg.Tools.RepeatedToolFailureGuard),
 		ApprovalMode:      string(cfg.Tools.ApprovalMode),
 		Tools:             func() *tools.Registry { return tools.NewBuiltinRegistry(exclude) },
 		ShellTimeout:      cfg.Tools.ShellTimeout,

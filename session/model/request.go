@@ -1,6 +1,8 @@
 package model
 
 import (
+	segjson "github.com/segmentio/encoding/json"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -163,7 +165,9 @@ func buildRequest(req Request) ([]byte, error) {
 			Name: t.Name, Description: t.Description, Parameters: params,
 		}})
 	}
-	return json.Marshal(out)
+	// segmentio encodes the growing history about twice as fast as
+	// encoding/json; the whole history is re-sent on every model request.
+	return segjson.Marshal(out)
 }
 
 // argumentsText is the arguments string echoed back in history: compact
