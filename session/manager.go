@@ -21,6 +21,7 @@ import (
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
 
@@ -73,6 +74,11 @@ type Options struct {
 	// AuthRequired makes session/new answer -32000 until authenticate succeeds.
 	AuthRequired bool
 
+	// Store makes sessions durable: each is recorded in a transcript there,
+	// and session/load, resume, list and delete are served (and advertised)
+	// from it. Nil keeps sessions in memory only.
+	Store *store.Store
+
 	Version string
 	Logger  *slog.Logger
 }
@@ -124,16 +130,23 @@ func (m *Manager) Initialize(_ context.Context, req *acp.InitializeRequest) (*ac
 	m.mu.Lock()
 	m.clientCaps = req.ClientCapabilities
 	m.mu.Unlock()
-	return &acp.InitializeResponse{
-		ProtocolVersion: acp.ProtocolVersion,
-		AgentCapabilities: acp.AgentCapabilities{
-			PromptCapabilities: acp.PromptCapabilities{Image: true, EmbeddedContext: true},
-			MCPCapabilities:    acp.MCPCapabilities{HTTP: true},
-			SessionCapabilities: acp.SessionCapabilities{
-				Close:                 &acp.Capability{},
-				AdditionalDirectories: &acp.Capability{},
-			},
+	caps := acp.AgentCapabilities{
+		PromptCapabilities: acp.PromptCapabilities{Image: true, EmbeddedContext: true},
+		MCPCapabilities:    acp.MCPCapabilities{HTTP: true},
+		SessionCapabilities: acp.SessionCapabilities{
+			Close:                 &acp.Capability{},
+			AdditionalDirectories: &acp.Capability{},
 		},
+	}
+	if m.opts.Store != nil {
+		caps.LoadSession = true
+		caps.SessionCapabilities.List = &acp.Capability{}
+		caps.SessionCapabilities.Resume = &acp.Capability{}
+		caps.SessionCapabilities.Delete = &acp.Capability{}
+	}
+	return &acp.InitializeResponse{
+		ProtocolVersion:   acp.ProtocolVersion,
+		AgentCapabilities: caps,
 		AuthMethods: []acp.AuthMethod{{
 			ID:          authMethodID,
 			Name:        "Use OpenAI API key",
@@ -163,6 +176,21 @@ func newSessionID() string {
 	return "sess_" + hex.EncodeToString(b[:])
 }
 
+// checkAuth refuses session creation until authenticate succeeded, when
+// authentication is required.
+func (m *Manager) checkAuth() error {
+	if !m.opts.AuthRequired {
+		return nil
+	}
+	m.mu.Lock()
+	authed := m.authed
+	m.mu.Unlock()
+	if !authed {
+		return acp.ErrAuthRequired()
+	}
+	return nil
+}
+
 func checkDirs(cwd string, extra []string) error {
 	if !filepath.IsAbs(cwd) {
 		return acp.ErrInvalidParams("cwd", "cwd must be an absolute path: "+cwd)
@@ -183,15 +211,29 @@ func (m *Manager) NewSession(ctx context.Context, req *acp.NewSessionRequest) (*
 	if err := mcp.ValidateServers(req.MCPServers); err != nil {
 		return nil, err
 	}
-	if m.opts.AuthRequired {
-		m.mu.Lock()
-		authed := m.authed
-		m.mu.Unlock()
-		if !authed {
-			return nil, acp.ErrAuthRequired()
-		}
+	if err := m.checkAuth(); err != nil {
+		return nil, err
 	}
-	s := m.newSession(newSessionID(), req.Cwd, req.AdditionalDirectories)
+	var s *Session
+	if st := m.opts.Store; st != nil {
+		s = m.newSession(store.NewID(), req.Cwd, req.AdditionalDirectories)
+		w, err := st.Create(store.SessionMeta{ID: s.id, Cwd: req.Cwd, AdditionalDirectories: req.AdditionalDirectories})
+		if err != nil {
+			m.log.Error("creating session transcript failed", "err", err)
+			return nil, acp.ErrInternal("session/new: creating the session transcript failed: " + err.Error())
+		}
+		s.w = w
+		// The starting mode and model are recorded so a reload restores them
+		// even if the daemon's defaults change in between.
+		for _, rec := range []store.Record{{Kind: store.KindMode, ModeID: s.mode}, {Kind: store.KindModel, ModelID: s.model}} {
+			if err := s.record(rec); err != nil {
+				_ = w.Close()
+				return nil, storeError(s.id, err)
+			}
+		}
+	} else {
+		s = m.newSession(newSessionID(), req.Cwd, req.AdditionalDirectories)
+	}
 	m.connectMCP(ctx, s, req.MCPServers)
 	m.mu.Lock()
 	m.sessions[s.id] = s
@@ -231,47 +273,6 @@ func errUnknownSession(id string) error {
 	return acp.ErrInvalidParams("sessionId", "Session not found for id: "+id)
 }
 
-// LoadSession is not supported without a transcript store.
-func (m *Manager) LoadSession(context.Context, *acp.LoadSessionRequest) (*acp.LoadSessionResponse, error) {
-	return nil, acp.ErrMethodNotFound(acp.MethodSessionLoad)
-}
-
-// ResumeSession is not supported without a transcript store.
-func (m *Manager) ResumeSession(context.Context, *acp.ResumeSessionRequest) (*acp.LoadSessionResponse, error) {
-	return nil, acp.ErrMethodNotFound(acp.MethodSessionResume)
-}
-
-// ListSessions is not supported without a transcript store.
-func (m *Manager) ListSessions(context.Context, *acp.ListSessionsRequest) (*acp.ListSessionsResponse, error) {
-	return nil, acp.ErrMethodNotFound(acp.MethodSessionList)
-}
-
-// DeleteSession is not supported without a transcript store.
-func (m *Manager) DeleteSession(context.Context, *acp.SessionIDRequest) (*acp.Empty, error) {
-	return nil, acp.ErrMethodNotFound(acp.MethodSessionDelete)
-}
-
-// CloseSession behaves as session/cancel, waits for the turn to answer, then
-// frees the session.
-func (m *Manager) CloseSession(ctx context.Context, req *acp.SessionIDRequest) (*acp.Empty, error) {
-	s := m.session(req.SessionID)
-	if s == nil {
-		return nil, errUnknownSession(req.SessionID)
-	}
-	s.cancelTurn()
-	if err := s.acquire(ctx); err != nil {
-		return nil, err
-	}
-	s.release()
-	m.mu.Lock()
-	if m.sessions[s.id] == s {
-		delete(m.sessions, s.id)
-	}
-	m.mu.Unlock()
-	s.closeMCP()
-	return &acp.Empty{}, nil
-}
-
 // SetSessionMode switches the approval mode.
 func (m *Manager) SetSessionMode(_ context.Context, req *acp.SetSessionModeRequest) (*acp.Empty, error) {
 	s := m.session(req.SessionID)
@@ -280,6 +281,9 @@ func (m *Manager) SetSessionMode(_ context.Context, req *acp.SetSessionModeReque
 	}
 	if !validMode(req.ModeID) {
 		return nil, acp.ErrInvalidParams("modeId", "Unknown approval mode: "+req.ModeID)
+	}
+	if err := s.record(store.Record{Kind: store.KindMode, ModeID: req.ModeID}); err != nil {
+		return nil, storeError(s.id, err)
 	}
 	s.setMode(req.ModeID)
 	return &acp.Empty{}, nil
@@ -300,10 +304,16 @@ func (m *Manager) SetSessionConfigOption(_ context.Context, req *acp.SetSessionC
 		if !validMode(value) {
 			return nil, acp.ErrInvalidParams("value", "Unknown approval mode: "+value)
 		}
+		if err := s.record(store.Record{Kind: store.KindMode, ModeID: value}); err != nil {
+			return nil, storeError(s.id, err)
+		}
 		s.setMode(value)
 	case "model":
 		if !slices.Contains(m.opts.Models, value) {
 			return nil, acp.ErrInvalidParams("value", "Unknown model: "+value)
+		}
+		if err := s.record(store.Record{Kind: store.KindModel, ModelID: value}); err != nil {
+			return nil, storeError(s.id, err)
 		}
 		s.mu.Lock()
 		s.model = value
@@ -329,21 +339,6 @@ func (m *Manager) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.Prom
 func (m *Manager) Cancel(req *acp.SessionIDRequest) {
 	if s := m.session(req.SessionID); s != nil {
 		s.cancelTurn()
-	}
-}
-
-// Close cancels every running turn. The connection's own shutdown cancels
-// request contexts too; Close also covers turns started in-process.
-func (m *Manager) Close() {
-	m.mu.Lock()
-	ss := make([]*Session, 0, len(m.sessions))
-	for _, s := range m.sessions {
-		ss = append(ss, s)
-	}
-	m.mu.Unlock()
-	for _, s := range ss {
-		s.cancelTurn()
-		s.closeMCP()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
 
@@ -63,17 +64,17 @@ func (t *turn) env(id string) *tools.Env {
 // execution, sending its frames (§10 runTool, §11).
 func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 	s := t.s
-	id := s.newToolCallID(p.id)
+	id := p.acpID
 	env := t.env(id)
 	meta := acp.Meta{"toolName": p.Name}
 
 	fail := func(title string, kind acp.ToolKind, msg string, o failureObservation) toolRun {
-		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
+		t.open(ctx, p, acp.ToolCall{
 			ToolCallID: id, Title: title, Kind: kind, Status: acp.StatusPending, RawInput: p.args, Meta: meta,
-		}})
-		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
+		})
+		t.close(ctx, p, acp.ToolCallUpdate{
 			ToolCallID: id, Status: acp.StatusFailed, Content: []acp.ToolCallContent{acp.TextContent(msg)},
-		}})
+		}, msg)
 		return toolRun{llm: msg, obs: o}
 	}
 	invalid := func(kind acp.ToolKind, msg string) toolRun {
@@ -118,11 +119,21 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 		return fail(title, tool.Kind(), planBlockedMessage(p.Name), failureObservation{terminal: "error", execution: "not_started", tool: p.Name, errType: "EXECUTION_DENIED"})
 	}
 
-	// todo_write is shown as the session plan, not as a tool call.
+	// todo_write is shown as the session plan, not as a tool call. Its
+	// result is still recorded, since the model's history needs it; a
+	// replay shows it as a finished call (the store has no hidden result).
 	if p.Name == todoWriteTool {
 		res := call.Execute(ctx, env)
+		st := acp.StatusCompleted
+		if res.Err != nil || ctx.Err() != nil {
+			st = acp.StatusFailed
+		}
+		t.rec(store.Record{Kind: store.KindToolResult, Tool: &store.ToolCallRecord{
+			ToolCallID: id, Name: p.Name, Title: title, Kind: tool.Kind(), Status: st,
+			RawInput: rawJSON(p.args), ModelText: res.LLMContent,
+		}})
 		if res.Plan != nil {
-			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdatePlan, Entries: res.Plan})
+			t.recordPlan(ctx, res.Plan)
 		}
 		return toolRun{llm: res.LLMContent, obs: observe(p.Name, res, ctx)}
 	}
@@ -132,28 +143,30 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 	if ask {
 		status = acp.StatusPending
 	}
-	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
+	t.open(ctx, p, acp.ToolCall{
 		ToolCallID: id, Title: title, Kind: tool.Kind(), Status: status,
 		Content: conf.Content, Locations: call.Locations(), RawInput: p.args, Meta: meta,
-	}})
-	finish := func(st acp.ToolCallStatus, content []acp.ToolCallContent, raw any, locs []acp.ToolCallLocation) {
-		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
-			ToolCallID: id, Status: st, Content: content, RawOutput: raw, Locations: locs,
-		}})
+	})
+	failed := func(msg string) {
+		t.close(ctx, p, acp.ToolCallUpdate{
+			ToolCallID: id, Status: acp.StatusFailed, Content: []acp.ToolCallContent{acp.TextContent(msg)},
+		}, msg)
 	}
 	if ask {
 		verdict, msg := t.askPermission(ctx, id, p, tool, call, conf, meta)
 		switch verdict {
 		case permAllow:
-			finish(acp.StatusInProgress, nil, nil, nil)
+			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
+				ToolCallID: id, Status: acp.StatusInProgress,
+			}})
 		case permCancel:
 			if ctx.Err() != nil {
 				msg = loopdetect.ToolExecutionCancelledMessage
 			}
-			finish(acp.StatusFailed, []acp.ToolCallContent{acp.TextContent(msg)}, nil, nil)
+			failed(msg)
 			return toolRun{llm: msg, permissionStop: true, obs: failureObservation{terminal: "cancelled", execution: "not_started", tool: p.Name}}
 		case permReject:
-			finish(acp.StatusFailed, []acp.ToolCallContent{acp.TextContent(msg)}, nil, nil)
+			failed(msg)
 			return toolRun{llm: msg, obs: failureObservation{terminal: "cancelled", execution: "not_started", tool: p.Name}}
 		}
 	}
@@ -161,7 +174,7 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 	res := call.Execute(ctx, env)
 	if ctx.Err() != nil {
 		msg := loopdetect.ToolExecutionCancelledMessage
-		finish(acp.StatusFailed, []acp.ToolCallContent{acp.TextContent(msg)}, nil, nil)
+		failed(msg)
 		return toolRun{llm: msg, obs: failureObservation{terminal: "cancelled", execution: "cancelled", tool: p.Name}}
 	}
 	content := res.Content
@@ -172,9 +185,11 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 	if res.Err != nil {
 		st = acp.StatusFailed
 	}
-	finish(st, content, res.RawOutput, res.Locations)
+	t.close(ctx, p, acp.ToolCallUpdate{
+		ToolCallID: id, Status: st, Content: content, RawOutput: res.RawOutput, Locations: res.Locations,
+	}, res.LLMContent)
 	if res.Plan != nil {
-		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdatePlan, Entries: res.Plan})
+		t.recordPlan(ctx, res.Plan)
 	}
 	return toolRun{llm: res.LLMContent, obs: observe(p.Name, res, ctx)}
 }
@@ -317,6 +332,7 @@ func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools
 	case acp.AllowAlways:
 		if c.Kind == tools.ConfirmEdit {
 			// "Allow All Edits" switches the session to auto-edit, as qwen-code does.
+			t.rec(store.Record{Kind: store.KindMode, ModeID: ModeAutoEdit})
 			s.setMode(ModeAutoEdit)
 			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentModeID: ModeAutoEdit})
 		} else {

@@ -9,6 +9,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
 
@@ -37,6 +38,13 @@ type Session struct {
 	// mcp holds the session's MCP server connections; nil without servers.
 	mcp *mcp.Set
 
+	// w appends to the session's transcript; nil when the Manager has no
+	// store. Set before the session is published and safe for concurrent use.
+	w *store.Writer
+	// freeOnce makes free (MCP stop, transcript close) run once.
+	freeOnce sync.Once
+	freeErr  error
+
 	// mu guards mode, model, allowAlways and prompts; never held while
 	// calling the client or waiting for the semaphore.
 	mu          sync.Mutex
@@ -44,6 +52,10 @@ type Session struct {
 	model       string
 	allowAlways map[string]bool // "always allow" labels remembered for this session
 	prompts     []*promptHandle // every prompt admitted and not yet answered
+	// closed is set by session/close, session/delete and Manager.Close: a
+	// prompt that finds it set is refused, so none can start after the
+	// close cancelled the admitted ones.
+	closed bool
 }
 
 // promptHandle exists to give each prompt a unique pointer, so a finishing
@@ -132,6 +144,10 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.P
 	defer cancel()
 	h := &promptHandle{cancel: cancel}
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errUnknownSession(s.id)
+	}
 	older := s.prompts
 	s.prompts = append(append([]*promptHandle(nil), older...), h)
 	s.mu.Unlock()
@@ -155,7 +171,7 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.P
 	if ctx.Err() != nil {
 		return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
 	}
-	return s.runTurn(ctx, msg)
+	return s.runTurn(ctx, blocks, msg)
 }
 
 // update sends one session/update. Final updates after a cancel are allowed

@@ -12,6 +12,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/store"
 )
 
 // turn is the state of one prompt turn (qwen-code's #executePromptInner).
@@ -23,6 +24,9 @@ type turn struct {
 	// tracking is cleared between prompts (vector 104).
 	answered   map[string]string // provider id -> repeat key of the call answered under it
 	duplicates map[string]bool
+	// recErr is the first transcript write that failed in this turn; the
+	// turn stops at its next step and answers -32603 naming it.
+	recErr error
 }
 
 // loopError is the foreground rejection of a loop-stopped turn (§8).
@@ -36,7 +40,21 @@ func loopError(t loopdetect.LoopType) error {
 
 var cancelled = &acp.PromptResponse{StopReason: acp.StopCancelled}
 
-func (s *Session) runTurn(ctx context.Context, msg model.Message) (*acp.PromptResponse, error) {
+func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg model.Message) (resp *acp.PromptResponse, err error) {
+	t := &turn{
+		s:          s,
+		g:          newGuard(s.m.opts.Cap, s.m.opts.SkipLoopDetection, s.m.opts.FailureGuard, s.log),
+		answered:   map[string]string{},
+		duplicates: map[string]bool{},
+	}
+	if s.w != nil {
+		// A prompt that cannot be recorded is refused before anything runs,
+		// so the conversation in memory and on disk stay the same.
+		if err := s.record(store.Record{Kind: store.KindUser, Prompt: blocks}); err != nil {
+			return nil, storeError(s.id, err)
+		}
+		defer func() { resp, err = t.end(resp, err) }()
+	}
 	if s.pendingLoopContext {
 		// The model sees why the previous turn stopped: the context message
 		// leads the next user message (measured on qwen-code 0.24.4).
@@ -49,26 +67,24 @@ func (s *Session) runTurn(ctx context.Context, msg model.Message) (*acp.PromptRe
 		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b})
 	}
 	s.notices = nil
-	t := &turn{
-		s:          s,
-		g:          newGuard(s.m.opts.Cap, s.m.opts.SkipLoopDetection, s.m.opts.FailureGuard, s.log),
-		answered:   map[string]string{},
-		duplicates: map[string]bool{},
-	}
 	for {
 		if ctx.Err() != nil {
 			return cancelled, nil
 		}
 		res, err := t.stream(ctx)
 		if ctx.Err() != nil {
-			s.appendAssistant(res)
+			t.appendAssistant(res, t.prepare(res.calls))
 			return cancelled, nil
 		}
 		if err != nil {
 			s.log.Error("model request failed", "err", err)
 			return nil, acp.ErrInternal(err.Error())
 		}
-		s.appendAssistant(res)
+		ps := t.prepare(res.calls)
+		t.appendAssistant(res, ps)
+		if t.recErr != nil {
+			return nil, storeError(s.id, t.recErr)
+		}
 		if len(res.calls) == 0 {
 			switch res.finish {
 			case "length":
@@ -78,20 +94,28 @@ func (s *Session) runTurn(ctx context.Context, msg model.Message) (*acp.PromptRe
 			}
 			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
 		}
-		out := t.runToolCalls(ctx, res.calls)
+		out := t.runToolCalls(ctx, ps)
 		s.history = append(s.history, out.messages...)
 		if out.reminder != "" {
 			s.history = append(s.history, model.Message{Role: model.RoleUser, Content: out.reminder})
+			t.rec(store.Record{Kind: store.KindReminder, Text: out.reminder})
 		}
 		switch {
 		case ctx.Err() != nil:
 			return cancelled, nil
+		case t.recErr != nil:
+			return nil, storeError(s.id, t.recErr)
 		case t.g.detected:
 			// The repeated-failure stop leaves its own message in history;
 			// every other loop stop makes the next prompt carry the context.
+			// The loop_stop record carries that context (none for the
+			// repeated-failure stop), so a reloaded session does the same.
+			stop := &store.LoopStop{LoopType: string(t.g.loopType)}
 			if t.g.loopType != loopdetect.LoopRepeatedToolExecutionFailure {
 				s.pendingLoopContext = true
+				stop.Message = loopdetect.LoopDetectedContextMessage
 			}
+			t.rec(store.Record{Kind: store.KindLoopStop, Loop: stop})
 			return nil, loopError(t.g.loopType)
 		case out.permissionStop:
 			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
@@ -106,13 +130,29 @@ type streamResult struct {
 	finish          string
 }
 
-func (s *Session) appendAssistant(r streamResult) {
+// appendAssistant adds a model response to the history and records it:
+// reasoning, text, then the calls under their ACP toolCallIds (ps), which
+// are unique within the session where provider ids need not be.
+func (t *turn) appendAssistant(r streamResult, ps []pcall) {
 	if r.text == "" && r.reasoning == "" && len(r.calls) == 0 {
 		return
 	}
+	s := t.s
 	s.history = append(s.history, model.Message{
 		Role: model.RoleAssistant, Content: r.text, Reasoning: r.reasoning, ToolCalls: r.calls,
 	})
+	if s.w == nil {
+		return
+	}
+	if r.reasoning != "" {
+		t.rec(store.Record{Kind: store.KindReasoning, Text: r.reasoning})
+	}
+	if r.text != "" {
+		t.rec(store.Record{Kind: store.KindText, Text: r.text})
+	}
+	if len(r.calls) > 0 {
+		t.rec(store.Record{Kind: store.KindToolCalls, ToolCalls: recordedCalls(r.calls, ps)})
+	}
 }
 
 // stream runs one model request, forwarding text and reasoning as chunks.
@@ -165,7 +205,12 @@ func (t *turn) stream(ctx context.Context) (streamResult, error) {
 		if used == 0 {
 			used = usage.PromptTokens + usage.CompletionTokens
 		}
-		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateUsage, Used: uint64(max(used, 0)), Size: uint64(s.m.opts.ContextWindow)})
+		u := store.Usage{
+			PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, TotalTokens: usage.TotalTokens,
+			Used: uint64(max(used, 0)), Size: uint64(s.m.opts.ContextWindow),
+		}
+		t.rec(store.Record{Kind: store.KindUsage, Usage: &u})
+		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateUsage, Used: u.Used, Size: u.Size})
 	}
 	return r, nil
 }
@@ -180,7 +225,9 @@ type batchOutcome struct {
 // pcall is one provider call prepared for execution.
 type pcall struct {
 	model.ToolCall
-	id   string // provider id, or generated when the provider sent none
+	idx   int    // position in the model response
+	id    string // provider id, or generated when the provider sent none
+	acpID string // the ACP toolCallId, unique within the session
 	dup  bool   // a replay of a call already answered in this prompt
 	args any    // decoded arguments, for rawInput and the repeat key
 	key  string // the (tool, args) repeat key
@@ -192,8 +239,8 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// prepare deduplicates the calls of one model response by id and marks
-// provider replays (§10 steps 1–3).
+// prepare deduplicates the calls of one model response by id, marks
+// provider replays (§10 steps 1–3) and gives each call its ACP toolCallId.
 func (t *turn) prepare(calls []model.ToolCall) []pcall {
 	seen := map[string]bool{}
 	out := make([]pcall, 0, len(calls))
@@ -210,7 +257,7 @@ func (t *turn) prepare(calls []model.ToolCall) []pcall {
 			continue
 		}
 		seen[id] = true
-		p := pcall{ToolCall: c, id: id}
+		p := pcall{ToolCall: c, idx: i, id: id, acpID: t.s.newToolCallID(id)}
 		if c.Invalid == "" && len(c.Arguments) > 0 {
 			if err := json.Unmarshal(c.Arguments, &p.args); err != nil {
 				p.args = string(c.Arguments)
@@ -236,10 +283,9 @@ func toolMessage(p pcall, content string) model.Message {
 	return model.Message{Role: model.RoleTool, ToolCallID: p.ID, Name: p.Name, Content: content}
 }
 
-// runToolCalls executes one model response's calls (§10).
-func (t *turn) runToolCalls(ctx context.Context, calls []model.ToolCall) batchOutcome {
+// runToolCalls executes one model response's calls, prepared (§10).
+func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 	var out batchOutcome
-	ps := t.prepare(calls)
 
 	// A provider id already answered as a duplicate, repeated again: the
 	// model is replaying; stop the turn (§7.5).
@@ -309,18 +355,17 @@ func (t *turn) runToolCalls(ctx context.Context, calls []model.ToolCall) batchOu
 // skip shows a call that never ran: a pending tool_call, then a failed
 // update carrying the reason (Decision 5: ACP wants the tool_call first).
 func (t *turn) skip(ctx context.Context, p pcall, reason string) {
-	id := t.s.newToolCallID(p.id)
 	title := p.Name
 	if title == "" {
 		title = "unknown tool"
 	}
-	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
-		ToolCallID: id, Title: title, Kind: acp.KindOther, Status: acp.StatusPending, RawInput: p.args,
+	t.open(ctx, p, acp.ToolCall{
+		ToolCallID: p.acpID, Title: title, Kind: acp.KindOther, Status: acp.StatusPending, RawInput: p.args,
 		Meta: acp.Meta{"toolName": p.Name},
-	}})
-	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
-		ToolCallID: id, Status: acp.StatusFailed, Content: []acp.ToolCallContent{acp.TextContent(reason)},
-	}})
+	})
+	t.close(ctx, p, acp.ToolCallUpdate{
+		ToolCallID: p.acpID, Status: acp.StatusFailed, Content: []acp.ToolCallContent{acp.TextContent(reason)},
+	}, reason)
 }
 
 // newToolCallID returns an ACP toolCallId unique within the session: the

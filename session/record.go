@@ -1,0 +1,157 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/store"
+)
+
+// This file records a durable session's turns in its transcript. Every
+// record is written before the client is told about it (a record precedes
+// its session/update), so whatever an editor saw of a tool call survives a
+// crash; assistant text and reasoning are recorded once their response is
+// complete, so a response cut off by a crash is absent, never partial.
+
+// storeError is the -32603 answer of a prompt whose transcript could not be
+// written. The turn stops at its next step: carrying on would run tools and
+// model requests that a reload could not show.
+func storeError(id string, err error) error {
+	return &acp.Error{
+		Code:    acp.CodeInternalError,
+		Message: fmt.Sprintf("session %s: writing the transcript failed: %v", id, err),
+		Data:    map[string]any{"sessionId": id, "errorKind": "transcript_write_failed"},
+	}
+}
+
+// record appends rec when the session is durable. A failure is logged at
+// error level and returned for the caller to answer.
+func (s *Session) record(rec store.Record) error {
+	if s.w == nil {
+		return nil
+	}
+	if err := s.w.Append(rec); err != nil {
+		s.log.Error("transcript write failed", "kind", string(rec.Kind), "err", err)
+		return err
+	}
+	return nil
+}
+
+// rec records within a turn, keeping the turn's first failure.
+func (t *turn) rec(rec store.Record) {
+	if err := t.s.record(rec); err != nil && t.recErr == nil {
+		t.recErr = err
+	}
+}
+
+// end closes a durable turn with a turn_end record (fsynced) and turns a
+// transcript failure into the prompt's answer. A loop stop or model error
+// keeps its own answer; the failure is in the log.
+func (t *turn) end(resp *acp.PromptResponse, err error) (*acp.PromptResponse, error) {
+	var stop acp.StopReason
+	var msg string
+	if resp != nil {
+		stop = resp.StopReason
+	}
+	if err != nil {
+		msg = err.Error()
+		var ae *acp.Error
+		if errors.As(err, &ae) {
+			msg = ae.Message
+		}
+	} else if t.recErr != nil {
+		msg = "transcript write failed: " + t.recErr.Error()
+	}
+	if e := t.s.w.EndTurn(stop, msg); e != nil {
+		t.s.log.Error("transcript turn end failed", "err", e)
+		if t.recErr == nil {
+			t.recErr = e
+		}
+	}
+	if err == nil && t.recErr != nil {
+		return nil, storeError(t.s.id, t.recErr)
+	}
+	return resp, err
+}
+
+// open records a tool call's first frame, then shows it.
+func (t *turn) open(ctx context.Context, p pcall, tc acp.ToolCall) {
+	t.rec(store.Record{Kind: store.KindToolCall, Tool: &store.ToolCallRecord{
+		ToolCallID: tc.ToolCallID, Name: p.Name, Title: tc.Title, Kind: tc.Kind, Status: tc.Status,
+		Locations: tc.Locations, RawInput: rawJSON(tc.RawInput), Content: tc.Content,
+	}})
+	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &tc})
+}
+
+// close records a tool call's outcome with the text the model receives
+// (llm), then shows the final frame.
+func (t *turn) close(ctx context.Context, p pcall, u acp.ToolCallUpdate, llm string) {
+	t.rec(store.Record{Kind: store.KindToolResult, Tool: &store.ToolCallRecord{
+		ToolCallID: u.ToolCallID, Name: p.Name, Kind: u.Kind, Status: u.Status, Locations: u.Locations,
+		RawOutput: rawJSON(u.RawOutput), Content: u.Content, ModelText: llm,
+	}})
+	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &u})
+}
+
+// recordPlan records and shows a plan update.
+func (t *turn) recordPlan(ctx context.Context, plan []acp.PlanEntry) {
+	t.rec(store.Record{Kind: store.KindPlan, Plan: plan})
+	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdatePlan, Entries: plan})
+}
+
+// rawJSON encodes a frame's rawInput/rawOutput; nil stays absent, and a
+// value that cannot be encoded is dropped rather than failing the record.
+func rawJSON(v any) json.RawMessage {
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case json.RawMessage:
+		if len(v) == 0 || !json.Valid(v) {
+			return nil
+		}
+		return v
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// recordedCalls is a response's calls as recorded: each under the ACP
+// toolCallId of the call prepare made of it, so tool_result records (keyed
+// by toolCallId) answer them. A call prepare folded into an earlier one with
+// the same provider id shares that id, as it shares the answer live.
+// Arguments that are not JSON are kept as a JSON string.
+func recordedCalls(calls []model.ToolCall, ps []pcall) []store.ToolCall {
+	byProvider := map[string]string{}
+	byIndex := map[int]string{}
+	for _, p := range ps {
+		byIndex[p.idx] = p.acpID
+		if p.ID != "" {
+			if _, ok := byProvider[p.ID]; !ok {
+				byProvider[p.ID] = p.acpID
+			}
+		}
+	}
+	out := make([]store.ToolCall, 0, len(calls))
+	for i, c := range calls {
+		id, ok := byIndex[i]
+		if !ok {
+			id = byProvider[c.ID]
+		}
+		if id == "" {
+			id = c.ID
+		}
+		args := c.Arguments
+		if len(args) > 0 && !json.Valid(args) {
+			args, _ = json.Marshal(string(args))
+		}
+		out = append(out, store.ToolCall{ID: id, Name: c.Name, Arguments: args, Invalid: c.Invalid})
+	}
+	return out
+}
