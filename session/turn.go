@@ -228,9 +228,9 @@ type pcall struct {
 	idx   int    // position in the model response
 	id    string // provider id, or generated when the provider sent none
 	acpID string // the ACP toolCallId, unique within the session
-	dup  bool   // a replay of a call already answered in this prompt
-	args any    // decoded arguments, for rawInput and the repeat key
-	key  string // the (tool, args) repeat key
+	dup   bool   // a replay of a call already answered in this prompt
+	args  any    // decoded arguments, for rawInput and the repeat key
+	key   string // the (tool, args) repeat key
 }
 
 func randomHex(n int) string {
