@@ -171,6 +171,11 @@ func parseRunOptions(a *app, cfg *config.Config) (runOptions, error) {
 		return o, &usageError{fmt.Sprintf("unexpected argument %q: give the prompt as one argument (quote it) and the flags before it", a.args[1])}
 	}
 	if len(a.args) == 0 || o.prompt == "-" {
+		if f, ok := a.stdin.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				fmt.Fprintln(a.stderr, "acpd run: reading the prompt from stdin; end it with Ctrl-D")
+			}
+		}
 		b, err := io.ReadAll(a.stdin)
 		if err != nil {
 			return o, &usageError{fmt.Sprintf("read prompt from stdin: %v", err)}
@@ -547,6 +552,7 @@ type runOutput struct {
 	// finish reads it on the main goroutine.
 	mu        sync.Mutex
 	inTurn    bool
+	closed    bool // finish has begun: no new replies, no more output
 	text      strings.Builder
 	calls     []*toolCallSummary
 	byID      map[string]*toolCallSummary
@@ -598,11 +604,22 @@ func (o *runOutput) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrp
 // written from the read loop could wait on an agent that is itself waiting
 // for us to read.
 func (o *runOutput) reply(ctx context.Context, conn *jsonrpc2.Conn, id jsonrpc2.ID, result any) {
-	o.replies.Go(func() { _ = conn.Reply(context.WithoutCancel(ctx), id, result) })
+	o.goReply(func() { _ = conn.Reply(context.WithoutCancel(ctx), id, result) })
 }
 
 func (o *runOutput) replyError(ctx context.Context, conn *jsonrpc2.Conn, id jsonrpc2.ID, e *jsonrpc2.Error) {
-	o.replies.Go(func() { _ = conn.ReplyWithError(context.WithoutCancel(ctx), id, e) })
+	o.goReply(func() { _ = conn.ReplyWithError(context.WithoutCancel(ctx), id, e) })
+}
+
+// goReply starts a reply unless finish has begun; the check and the Add
+// share mu so finish's Wait never races a late Add.
+func (o *runOutput) goReply(f func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return
+	}
+	o.replies.Go(f)
 }
 
 // refuse answers a permission request: headless runs cannot ask anyone, so
@@ -735,6 +752,9 @@ func (o *runOutput) toolLine(s *toolCallSummary) {
 // outcome on stderr for text.
 // It returns the first error writing the output.
 func (o *runOutput) finish(t turnOutcome) error {
+	o.mu.Lock()
+	o.closed, o.inTurn = true, false
+	o.mu.Unlock()
 	o.replies.Wait()
 	o.mu.Lock()
 	defer o.mu.Unlock()
