@@ -13,6 +13,7 @@ import (
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
 
@@ -35,6 +36,13 @@ func serve(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Wr
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// Sessions served over ACP are durable: recorded under the data
+	// directory and reopened by session/load after a restart or a crash.
+	st, err := store.Open(cfg.Session.DataDir, store.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	opts.Store = st
 	conn := acp.NewConn(stdin, stdout, acp.Options{Logger: logger, Trace: cfg.Log.Trace})
 	agent := session.NewManager(conn, opts)
 	defer agent.Close()
