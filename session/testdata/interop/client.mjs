@@ -123,8 +123,8 @@ async function prompt(session, name, text, hooks) {
     };
   }
   // The SDK settles a request as soon as its response line is read, while
-  // notifications read before it go through async handler chains; one
-  // macrotask lets those chains finish so the counts are complete.
+  // notifications read before it may still be in their async handler
+  // chains; one macrotask lets those chains finish so the counts are whole.
   await new Promise((resolve) => setImmediate(resolve));
   step.ms = Math.round(performance.now() - start);
   const { hooks: _, ...rec } = step;
