@@ -128,6 +128,7 @@ type runOptions struct {
 	cwd       string
 	sessionID string
 	format    string
+	mode      string // approval mode, for the refusal message
 }
 
 // flagString is the text of a registered flag, "" when it is absent.
@@ -162,6 +163,7 @@ func parseRunOptions(a *app, cfg *config.Config) (runOptions, error) {
 		}
 		cfg.Tools.ApprovalMode = config.ApprovalYolo
 	}
+	o.mode = string(cfg.Tools.ApprovalMode)
 
 	switch len(a.args) {
 	case 0:
@@ -246,7 +248,8 @@ func cmdRun(ctx context.Context, a *app) int {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	return runTurn(ctx, a, o, opts, cfg.Log.Trace, logger, sigs)
+	newAgent := func(c acp.Client) runAgent { return session.NewManager(c, opts) }
+	return runTurn(ctx, a, o, newAgent, cfg.Log.Trace, logger, sigs)
 }
 
 // pipeEnd joins the read side of one io.Pipe and the write side of another
@@ -262,21 +265,27 @@ func (p pipeEnd) Close() error {
 	return errors.Join(p.w.Close(), p.r.Close())
 }
 
+// runAgent is the agent acpd run drives: session.Manager, or a fake in tests.
+type runAgent interface {
+	acp.Agent
+	Close()
+}
+
 // runTurn starts the agent, drives one turn and reports it. It returns the
 // exit status.
-func runTurn(ctx context.Context, a *app, o runOptions, opts session.Options, trace bool, logger *slog.Logger, sigs <-chan os.Signal) int {
+func runTurn(ctx context.Context, a *app, o runOptions, newAgent func(acp.Client) runAgent, trace bool, logger *slog.Logger, sigs <-chan os.Signal) int {
 	toAgentR, toAgentW := io.Pipe()
 	toClientR, toClientW := io.Pipe()
 	agentEnd := pipeEnd{r: toAgentR, w: toClientW}
 	clientEnd := pipeEnd{r: toClientR, w: toAgentW}
 
 	agentConn := acp.NewConn(agentEnd, agentEnd, acp.Options{Logger: logger, Trace: trace})
-	agent := session.NewManager(agentConn, opts)
+	agent := newAgent(agentConn)
 	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
 	served := make(chan error, 1)
 	go func() { served <- agentConn.Serve(serveCtx, agent) }()
 
-	out := newRunOutput(a.stdout, a.stderr, o.format, string(opts.ApprovalMode))
+	out := newRunOutput(a.stdout, a.stderr, o.format, o.mode)
 	rpcLog := slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
 	rpc := jsonrpc2.NewConn(context.WithoutCancel(ctx), jsonrpc2.NewPlainObjectStream(clientEnd), out,
 		jsonrpc2.SetLogger(rpcLog))
