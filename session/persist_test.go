@@ -1,0 +1,262 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/acp/acptest"
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/store"
+	"github.com/acpd/acpd/session/tools"
+)
+
+// node is one acpd "process": a Store on a data directory and a Manager
+// served over a schema-checked acptest.Pipe.
+type node struct {
+	m    *Manager
+	cc   *acptest.ClientConn
+	prov *scriptProvider
+	st   *store.Store
+}
+
+var testPlan = []acp.PlanEntry{{Content: "read the file", Priority: "high", Status: "in_progress"}}
+
+func durableTools() *tools.Registry {
+	r := testTools()
+	r.Add(&fakeTool{name: "todo_write", kind: acp.KindThink, plan: testPlan})
+	r.Add(&fakeTool{name: "fail_tool", kind: acp.KindOther, execErr: errors.New("boom: disk on fire")})
+	return r
+}
+
+func startNode(t *testing.T, dir string, opts Options, responses ...[]model.Event) *node {
+	t.Helper()
+	st, err := store.Open(dir, store.Options{})
+	require.NoError(t, err)
+	n := &node{st: st, prov: &scriptProvider{responses: responses}}
+	opts.Provider = n.prov
+	opts.Model = "test-model"
+	opts.Models = []string{"other-model"}
+	if opts.Tools == nil {
+		opts.Tools = durableTools
+	}
+	if opts.ApprovalMode == "" {
+		opts.ApprovalMode = ModeYolo
+	}
+	if opts.Cap == (loopdetect.Cap{}) {
+		opts.Cap = loopdetect.Cap{Max: loopdetect.DefaultMaxToolCallsPerTurn}
+	}
+	opts.Store = st
+	n.cc = acptest.Pipe(t, func(c acp.Client) acp.Agent {
+		n.m = NewManager(c, opts)
+		return n.m
+	}, nil)
+	t.Cleanup(n.m.Close)
+	_, err = n.cc.Initialize(t.Context())
+	require.NoError(t, err)
+	return n
+}
+
+func (n *node) newSession(t *testing.T, cwd string) string {
+	t.Helper()
+	sid, err := n.cc.NewSession(t.Context(), cwd)
+	require.NoError(t, err)
+	return sid
+}
+
+// load sends session/load and returns the updates that arrived before its
+// response.
+func (n *node) load(t *testing.T, sid, cwd string) (*acp.LoadSessionResponse, []acp.SessionUpdate, error) {
+	t.Helper()
+	before := len(n.cc.Updates())
+	var resp acp.LoadSessionResponse
+	err := n.cc.Call(t.Context(), acp.MethodSessionLoad, &acp.LoadSessionRequest{SessionID: sid, Cwd: cwd, MCPServers: []acp.MCPServer{}}, &resp)
+	var ups []acp.SessionUpdate
+	for _, u := range n.cc.Updates()[before:] {
+		require.Equal(t, sid, u.SessionID)
+		ups = append(ups, u.Update)
+	}
+	return &resp, ups, err
+}
+
+func (n *node) prompt(t *testing.T, sid, text string) (*acp.PromptResponse, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	return n.cc.Prompt(ctx, sid, text)
+}
+
+// history copies a live session's conversation, holding its turn slot.
+func (n *node) history(t *testing.T, sid string) []model.Message {
+	t.Helper()
+	s := n.m.session(sid)
+	require.NotNil(t, s)
+	require.NoError(t, s.acquire(t.Context()))
+	defer s.release()
+	return slices.Clone(s.history)
+}
+
+func codeOf(t *testing.T, err error) *acp.Error {
+	t.Helper()
+	var e *acp.Error
+	require.ErrorAs(t, err, &e)
+	return e
+}
+
+// describe renders an update as "kind[:detail]" for order assertions.
+func describe(u acp.SessionUpdate) string {
+	switch u.Kind {
+	case acp.UpdateUserMessageChunk, acp.UpdateAgentMessageChunk, acp.UpdateAgentThoughtChunk:
+		return u.Kind + ":" + u.Content.Text
+	case acp.UpdateToolCall:
+		return fmt.Sprintf("%s:%s:%s", u.Kind, u.ToolCall.ToolCallID, u.ToolCall.Status)
+	case acp.UpdateToolCallUpdate:
+		return fmt.Sprintf("%s:%s:%s", u.Kind, u.ToolCallUpdate.ToolCallID, u.ToolCallUpdate.Status)
+	case acp.UpdateCurrentMode:
+		return u.Kind + ":" + u.CurrentModeID
+	case acp.UpdateUsage:
+		return fmt.Sprintf("%s:%d/%d", u.Kind, u.Used, u.Size)
+	}
+	return u.Kind
+}
+
+func describeAll(us []acp.SessionUpdate) []string {
+	out := make([]string, 0, len(us))
+	for _, u := range us {
+		out = append(out, describe(u))
+	}
+	return out
+}
+
+func TestDurable_InitializeAdvertisesOnlyWithStore(t *testing.T) {
+	for _, durable := range []bool{false, true} {
+		t.Run(fmt.Sprint("durable=", durable), func(t *testing.T) {
+			opts := Options{Provider: &scriptProvider{}, Model: "m"}
+			if durable {
+				st, err := store.Open(t.TempDir(), store.Options{})
+				require.NoError(t, err)
+				opts.Store = st
+			}
+			m := NewManager(&recClient{}, opts)
+			r, err := m.Initialize(t.Context(), &acp.InitializeRequest{ProtocolVersion: 1})
+			require.NoError(t, err)
+			caps := r.AgentCapabilities
+			assert.Equal(t, durable, caps.LoadSession)
+			assert.Equal(t, durable, caps.SessionCapabilities.List != nil)
+			assert.Equal(t, durable, caps.SessionCapabilities.Resume != nil)
+			assert.Equal(t, durable, caps.SessionCapabilities.Delete != nil)
+			assert.NotNil(t, caps.SessionCapabilities.Close)
+			if !durable {
+				_, err := m.LoadSession(t.Context(), &acp.LoadSessionRequest{SessionID: "x", Cwd: "/"})
+				assert.Equal(t, acp.CodeMethodNotFound, codeOf(t, err).Code)
+				_, err = m.ListSessions(t.Context(), &acp.ListSessionsRequest{})
+				assert.Equal(t, acp.CodeMethodNotFound, codeOf(t, err).Code)
+			}
+		})
+	}
+}
+
+// A reloaded session replays every kind of record before the load answers,
+// and its next model request carries exactly the live conversation.
+func TestDurable_LoadReplaysEverythingAndContinues(t *testing.T) {
+	dir, cwd := t.TempDir(), t.TempDir()
+	tc := func(id, name string, args map[string]any) model.Event {
+		return callsResp(call{id: id, name: name, args: args})[0]
+	}
+	r1 := []model.Event{
+		{Kind: model.EventReasoning, Text: "thinking"},
+		{Kind: model.EventText, Text: "let me look"},
+		tc("c1", "read_file", map[string]any{"file_path": "/a"}),
+		tc("c2", "no_such_tool", map[string]any{}),
+		tc("c3", "fail_tool", map[string]any{"x": 1}),
+		{Kind: model.EventUsage, Usage: model.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}},
+		{Kind: model.EventFinish, FinishReason: "tool_calls"},
+	}
+	r2 := callsResp(call{id: "c4", name: "todo_write", args: map[string]any{"todos": "x"}})
+	r3 := textResp("first done")
+	// Turn 2: five calls in one response pass the explicit cap of 4.
+	r4 := callsResp(read("/p1"), read("/p2"), read("/p3"), read("/p4"), read("/p5"))
+	opts := Options{Cap: loopdetect.Cap{Max: 4, Explicit: true}}
+	n1 := startNode(t, dir, opts, r1, r2, r3, r4)
+	sid := n1.newSession(t, cwd)
+
+	resp, err := n1.prompt(t, sid, "first")
+	require.NoError(t, err)
+	require.Equal(t, acp.StopEndTurn, resp.StopReason)
+	require.NoError(t, n1.cc.Call(t.Context(), acp.MethodSessionSetMode, &acp.SetSessionModeRequest{SessionID: sid, ModeID: ModeAutoEdit}, nil))
+	require.NoError(t, n1.cc.Call(t.Context(), acp.MethodSessionSetConfigOption,
+		map[string]any{"sessionId": sid, "configId": "model", "value": "other-model"}, nil))
+	_, err = n1.prompt(t, sid, "second")
+	requireLoopError(t, err, loopdetect.LoopTurnToolCallCap)
+	live := n1.history(t, sid)
+	n1.m.Close()
+
+	n2 := startNode(t, dir, opts, textResp("third done"))
+	lr, ups, err := n2.load(t, sid, cwd)
+	require.NoError(t, err)
+	assert.Equal(t, ModeAutoEdit, lr.Modes.CurrentModeID)
+	require.Len(t, lr.ConfigOptions, 2)
+	assert.Equal(t, "other-model", lr.ConfigOptions[1].CurrentValue)
+
+	want := []string{
+		"current_mode_update:yolo",
+		"user_message_chunk:first",
+		"usage_update:15/131072",
+		"agent_thought_chunk:thinking",
+		"agent_message_chunk:let me look",
+		"tool_call:c1:in_progress", "tool_call_update:c1:completed",
+		"tool_call:c2:pending", "tool_call_update:c2:failed",
+		"tool_call:c3:in_progress", "tool_call_update:c3:failed",
+		"tool_call:c4:completed", // todo_write: its result, shown whole
+		"plan",
+		"agent_message_chunk:first done",
+		"current_mode_update:auto-edit",
+		"user_message_chunk:second",
+	}
+	got := describeAll(ups)
+	require.GreaterOrEqual(t, len(got), len(want)+10, got)
+	assert.Equal(t, want, got[:len(want)])
+	// The five skipped calls: a pending frame, then failed with the skip text.
+	for i, d := range got[len(want):] {
+		prefix := "tool_call:"
+		if i%2 == 1 {
+			prefix = "tool_call_update:"
+		}
+		assert.True(t, strings.HasPrefix(d, prefix), d)
+	}
+	assert.Len(t, got[len(want):], 10)
+	last := ups[len(ups)-1].ToolCallUpdate
+	require.NotNil(t, last)
+	assert.Equal(t, loopdetect.LoopDetectedSkipMessage, last.Content[0].Content.Text)
+	// Content of the failed and unknown calls is what the client saw live.
+	assert.Contains(t, ups[8].ToolCallUpdate.Content[0].Content.Text, "not found in registry")
+	assert.Equal(t, "boom: disk on fire", ups[10].ToolCallUpdate.Content[0].Content.Text)
+	assert.Equal(t, testPlan, ups[12].Entries)
+
+	// The conversation continues with the full history, the loop context
+	// leading the next prompt, on the restored model.
+	resp, err = n2.prompt(t, sid, "third")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	require.Len(t, n2.prov.requests, 1)
+	req := n2.prov.requests[0]
+	assert.Equal(t, "other-model", req.Model)
+	wantMsgs := append(slices.Clone(live), model.Message{
+		Role: model.RoleUser, Content: loopdetect.LoopDetectedContextMessage + "\n\nthird",
+	})
+	assert.Equal(t, wantMsgs, req.Messages)
+	// New ACP toolCallIds do not collide with the replayed ones.
+	s := n2.m.session(sid)
+	require.NotNil(t, s)
+	require.NoError(t, s.acquire(t.Context()))
+	assert.NotEqual(t, "c1", s.newToolCallID("c1"))
+	s.release()
+}
