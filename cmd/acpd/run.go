@@ -431,8 +431,16 @@ func (c *runClient) getSessionID() string {
 	return c.sessionID
 }
 
-// cancel sends session/cancel for the running prompt. It reports false
-// when no prompt has been sent yet.
+// promptRequestID is the JSON-RPC id of the one session/prompt request,
+// chosen so $/cancel_request can name it.
+var promptRequestID = jsonrpc2.ID{Str: "acpd-run-prompt", IsString: true}
+
+// cancel sends session/cancel for the running prompt, and $/cancel_request
+// for the prompt request: the agent registers a request before it runs it,
+// but the turn only once its goroutine starts, so a session/cancel sent
+// right after the prompt could find no turn to cancel. Either way the
+// prompt answers `cancelled`. cancel reports false when no prompt has been
+// sent yet.
 func (c *runClient) cancel(ctx context.Context) bool {
 	c.mu.Lock()
 	id, prompting := c.sessionID, c.prompting
@@ -441,6 +449,10 @@ func (c *runClient) cancel(ctx context.Context) bool {
 		return false
 	}
 	if err := c.rpc.Notify(ctx, acp.MethodSessionCancel, &acp.SessionIDRequest{SessionID: id}); err != nil {
+		return false
+	}
+	rid, _ := json.Marshal(promptRequestID)
+	if err := c.rpc.Notify(ctx, acp.MethodCancelRequest, &acp.CancelRequestNotification{RequestID: rid}); err != nil {
 		return false
 	}
 	return true
@@ -491,17 +503,25 @@ func (c *runClient) run(ctx context.Context) turnOutcome {
 	}
 
 	c.mu.Lock()
-	c.sessionID, c.prompting = id, true
+	c.sessionID = id
 	c.mu.Unlock()
 	// Updates before this point replay a loaded session's history; only the
 	// new turn is reported.
 	c.out.startTurn()
 
-	var resp acp.PromptResponse
-	err = c.rpc.Call(ctx, acp.MethodSessionPrompt, &acp.PromptRequest{
+	call, err := c.rpc.DispatchCall(ctx, acp.MethodSessionPrompt, &acp.PromptRequest{
 		SessionID: id, Prompt: []acp.ContentBlock{acp.TextBlock(c.opts.prompt)},
-	}, &resp)
+	}, jsonrpc2.PickID(promptRequestID))
 	if err != nil {
+		return failed(id, "session/prompt", err)
+	}
+	// Only now is the request on the wire, so a cancel sent from here on
+	// reaches the agent after it.
+	c.mu.Lock()
+	c.prompting = true
+	c.mu.Unlock()
+	var resp acp.PromptResponse
+	if err := call.Wait(ctx, &resp); err != nil {
 		return failed(id, "session/prompt", err)
 	}
 	return turnOutcome{sessionID: id, resp: &resp}

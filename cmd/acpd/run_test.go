@@ -450,8 +450,10 @@ type fakeAgent struct {
 	client      acp.Client
 	loadSession bool
 	loadErr     error
-	// ignoreCancel makes Prompt wait for the connection to end instead.
+	// ignoreCancel makes Prompt ignore every cancellation and wait for
+	// release, as a wedged turn would.
 	ignoreCancel bool
+	release      chan struct{}
 
 	loaded        chan *acp.LoadSessionRequest
 	promptStarted chan struct{}
@@ -461,7 +463,7 @@ type fakeAgent struct {
 }
 
 func newFakeAgent() *fakeAgent {
-	return &fakeAgent{loaded: make(chan *acp.LoadSessionRequest, 1), promptStarted: make(chan struct{})}
+	return &fakeAgent{loaded: make(chan *acp.LoadSessionRequest, 1), promptStarted: make(chan struct{}), release: make(chan struct{})}
 }
 
 func (f *fakeAgent) Initialize(context.Context, *acp.InitializeRequest) (*acp.InitializeResponse, error) {
@@ -502,8 +504,8 @@ func (f *fakeAgent) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.Pr
 	}
 	close(f.promptStarted)
 	if f.ignoreCancel {
-		<-ctx.Done()
-		return nil, ctx.Err()
+		<-f.release
+		return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
 	}
 	<-turnCtx.Done()
 	return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
@@ -598,6 +600,7 @@ func TestRunTurn_Signals(t *testing.T) {
 			t.Parallel()
 			agent := newFakeAgent()
 			agent.ignoreCancel = tt.ignoreCancel
+			t.Cleanup(func() { close(agent.release) })
 			sigs := make(chan os.Signal, len(tt.signals))
 			go func() {
 				<-agent.promptStarted
