@@ -2,11 +2,15 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -259,4 +263,94 @@ func TestDurable_LoadReplaysEverythingAndContinues(t *testing.T) {
 	require.NoError(t, s.acquire(t.Context()))
 	assert.NotEqual(t, "c1", s.newToolCallID("c1"))
 	s.release()
+}
+
+// seedSessions writes n transcripts in the store's documented layout
+// (<dir>/sessions/<id>.jsonl, one JSON Record a line), one millisecond
+// apart: session i has cwd cwds[i%len(cwds)] and the prompt "prompt i".
+// Store.Open then builds the index from the files, which is much faster
+// than n Creates (each rewrites the whole index).
+func seedSessions(t *testing.T, dir string, n int, cwds ...string) {
+	t.Helper()
+	sessions := filepath.Join(dir, "sessions")
+	require.NoError(t, os.MkdirAll(sessions, 0o700))
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range n {
+		id := fmt.Sprintf("seed-%04d", i)
+		at := base.Add(time.Duration(i) * time.Millisecond)
+		var buf []byte
+		for _, rec := range []store.Record{
+			{V: store.Version, T: at, Kind: store.KindMeta, Meta: &store.SessionMeta{ID: id, Cwd: cwds[i%len(cwds)], CreatedAt: at}},
+			{V: store.Version, T: at, Kind: store.KindUser, Prompt: []acp.ContentBlock{acp.TextBlock(fmt.Sprintf("prompt %d", i))}},
+		} {
+			b, err := json.Marshal(rec)
+			require.NoError(t, err)
+			buf = append(append(buf, b...), '\n')
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(sessions, id+".jsonl"), buf, 0o600))
+	}
+}
+
+// listAll walks session/list to the end and returns the sessions and the
+// number of pages.
+func (n *node) listAll(t *testing.T, cwd string) ([]acp.SessionInfo, int) {
+	t.Helper()
+	var all []acp.SessionInfo
+	pages, cursor := 0, ""
+	for {
+		var r acp.ListSessionsResponse
+		require.NoError(t, n.cc.Call(t.Context(), acp.MethodSessionList, &acp.ListSessionsRequest{Cwd: cwd, Cursor: cursor}, &r))
+		pages++
+		all = append(all, r.Sessions...)
+		if r.NextCursor == "" {
+			return all, pages
+		}
+		require.Less(t, pages, 100, "list does not end")
+		cursor = r.NextCursor
+	}
+}
+
+func TestDurable_ListPaginates1000(t *testing.T) {
+	dir, cwdA, cwdB := t.TempDir(), t.TempDir(), t.TempDir()
+	seedSessions(t, dir, 1000, cwdA, cwdA, cwdB)
+	n := startNode(t, dir, Options{})
+
+	all, pages := n.listAll(t, "")
+	assert.Equal(t, 1000/store.DefaultPageSize, pages)
+	require.Len(t, all, 1000)
+	for i, s := range all {
+		// Newest first: seed 999 was updated last.
+		idx := 999 - i
+		require.Equal(t, fmt.Sprintf("seed-%04d", idx), s.SessionID)
+		assert.Equal(t, fmt.Sprintf("prompt %d", idx), s.Title)
+		assert.Equal(t, []string{cwdA, cwdA, cwdB}[idx%3], s.Cwd)
+		ts, err := time.Parse(time.RFC3339Nano, s.UpdatedAt)
+		require.NoError(t, err, s.UpdatedAt)
+		if i > 0 {
+			prev, _ := time.Parse(time.RFC3339Nano, all[i-1].UpdatedAt)
+			assert.True(t, ts.Before(prev), "%s not before %s", ts, prev)
+		}
+	}
+
+	onlyB, _ := n.listAll(t, cwdB)
+	require.Len(t, onlyB, 333)
+	for _, s := range onlyB {
+		assert.Equal(t, cwdB, s.Cwd)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		req   acp.ListSessionsRequest
+		field string
+	}{
+		{"bad cursor", acp.ListSessionsRequest{Cursor: "not-a-cursor"}, "cursor"},
+		{"relative cwd", acp.ListSessionsRequest{Cwd: "rel/dir"}, "cwd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := n.cc.Call(t.Context(), acp.MethodSessionList, &tc.req, nil)
+			e := codeOf(t, err)
+			assert.Equal(t, acp.CodeInvalidParams, e.Code)
+			assert.Contains(t, fmt.Sprint(e.Data), tc.field)
+		})
+	}
 }
