@@ -354,3 +354,235 @@ func TestDurable_ListPaginates1000(t *testing.T) {
 		})
 	}
 }
+
+// chunks are the user and agent text chunks of a replay, in order.
+func chunks(ups []acp.SessionUpdate) []string {
+	var out []string
+	for _, u := range ups {
+		if u.Kind == acp.UpdateUserMessageChunk || u.Kind == acp.UpdateAgentMessageChunk {
+			out = append(out, describe(u))
+		}
+	}
+	return out
+}
+
+// load → prompt → load again (in a new process each time) shows both turns;
+// a load of a session live on the same connection replays it and keeps it.
+func TestDurable_LoadPromptLoad(t *testing.T) {
+	dir, cwd := t.TempDir(), t.TempDir()
+	n1 := startNode(t, dir, Options{}, textResp("one"))
+	sid := n1.newSession(t, cwd)
+	_, err := n1.prompt(t, sid, "first")
+	require.NoError(t, err)
+	n1.m.Close()
+
+	n2 := startNode(t, dir, Options{}, textResp("two"))
+	_, ups, err := n2.load(t, sid, cwd)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"user_message_chunk:first", "agent_message_chunk:one"}, chunks(ups))
+	_, err = n2.prompt(t, sid, "second")
+	require.NoError(t, err)
+	both := []string{"user_message_chunk:first", "agent_message_chunk:one", "user_message_chunk:second", "agent_message_chunk:two"}
+
+	// Same connection, session live: replayed from disk, still usable.
+	_, ups, err = n2.load(t, sid, cwd)
+	require.NoError(t, err)
+	assert.Equal(t, both, chunks(ups))
+	n2.m.Close()
+
+	n3 := startNode(t, dir, Options{}, textResp("three"))
+	_, ups, err = n3.load(t, sid, cwd)
+	require.NoError(t, err)
+	assert.Equal(t, both, chunks(ups))
+	_, err = n3.prompt(t, sid, "third")
+	require.NoError(t, err)
+	require.Len(t, n3.prov.requests, 1)
+	var texts []string
+	for _, m := range n3.prov.requests[0].Messages {
+		texts = append(texts, string(m.Role)+":"+m.Content)
+	}
+	assert.Equal(t, []string{"user:first", "assistant:one", "user:second", "assistant:two", "user:third"}, texts)
+}
+
+// session/resume restores the session without sending any update.
+func TestDurable_ResumeSendsNothing(t *testing.T) {
+	dir, cwd := t.TempDir(), t.TempDir()
+	n1 := startNode(t, dir, Options{}, textResp("one"))
+	sid := n1.newSession(t, cwd)
+	_, err := n1.prompt(t, sid, "first")
+	require.NoError(t, err)
+	n1.m.Close()
+
+	n2 := startNode(t, dir, Options{}, textResp("two"))
+	var r acp.LoadSessionResponse
+	require.NoError(t, n2.cc.Call(t.Context(), acp.MethodSessionResume, &acp.ResumeSessionRequest{SessionID: sid, Cwd: cwd}, &r))
+	assert.Equal(t, ModeYolo, r.Modes.CurrentModeID)
+	assert.Empty(t, n2.cc.Updates())
+	_, err = n2.prompt(t, sid, "second")
+	require.NoError(t, err)
+	require.Len(t, n2.prov.requests, 1)
+	assert.Len(t, n2.prov.requests[0].Messages, 3)
+	for _, u := range n2.cc.Updates() {
+		assert.NotEqual(t, acp.UpdateUserMessageChunk, u.Update.Kind, "no replay on resume")
+	}
+}
+
+// session/close keeps the transcript (it can be loaded again); delete
+// removes it from disk and from list, and deleting again or deleting an
+// unknown id succeeds.
+func TestDurable_CloseAndDelete(t *testing.T) {
+	dir, cwd := t.TempDir(), t.TempDir()
+	n := startNode(t, dir, Options{}, textResp("one"))
+	sid := n.newSession(t, cwd)
+	_, err := n.prompt(t, sid, "first")
+	require.NoError(t, err)
+
+	require.NoError(t, n.cc.Call(t.Context(), acp.MethodSessionClose, &acp.SessionIDRequest{SessionID: sid}, nil))
+	assert.Nil(t, n.m.session(sid))
+	_, err = n.prompt(t, sid, "after close")
+	assert.Equal(t, acp.CodeInvalidParams, codeOf(t, err).Code)
+	all, _ := n.listAll(t, "")
+	require.Len(t, all, 1)
+	assert.Equal(t, "first", all[0].Title)
+	_, ups, err := n.load(t, sid, cwd)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"user_message_chunk:first", "agent_message_chunk:one"}, chunks(ups))
+
+	// Delete the (live again) session, twice, and an unknown one.
+	for _, id := range []string{sid, sid, store.NewID()} {
+		require.NoError(t, n.cc.Call(t.Context(), acp.MethodSessionDelete, &acp.SessionIDRequest{SessionID: id}, nil))
+	}
+	assert.Nil(t, n.m.session(sid))
+	assert.False(t, n.st.Exists(sid))
+	all, _ = n.listAll(t, "")
+	assert.Empty(t, all)
+	_, _, err = n.load(t, sid, cwd)
+	e := codeOf(t, err)
+	assert.Equal(t, acp.CodeResourceNotFound, e.Code)
+	assert.Contains(t, e.Message, "session:"+sid)
+
+	err = n.cc.Call(t.Context(), acp.MethodSessionDelete, &acp.SessionIDRequest{SessionID: "../escape"}, nil)
+	assert.Equal(t, acp.CodeInvalidParams, codeOf(t, err).Code)
+}
+
+// Closing a session during a turn answers that turn `cancelled`, records
+// its end, and leaves a transcript that loads.
+func TestDurable_CloseDuringTurn(t *testing.T) {
+	dir, cwd := t.TempDir(), t.TempDir()
+	n := startNode(t, dir, Options{}, textResp("never"))
+	n.prov.block = make(chan struct{})
+	sid := n.newSession(t, cwd)
+	got := make(chan *acp.PromptResponse, 1)
+	go func() {
+		r, _ := n.cc.Prompt(t.Context(), sid, "wait")
+		got <- r
+	}()
+	require.Eventually(t, func() bool {
+		n.prov.mu.Lock()
+		defer n.prov.mu.Unlock()
+		return len(n.prov.requests) == 1
+	}, testTimeout, tick)
+	require.NoError(t, n.cc.Call(t.Context(), acp.MethodSessionClose, &acp.SessionIDRequest{SessionID: sid}, nil))
+	select {
+	case r := <-got:
+		require.NotNil(t, r)
+		assert.Equal(t, acp.StopCancelled, r.StopReason)
+	case <-time.After(testTimeout):
+		t.Fatal("prompt never answered")
+	}
+	tr, err := n.st.Load(sid)
+	require.NoError(t, err)
+	end := tr.Records[len(tr.Records)-1]
+	assert.Equal(t, store.KindTurnEnd, end.Kind)
+	assert.Equal(t, acp.StopCancelled, end.StopReason)
+}
+
+// A second process (another Store and Manager on the same data directory)
+// cannot load, resume or delete a session the first one holds.
+func TestDurable_LockedByAnotherProcess(t *testing.T) {
+	dir, cwd := t.TempDir(), t.TempDir()
+	n1 := startNode(t, dir, Options{})
+	sid := n1.newSession(t, cwd)
+	n2 := startNode(t, dir, Options{})
+	_, _, err := n2.load(t, sid, cwd)
+	e := codeOf(t, err)
+	assert.Equal(t, acp.CodeInternalError, e.Code)
+	assert.Equal(t, "session "+sid+" is in use by another acpd process", e.Message)
+	err = n2.cc.Call(t.Context(), acp.MethodSessionResume, &acp.ResumeSessionRequest{SessionID: sid, Cwd: cwd}, nil)
+	assert.Equal(t, "session "+sid+" is in use by another acpd process", codeOf(t, err).Message)
+	err = n2.cc.Call(t.Context(), acp.MethodSessionDelete, &acp.SessionIDRequest{SessionID: sid}, nil)
+	assert.Equal(t, "session "+sid+" is in use by another acpd process", codeOf(t, err).Message)
+
+	// Once the first process lets go, the second one loads it.
+	require.NoError(t, n1.cc.Call(t.Context(), acp.MethodSessionClose, &acp.SessionIDRequest{SessionID: sid}, nil))
+	_, _, err = n2.load(t, sid, cwd)
+	require.NoError(t, err)
+}
+
+func TestDurable_LoadValidation(t *testing.T) {
+	dir, cwd := t.TempDir(), t.TempDir()
+	n := startNode(t, dir, Options{})
+	sid := n.newSession(t, cwd)
+	n.m.Close()
+	n = startNode(t, dir, Options{})
+	cases := []struct {
+		name  string
+		req   acp.LoadSessionRequest
+		code  int
+		field string
+	}{
+		{"relative cwd", acp.LoadSessionRequest{SessionID: sid, Cwd: "rel"}, acp.CodeInvalidParams, "cwd"},
+		{"relative extra root", acp.LoadSessionRequest{SessionID: sid, Cwd: cwd, AdditionalDirectories: []string{"x"}}, acp.CodeInvalidParams, "additionalDirectories[0]"},
+		{"id escaping the data dir", acp.LoadSessionRequest{SessionID: "../../etc/passwd", Cwd: cwd}, acp.CodeInvalidParams, "sessionId"},
+		{"empty id", acp.LoadSessionRequest{SessionID: "", Cwd: cwd}, acp.CodeInvalidParams, "sessionId"},
+		{"unknown id", acp.LoadSessionRequest{SessionID: store.NewID(), Cwd: cwd}, acp.CodeResourceNotFound, "uri"},
+		{"unnamed MCP server", acp.LoadSessionRequest{SessionID: sid, Cwd: cwd, MCPServers: []acp.MCPServer{{Command: "/bin/true"}}}, acp.CodeInvalidParams, "mcpServers[0].name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.req.MCPServers == nil {
+				tc.req.MCPServers = []acp.MCPServer{}
+			}
+			err := n.cc.Call(t.Context(), acp.MethodSessionLoad, &tc.req, nil)
+			e := codeOf(t, err)
+			assert.Equal(t, tc.code, e.Code, e.Message)
+			assert.Contains(t, fmt.Sprint(e.Data), tc.field)
+		})
+	}
+	// None of the failures took the session's lock.
+	_, _, err := n.load(t, sid, cwd)
+	require.NoError(t, err)
+}
+
+// A transcript write that fails answers the prompt -32603 naming the
+// failure: before the turn starts (nothing runs) and in the middle of a
+// turn (it stops after the batch).
+func TestDurable_StoreWriteFailure(t *testing.T) {
+	t.Run("before the turn", func(t *testing.T) {
+		n := startNode(t, t.TempDir(), Options{}, textResp("unreached"))
+		sid := n.newSession(t, t.TempDir())
+		require.NoError(t, n.m.session(sid).w.Close())
+		_, err := n.prompt(t, sid, "hello")
+		e := codeOf(t, err)
+		assert.Equal(t, acp.CodeInternalError, e.Code)
+		assert.Contains(t, e.Message, "session "+sid+": writing the transcript failed")
+		assert.Contains(t, e.Message, store.ErrClosed.Error())
+		assert.Empty(t, n.prov.requests, "no model request without a recorded prompt")
+	})
+	t.Run("during a tool call", func(t *testing.T) {
+		var n *node
+		var sid string
+		closer := func() *tools.Registry {
+			return tools.NewRegistry(&fakeTool{name: "read_file", kind: acp.KindRead, run: func(context.Context) {
+				_ = n.m.session(sid).w.Close()
+			}})
+		}
+		n = startNode(t, t.TempDir(), Options{Tools: closer}, callsResp(read("/a")), textResp("unreached"))
+		sid = n.newSession(t, t.TempDir())
+		_, err := n.prompt(t, sid, "hello")
+		e := codeOf(t, err)
+		assert.Equal(t, acp.CodeInternalError, e.Code)
+		assert.Contains(t, e.Message, "writing the transcript failed")
+		assert.Len(t, n.prov.requests, 1, "the turn stops after the batch")
+	})
+}
