@@ -421,11 +421,32 @@ func (c *Conn) SessionUpdate(_ context.Context, n *SessionNotification) error {
 	if b, ok := appendTextChunk(make([]byte, 0, 256), n); ok {
 		return c.stream.writeLine(b)
 	}
+	const head = `{"jsonrpc":"2.0","method":"` + MethodSessionUpdate + `","params":`
+	if n.Meta == nil {
+		// Calling the update's MarshalJSON directly spares encoding/json's
+		// re-validation and compaction of its output (a third of the cost
+		// of a tool-call frame).
+		update, err := n.Update.MarshalJSON()
+		if err != nil {
+			return fmt.Errorf("%s: %w", MethodSessionUpdate, err)
+		}
+		sid, err := json.Marshal(n.SessionID)
+		if err != nil {
+			return fmt.Errorf("%s: %w", MethodSessionUpdate, err)
+		}
+		b := make([]byte, 0, len(head)+len(sid)+len(update)+28)
+		b = append(b, head...)
+		b = append(b, `{"sessionId":`...)
+		b = append(b, sid...)
+		b = append(b, `,"update":`...)
+		b = append(b, update...)
+		b = append(b, "}}"...)
+		return c.stream.writeLine(b)
+	}
 	params, err := json.Marshal(n)
 	if err != nil {
 		return fmt.Errorf("%s: %w", MethodSessionUpdate, err)
 	}
-	const head = `{"jsonrpc":"2.0","method":"` + MethodSessionUpdate + `","params":`
 	b := make([]byte, 0, len(head)+len(params)+2)
 	b = append(b, head...)
 	b = append(b, params...)

@@ -30,6 +30,8 @@ type Session struct {
 	pendingLoopContext bool
 	toolCallIDs        map[string]bool
 	toolSeq            int
+	// msgCache keeps the wire encoding of history already sent to the model.
+	msgCache model.MessageCache
 	// notices are messages for the user (e.g. an MCP server that failed to
 	// start) sent as agent text at the start of the next turn: updates for a
 	// new session must not precede its session/new response.

@@ -167,6 +167,7 @@ func (t *turn) stream(ctx context.Context) (streamResult, error) {
 		Tools:       s.tools.Specs(),
 		MaxTokens:   s.m.opts.MaxTokens,
 		Temperature: s.m.opts.Temperature,
+		Cache:       &s.msgCache,
 	}
 	var r streamResult
 	var text, reasoning strings.Builder

@@ -92,6 +92,9 @@ type Request struct {
 	Tools       []ToolSpec
 	MaxTokens   int      // 0: provider default
 	Temperature *float64 // nil: provider default
+	// Cache, when set, memoises the encoding of Messages across requests of
+	// one conversation (see MessageCache); nil encodes everything each time.
+	Cache *MessageCache
 }
 
 // Provider streams one model response. The sequence ends after the last

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // Wire shapes of a chat.completions request (spec §2).
@@ -67,6 +68,63 @@ type chatToolSpec struct {
 
 var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
+// MessageCache memoises the wire encoding of a conversation's messages. The
+// whole conversation is re-sent on every model request and only grows, so a
+// session keeps one cache (Request.Cache) and each request encodes only the
+// messages that are new since the last one. Safe for concurrent use; the zero
+// value is ready.
+type MessageCache struct {
+	mu  sync.Mutex
+	src []Message
+	enc [][]byte
+}
+
+// prefix returns the encodings of the longest prefix of msgs that is
+// unchanged since the last store.
+func (c *MessageCache) prefix(msgs []Message) [][]byte {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for n < len(msgs) && n < len(c.src) && sameMessage(c.src[n], msgs[n]) {
+		n++
+	}
+	return c.enc[:n:n]
+}
+
+func (c *MessageCache) store(msgs []Message, enc [][]byte) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.src, c.enc = msgs, enc
+	c.mu.Unlock()
+}
+
+// sameMessage is cheap when a and b share their data, as a conversation's
+// earlier messages do from one request to the next.
+func sameMessage(a, b Message) bool {
+	if a.Role != b.Role || a.Content != b.Content || a.Reasoning != b.Reasoning ||
+		a.ToolCallID != b.ToolCallID || a.Name != b.Name ||
+		len(a.Images) != len(b.Images) || len(a.ToolCalls) != len(b.ToolCalls) {
+		return false
+	}
+	for i := range a.Images {
+		if a.Images[i] != b.Images[i] {
+			return false
+		}
+	}
+	for i, x := range a.ToolCalls {
+		y := b.ToolCalls[i]
+		if x.ID != y.ID || x.Name != y.Name || x.Invalid != y.Invalid || !bytes.Equal(x.Arguments, y.Arguments) {
+			return false
+		}
+	}
+	return true
+}
+
 // buildRequest converts a Request to the wire body. Bad input is reported
 // with the offending field's path.
 func buildRequest(req Request) ([]byte, error) {
@@ -76,25 +134,54 @@ func buildRequest(req Request) ([]byte, error) {
 		StreamOptions: &streamOptions{IncludeUsage: true},
 		MaxTokens:     req.MaxTokens,
 		Temperature:   req.Temperature,
-		Messages:      make([]chatMessage, 0, len(req.Messages)+1),
 	}
 	if req.MaxTokens < 0 {
 		return nil, fmt.Errorf("maxTokens: must not be negative, got %d", req.MaxTokens)
 	}
+	// segmentio encodes about twice as fast as encoding/json, and messages
+	// already sent are taken from the cache: the history is re-sent on every
+	// model request.
+	encode := func(cm chatMessage) ([]byte, error) { return segjson.Marshal(cm) }
+	cached := req.Cache.prefix(req.Messages)
+	encoded := make([][]byte, 0, len(req.Messages))
+	var system []byte
 	if req.System != "" {
-		out.Messages = append(out.Messages, chatMessage{Role: string(RoleSystem), Content: req.System})
+		b, err := encode(chatMessage{Role: string(RoleSystem), Content: req.System})
+		if err != nil {
+			return nil, err
+		}
+		system = b
 	}
 	// Calls without a provider id get call_<msg>_<n>; the tool results that
 	// follow with an empty ToolCallID take those ids in order, so the pairs
 	// the provider checks stay intact.
 	var pending []string
 	for i, m := range req.Messages {
+		if i < len(cached) {
+			// Already encoded; keep only the id bookkeeping below current.
+			switch m.Role {
+			case RoleAssistant:
+				pending = pending[:0]
+				for j, tc := range m.ToolCalls {
+					if tc.ID == "" {
+						pending = append(pending, fmt.Sprintf("call_%d_%d", i, j))
+					}
+				}
+			case RoleTool:
+				if m.ToolCallID == "" && len(pending) > 0 {
+					pending = pending[1:]
+				}
+			}
+			encoded = append(encoded, cached[i])
+			continue
+		}
 		field := fmt.Sprintf("messages[%d]", i)
+		var cm chatMessage
 		switch m.Role {
 		case RoleSystem:
-			out.Messages = append(out.Messages, chatMessage{Role: string(RoleSystem), Content: m.Content})
+			cm = chatMessage{Role: string(RoleSystem), Content: m.Content}
 		case RoleUser:
-			cm := chatMessage{Role: string(RoleUser), Content: m.Content}
+			cm = chatMessage{Role: string(RoleUser), Content: m.Content}
 			if len(m.Images) > 0 {
 				parts := make([]chatPart, 0, len(m.Images)+1)
 				if m.Content != "" {
@@ -110,9 +197,8 @@ func buildRequest(req Request) ([]byte, error) {
 				}
 				cm.Content = parts
 			}
-			out.Messages = append(out.Messages, cm)
 		case RoleAssistant:
-			cm := chatMessage{Role: string(RoleAssistant)}
+			cm = chatMessage{Role: string(RoleAssistant)}
 			if m.Content != "" {
 				cm.Content = m.Content
 			} else if m.Reasoning != "" {
@@ -137,7 +223,6 @@ func buildRequest(req Request) ([]byte, error) {
 					Function: chatFunction{Name: tc.Name, Arguments: argumentsText(tc)},
 				})
 			}
-			out.Messages = append(out.Messages, cm)
 		case RoleTool:
 			id := m.ToolCallID
 			if id == "" {
@@ -146,11 +231,17 @@ func buildRequest(req Request) ([]byte, error) {
 				}
 				id, pending = pending[0], pending[1:]
 			}
-			out.Messages = append(out.Messages, chatMessage{Role: string(RoleTool), Content: m.Content, ToolCallID: id})
+			cm = chatMessage{Role: string(RoleTool), Content: m.Content, ToolCallID: id}
 		default:
 			return nil, fmt.Errorf("%s.role: unknown role %q", field, m.Role)
 		}
+		b, err := encode(cm)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		encoded = append(encoded, b)
 	}
+	req.Cache.store(req.Messages, encoded)
 	for i, t := range req.Tools {
 		if t.Name == "" {
 			return nil, fmt.Errorf("tools[%d].name: required", i)
@@ -165,9 +256,36 @@ func buildRequest(req Request) ([]byte, error) {
 			Name: t.Name, Description: t.Description, Parameters: params,
 		}})
 	}
-	// segmentio encodes the growing history about twice as fast as
-	// encoding/json; the whole history is re-sent on every model request.
-	return segjson.Marshal(out)
+	head, err := segjson.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	// Splice the encoded messages in. `"messages":null` can only occur as
+	// the key: inside a JSON string its quotes would be escaped.
+	const hole = `"messages":null`
+	at := bytes.Index(head, []byte(hole))
+	if at < 0 {
+		return nil, fmt.Errorf("model request: messages field missing from %s", head)
+	}
+	size := len(head) + len(system) + 2
+	for _, b := range encoded {
+		size += len(b) + 1
+	}
+	body := make([]byte, 0, size)
+	body = append(body, head[:at]...)
+	body = append(body, `"messages":[`...)
+	if system != nil {
+		body = append(body, system...)
+	}
+	for i, b := range encoded {
+		if i > 0 || system != nil {
+			body = append(body, ',')
+		}
+		body = append(body, b...)
+	}
+	body = append(body, ']')
+	body = append(body, head[at+len(hole):]...)
+	return body, nil
 }
 
 // argumentsText is the arguments string echoed back in history: compact
