@@ -419,9 +419,14 @@ type runClient struct {
 	out  *runOutput
 	opts runOptions
 
-	// mu guards sessionID and prompting, which the signal path reads.
+	// mu guards sessionID, which the signal path reads.
 	mu        sync.Mutex
 	sessionID string
+
+	// sendMu orders the prompt request before any cancel of it: it is held
+	// while the request is written and prompting set, and while a cancel
+	// reads prompting and writes its notifications.
+	sendMu    sync.Mutex
 	prompting bool
 }
 
@@ -442,12 +447,12 @@ var promptRequestID = jsonrpc2.ID{Str: "acpd-run-prompt", IsString: true}
 // prompt answers `cancelled`. cancel reports false when no prompt has been
 // sent yet.
 func (c *runClient) cancel(ctx context.Context) bool {
-	c.mu.Lock()
-	id, prompting := c.sessionID, c.prompting
-	c.mu.Unlock()
-	if !prompting {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if !c.prompting {
 		return false
 	}
+	id := c.getSessionID()
 	if err := c.rpc.Notify(ctx, acp.MethodSessionCancel, &acp.SessionIDRequest{SessionID: id}); err != nil {
 		return false
 	}
@@ -509,17 +514,15 @@ func (c *runClient) run(ctx context.Context) turnOutcome {
 	// new turn is reported.
 	c.out.startTurn()
 
+	c.sendMu.Lock()
 	call, err := c.rpc.DispatchCall(ctx, acp.MethodSessionPrompt, &acp.PromptRequest{
 		SessionID: id, Prompt: []acp.ContentBlock{acp.TextBlock(c.opts.prompt)},
 	}, jsonrpc2.PickID(promptRequestID))
+	c.prompting = err == nil
+	c.sendMu.Unlock()
 	if err != nil {
 		return failed(id, "session/prompt", err)
 	}
-	// Only now is the request on the wire, so a cancel sent from here on
-	// reaches the agent after it.
-	c.mu.Lock()
-	c.prompting = true
-	c.mu.Unlock()
 	var resp acp.PromptResponse
 	if err := call.Wait(ctx, &resp); err != nil {
 		return failed(id, "session/prompt", err)
