@@ -22,6 +22,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session"
+	"github.com/acpd/acpd/session/store"
 )
 
 // Exit statuses of `acpd run` beyond exitOK, exitError and exitUsage.
@@ -75,7 +76,7 @@ func (f *outputFormat) Set(s string) error {
 
 func runFlags(fs *flag.FlagSet) {
 	fs.String("cwd", "", "workspace directory of the session (default: the working directory)")
-	fs.String("session", "", "continue the stored session with this id instead of starting a new one")
+	fs.String("session", "", "continue the stored session with this id (the sessionId of an earlier run) instead of starting a new one")
 	fs.Bool("yolo", false, "run every tool without asking (same as --approval-mode yolo)")
 	fs.Var(&outputFormat{}, "output-format", "output format: text, json or stream-json")
 }
@@ -243,6 +244,14 @@ func cmdRun(ctx context.Context, a *app) int {
 		fmt.Fprintf(a.stderr, "acpd run: configuration error: %v\n", err)
 		return exitUsage
 	}
+	// Headless sessions are durable like served ones, so a later
+	// `acpd run --session ID` (or an editor) can continue them.
+	st, err := store.Open(cfg.Session.DataDir, store.Options{Logger: logger})
+	if err != nil {
+		fmt.Fprintf(a.stderr, "acpd run: configuration error: session.dataDir: %v\n", err)
+		return exitUsage
+	}
+	opts.Store = st
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -376,7 +385,8 @@ type turnOutcome struct {
 	// status, when non-zero, overrides the exit status derived from the
 	// other fields (usage errors before the prompt).
 	status int
-	err    error // a local failure without an agent error
+	err    error  // a local failure without an agent error
+	during string // what failed, for the stderr line, e.g. "--session ID"
 }
 
 func (t turnOutcome) exitCode() int {
@@ -490,6 +500,7 @@ func (c *runClient) run(ctx context.Context) turnOutcome {
 		}, &loaded)
 		if err != nil {
 			o := failed(id, "session/load", err)
+			o.during = "--session " + id
 			var re *jsonrpc2.Error
 			if errors.As(err, &re) && (re.Code == acp.CodeInvalidParams || re.Code == acp.CodeResourceNotFound) {
 				o.status = exitUsage // an unknown or unusable session id
@@ -817,14 +828,14 @@ func (o *runOutput) finish(t turnOutcome) error {
 		}
 		switch {
 		case r.Error != nil:
-			o.write(o.stderr, "acpd run: "+describeError(r.Error)+"\n")
+			o.write(o.stderr, "acpd run: "+prefix(t.during)+describeError(r.Error)+"\n")
 		case r.StopReason != acp.StopEndTurn:
 			o.write(o.stderr, fmt.Sprintf("acpd run: the turn stopped: %s\n", r.StopReason))
 		}
 		return o.writeFail
 	}
 	if r.Error != nil {
-		o.write(o.stderr, "acpd run: "+describeError(r.Error)+"\n")
+		o.write(o.stderr, "acpd run: "+prefix(t.during)+describeError(r.Error)+"\n")
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -832,6 +843,13 @@ func (o *runOutput) finish(t turnOutcome) error {
 	}
 	o.write(o.stdout, string(b)+"\n")
 	return o.writeFail
+}
+
+func prefix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return s + ": "
 }
 
 // describeError is the one-line stderr form of an error, naming the loop

@@ -182,7 +182,7 @@ func TestRunCmd_OutputFormats(t *testing.T) {
 			lines := strings.Split(strings.TrimSuffix(o.stdout, "\n"), "\n")
 			require.Len(t, lines, 1, "json prints one object")
 			r := decodeResult(t, lines[0])
-			assert.True(t, strings.HasPrefix(r.SessionID, "sess_"), r.SessionID)
+			assert.NotEmpty(t, r.SessionID)
 			assert.Equal(t, "end_turn", r.StopReason)
 			assert.Nil(t, r.Error)
 			assert.Equal(t, "Let me read it.\nThe file says hello.", r.Text)
@@ -274,8 +274,10 @@ func TestRunCmd_ExitCodes(t *testing.T) {
 			stderr: `unexpected argument "b"`},
 		{name: "usage: cwd is a file", script: `{"text":"x"}`, args: []string{"--cwd", "script.jsonl", "hi"}, code: 2,
 			stderr: "not a directory"},
-		{name: "usage: sessions cannot be continued", script: `{"text":"x"}`, args: []string{"--session", "sess_0", "hi"}, code: 2,
-			stderr: "this build cannot continue sessions"},
+		{name: "usage: unknown session", script: `{"text":"x"}`, args: []string{"--session", "sess_0", "hi"}, code: 2,
+			stderr: "acpd run: --session sess_0: error -32002: Resource not found: session:sess_0"},
+		{name: "usage: invalid session id", script: `{"text":"x"}`, args: []string{"--session", "../x", "hi"}, code: 2,
+			stderr: "acpd run: --session ../x: error -32602: invalid session id"},
 		{name: "config: bad script line", script: `{"txt":"x"}`, args: []string{"hi"}, code: 2,
 			stderr: "configuration error: model script:"},
 	}
@@ -544,10 +546,14 @@ func TestRunTurn_LoadSession(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
+		noCap   bool // the agent does not advertise loadSession
 		loadErr error
 		code    int
 		check   func(t *testing.T, o runOut)
 	}{
+		{name: "agent without loadSession", noCap: true, code: 2, check: func(t *testing.T, o runOut) {
+			assert.Contains(t, o.stderr, "--session sess_old: this build cannot continue sessions")
+		}},
 		{name: "history replay is not reported", code: 0, check: func(t *testing.T, o runOut) {
 			r := decodeResult(t, strings.TrimSpace(o.stdout))
 			assert.Equal(t, "sess_old", r.SessionID)
@@ -568,15 +574,19 @@ func TestRunTurn_LoadSession(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			agent := newFakeAgent()
-			agent.loadSession, agent.loadErr, agent.promptStarted = true, tt.loadErr, nil
+			agent.loadSession, agent.loadErr, agent.promptStarted = !tt.noCap, tt.loadErr, nil
 			cwd := t.TempDir()
 			code, o := runInProcess(t, agent, runOptions{prompt: "go on", cwd: cwd, sessionID: "sess_old", format: formatJSON}, nil)
 			assert.Equal(t, tt.code, code, o.stderr)
+			tt.check(t, o)
+			if tt.noCap {
+				assert.Empty(t, agent.loaded, "session/load must not be sent")
+				return
+			}
 			req := <-agent.loaded
 			assert.Equal(t, "sess_old", req.SessionID)
 			assert.Equal(t, cwd, req.Cwd)
 			assert.NotNil(t, req.MCPServers)
-			tt.check(t, o)
 		})
 	}
 }
@@ -641,4 +651,37 @@ func BenchmarkRunOutput_Update(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestRunCmd_ContinueSession continues a run's session in a second process:
+// the model gets the first turn as history, and only the new turn is
+// reported.
+func TestRunCmd_ContinueSession(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t, modeltest.Response{Text: "first answer"}, modeltest.Response{Text: "second answer"})
+	e := newRunEnv(t)
+	e.env = append(e.env, "OPENAI_API_KEY=test-key")
+	args := []string{"run", "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "m1", "--cwd", e.ws, "--output-format", "json"}
+
+	o := e.run(t, "", append(args, "first question")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	first := decodeResult(t, strings.TrimSpace(o.stdout))
+	require.NotEmpty(t, first.SessionID)
+
+	o = e.run(t, "", append(args, "--session", first.SessionID, "second question")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	second := decodeResult(t, strings.TrimSpace(o.stdout))
+	assert.Equal(t, first.SessionID, second.SessionID)
+	assert.Equal(t, "end_turn", second.StopReason)
+	assert.Equal(t, "second answer", second.Text, "the replayed history is not reported")
+
+	reqs := srv.Requests()
+	require.Len(t, reqs, 2)
+	var convo []string
+	for _, m := range reqs[1].Messages {
+		if m.Role != "system" {
+			convo = append(convo, m.Role+": "+m.Text())
+		}
+	}
+	assert.Equal(t, []string{"user: first question", "assistant: first answer", "user: second question"}, convo)
 }
