@@ -485,7 +485,7 @@ func TestSuggest(t *testing.T) {
 // TestReadme keeps the documentation in step with the schema.
 func TestReadme(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("README-config.md")
+	doc, err := os.ReadFile(filepath.Join("..", "README.md"))
 	require.NoError(t, err)
 	for _, f := range fields {
 		assert.Contains(t, string(doc), "`"+f.key()+"`", "key not documented")
