@@ -2,7 +2,10 @@ package session_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -153,4 +157,76 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestE2E_MCPOverHTTP passes a streamable HTTP MCP server on loopback to
+// session/new and calls its tool through a turn; the configured headers
+// reach the server.
+func TestE2E_MCPOverHTTP(t *testing.T) {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "web", Version: "1.0.0"}, nil)
+	srv.AddTool(&sdk.Tool{
+		Name:        "whoami",
+		Description: "Greets with the caller's X-Api-Key header.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"greeting":{"type":"string"}},"required":["greeting"]}`),
+	}, func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		var in struct {
+			Greeting string `json:"greeting"`
+		}
+		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+			return nil, err
+		}
+		key := ""
+		if req.Extra != nil {
+			key = req.Extra.Header.Get("X-Api-Key")
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: in.Greeting + " key=" + key}}}, nil
+	})
+	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+
+	d := startDaemon(t, nil, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := d.cc.Initialize(ctx)
+	require.NoError(t, err)
+	var ns acp.NewSessionResponse
+	require.NoError(t, d.cc.Call(ctx, acp.MethodSessionNew, acp.NewSessionRequest{Cwd: d.cwd, MCPServers: []acp.MCPServer{
+		{Type: "http", Name: "web", URL: ts.URL, Headers: []acp.HTTPHeader{{Name: "X-Api-Key", Value: "s3cret"}}},
+	}}, &ns))
+	d.model.Add(
+		modeltest.Response{ToolCalls: []modeltest.ToolCall{{Name: "mcp__web__whoami", Arguments: `{"greeting":"hello"}`}}},
+		modeltest.Response{Text: "greeted"},
+	)
+	resp, err := d.cc.Prompt(ctx, ns.SessionID, "who am i")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	assert.Contains(t, strings.Join(toolText(d.cc.Updates(), acp.StatusCompleted), "\n"), "hello key=s3cret")
+}
+
+// TestE2E_SIGTERMDuringTurn: SIGTERM cancels every turn and the daemon exits
+// 0 within a second, also with a shell command running.
+func TestE2E_SIGTERMDuringTurn(t *testing.T) {
+	d := startDaemon(t, nil, []modeltest.Response{{ToolCalls: []modeltest.ToolCall{{Name: "run_shell_command", Arguments: `{"command":"sleep 30"}`}}}})
+	sid := d.session(t)
+	go func() { _, _ = d.cc.Prompt(t.Context(), sid, "sleep") }()
+	waitFor(t, func() bool {
+		for _, n := range d.cc.Updates() {
+			if tc := n.Update.ToolCall; tc != nil && tc.Status == acp.StatusInProgress {
+				return true
+			}
+		}
+		return false
+	})
+	exited := make(chan error, 1)
+	go func() { exited <- d.cmd.Wait() }()
+	start := time.Now()
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "exit status 0")
+		assert.Less(t, time.Since(start), time.Second)
+	case <-time.After(5 * time.Second):
+		t.Fatal("acpd did not exit after SIGTERM")
+	}
+	d.waited = true
 }

@@ -49,6 +49,8 @@ type daemon struct {
 	cwd   string
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
+	// waited is set by a test that reaped the process itself.
+	waited bool
 }
 
 func startDaemon(t *testing.T, fc *acptest.FakeClient, responses []modeltest.Response, flags ...string) *daemon {
@@ -71,6 +73,9 @@ func startDaemon(t *testing.T, fc *acptest.FakeClient, responses []modeltest.Res
 	d.cc = acptest.NewClientConn(t, fc, stdout, stdin)
 	t.Cleanup(func() {
 		_ = stdin.Close()
+		if d.waited {
+			return
+		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
