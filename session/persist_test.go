@@ -586,3 +586,75 @@ func TestDurable_StoreWriteFailure(t *testing.T) {
 		assert.Len(t, n.prov.requests, 1, "the turn stops after the batch")
 	})
 }
+
+// The repeated-failure guard's reminder and stop text are recorded as
+// model-only messages: a reloaded session's history is the live one, and
+// its next prompt carries no loop context (as live).
+func TestDurable_RepeatedFailureReminderAndStop(t *testing.T) {
+	dir, cwd := t.TempDir(), t.TempDir()
+	reg := func() *tools.Registry {
+		return tools.NewRegistry(&fakeTool{name: "read_file", kind: acp.KindRead, execErr: errors.New("File not found"), errType: "FILE_NOT_FOUND"})
+	}
+	opts := Options{Tools: reg, FailureGuard: loopdetect.FailureModeEnforce}
+	n1 := startNode(t, dir, opts, callsResp(nDistinct("r1", 4)...), callsResp(nDistinct("r2", 4)...), callsResp(nDistinct("r3", 1)...))
+	sid := n1.newSession(t, cwd)
+	_, err := n1.prompt(t, sid, "go")
+	requireLoopError(t, err, loopdetect.LoopRepeatedToolExecutionFailure)
+	live := n1.history(t, sid)
+	require.Equal(t, "System: "+loopdetect.RepeatedToolFailureStopMessage, live[len(live)-1].Content)
+	n1.m.Close()
+
+	n2 := startNode(t, dir, opts, textResp("ok"))
+	_, ups, err := n2.load(t, sid, cwd)
+	require.NoError(t, err)
+	for _, u := range ups {
+		if u.Content != nil {
+			assert.NotContains(t, u.Content.Text, loopdetect.RepeatedToolFailureReminder, "reminders are not replayed")
+		}
+	}
+	_, err = n2.prompt(t, sid, "next")
+	require.NoError(t, err)
+	want := append(slices.Clone(live), model.Message{Role: model.RoleUser, Content: "next"})
+	assert.Equal(t, want, n2.prov.requests[0].Messages)
+}
+
+// Providers that reuse ids ("call_0" in every response) or send none get
+// unique ACP toolCallIds; the transcript records calls under those, so a
+// reloaded history pairs every result with its call and loses none.
+func TestDurable_ReusedAndMissingProviderIDs(t *testing.T) {
+	dir, cwd := t.TempDir(), t.TempDir()
+	noID := []model.Event{
+		{Kind: model.EventToolCall, ToolCall: model.ToolCall{Name: "read_file", Arguments: []byte(`{"file_path":"/c"}`)}},
+		{Kind: model.EventFinish, FinishReason: "tool_calls"},
+	}
+	n1 := startNode(t, dir, Options{},
+		callsResp(call{id: "call_0", name: "read_file", args: map[string]any{"file_path": "/a"}}),
+		callsResp(call{id: "call_0", name: "read_file", args: map[string]any{"file_path": "/b"}}),
+		noID, textResp("done"))
+	sid := n1.newSession(t, cwd)
+	_, err := n1.prompt(t, sid, "go")
+	require.NoError(t, err)
+	n1.m.Close()
+
+	n2 := startNode(t, dir, Options{}, textResp("ok"))
+	_, _, err = n2.load(t, sid, cwd)
+	require.NoError(t, err)
+	_, err = n2.prompt(t, sid, "next")
+	require.NoError(t, err)
+	msgs := n2.prov.requests[0].Messages
+	var results []string
+	ids := map[string]bool{}
+	calls := map[string]bool{}
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			calls[c.ID] = true
+		}
+		if m.Role == model.RoleTool {
+			require.True(t, calls[m.ToolCallID], "result %q answers a call", m.ToolCallID)
+			require.False(t, ids[m.ToolCallID], "one result per id")
+			ids[m.ToolCallID] = true
+			results = append(results, m.Content)
+		}
+	}
+	assert.Equal(t, []string{`ok {"file_path":"/a"}`, `ok {"file_path":"/b"}`, `ok {"file_path":"/c"}`}, results)
+}
