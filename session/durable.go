@@ -14,6 +14,24 @@ import (
 	"github.com/acpd/acpd/session/store"
 )
 
+// Durable sessions (Options.Store set). Decisions where the spec is silent:
+//   - Durable sessions get store ids (store.NewID); in-memory ones keep sess_….
+//   - session/load of a session live on this connection replays what is on
+//     disk and keeps the live session (roots and MCP servers unchanged).
+//   - A transcript held by another Writer (another acpd process, or another
+//     connection) answers load, resume and delete with -32603 "session X is
+//     in use by another acpd process" (data.errorKind "session_locked").
+//   - session/delete of a malformed id is -32602; of an unknown one, {}.
+//   - A failed transcript write answers the prompt (or set_mode /
+//     set_config_option) -32603 naming it; see storeError.
+//   - Calls are recorded under their ACP toolCallIds, so a reloaded history
+//     uses those ids where a provider reused or omitted its own.
+//   - A response whose calls never ran because the turn was cancelled
+//     right after it is recorded with its calls; a reload answers them with
+//     store.InterruptedToolResult, as it does for a crash.
+//   - todo_write's result is recorded (the model needs it), so a replay
+//     shows it as a finished tool call next to the plan.
+
 // closeWait bounds how long Manager.Close waits for a cancelled turn to
 // answer before it closes the session's transcript regardless.
 const closeWait = 5 * time.Second
