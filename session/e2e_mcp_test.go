@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -51,10 +52,18 @@ func toolText(updates []acp.SessionNotification, status acp.ToolCallStatus) []st
 // restart, and teardown with no leftover process.
 func TestE2E_MCP(t *testing.T) {
 	server := buildMCPServer(t)
+	var permMu sync.Mutex
 	var perms []*acp.RequestPermissionRequest
+	permCount := func() int {
+		permMu.Lock()
+		defer permMu.Unlock()
+		return len(perms)
+	}
 	fc := &acptest.FakeClient{
 		RequestPermissionFunc: func(_ context.Context, r *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
+			permMu.Lock()
 			perms = append(perms, r)
+			permMu.Unlock()
 			return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "selected", OptionID: "proceed_once"}}, nil
 		},
 	}
@@ -91,8 +100,10 @@ func TestE2E_MCP(t *testing.T) {
 	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
 	assert.Contains(t, acptest.AgentText(d.cc.Updates(), sid), `"broken"`, "the failed server is reported in the session")
 	assert.Contains(t, strings.Join(toolText(d.cc.Updates(), acp.StatusCompleted), "\n"), "hi there")
-	require.Len(t, perms, 1)
+	require.Equal(t, 1, permCount())
+	permMu.Lock()
 	assert.Equal(t, "mcp", perms[0].ToolCall.Meta["provenance"])
+	permMu.Unlock()
 	tools := d.model.Requests()[0].Tools
 	var names []string
 	for _, tl := range tools {
@@ -109,7 +120,7 @@ func TestE2E_MCP(t *testing.T) {
 	}()
 	waitFor(t, func() bool {
 		for _, n := range d.cc.Updates() {
-			if tc := n.Update.ToolCallUpdate; tc != nil && tc.Status == acp.StatusInProgress && len(perms) == 2 {
+			if tc := n.Update.ToolCallUpdate; tc != nil && tc.Status == acp.StatusInProgress && permCount() == 2 {
 				return true
 			}
 		}
