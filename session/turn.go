@@ -356,12 +356,15 @@ func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 // skip shows a call that never ran: a pending tool_call, then a failed
 // update carrying the reason (Decision 5: ACP wants the tool_call first).
 func (t *turn) skip(ctx context.Context, p pcall, reason string) {
-	title := p.Name
+	title, kind := p.Name, acp.KindOther
 	if title == "" {
 		title = "unknown tool"
 	}
+	if tl, ok := t.s.tools.Get(p.Name); ok {
+		kind = tl.Kind()
+	}
 	t.open(ctx, p, acp.ToolCall{
-		ToolCallID: p.acpID, Title: title, Kind: acp.KindOther, Status: acp.StatusPending, RawInput: p.args,
+		ToolCallID: p.acpID, Title: title, Kind: kind, Status: acp.StatusPending, RawInput: p.args,
 		Meta: acp.Meta{"toolName": p.Name},
 	})
 	t.close(ctx, p, acp.ToolCallUpdate{
