@@ -158,3 +158,33 @@ func paramsFor(method string) acp.Params {
 		return new(acp.SessionIDRequest)
 	}
 }
+
+// Type errors name the field and the JSON kind expected, not a Go type.
+func TestDecodeParams_TypeErrorsSpeakJSON(t *testing.T) {
+	tests := []struct {
+		method, params, field, want string
+	}{
+		{acp.MethodSessionPrompt, `{"sessionId":"s","prompt":"x"}`, "prompt", "expected array, got JSON string"},
+		{acp.MethodSessionPrompt, `{"sessionId":5,"prompt":[]}`, "sessionId", "expected string, got JSON number"},
+		{acp.MethodInitialize, `{"protocolVersion":"1"}`, "protocolVersion", "expected integer, got JSON string"},
+		{acp.MethodSessionNew, `{"cwd":"/w","mcpServers":{}}`, "mcpServers", "expected array, got JSON object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.field, func(t *testing.T) {
+			var err error
+			switch tt.method {
+			case acp.MethodSessionPrompt:
+				err = acp.DecodeParams(tt.method, json.RawMessage(tt.params), &acp.PromptRequest{})
+			case acp.MethodInitialize:
+				err = acp.DecodeParams(tt.method, json.RawMessage(tt.params), &acp.InitializeRequest{})
+			case acp.MethodSessionNew:
+				err = acp.DecodeParams(tt.method, json.RawMessage(tt.params), &acp.NewSessionRequest{})
+			}
+			var e *acp.Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, acp.CodeInvalidParams, e.Code)
+			assert.Contains(t, e.Message, tt.want)
+			assert.Equal(t, map[string]any{"field": tt.field}, e.Data)
+		})
+	}
+}

@@ -85,6 +85,31 @@ func DecodeParams(method string, raw json.RawMessage, v Params) error {
 	return v.Validate()
 }
 
+// jsonKind names a Go type the way a JSON client thinks of it.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return t.String()
+}
+
 // decodeError turns an encoding/json error into -32602 naming the field.
 func decodeError(err error) error {
 	var te *json.UnmarshalTypeError
@@ -93,7 +118,7 @@ func decodeError(err error) error {
 		if field == "" {
 			field = "params"
 		}
-		return ErrInvalidParams(field, fmt.Sprintf("invalid type for %s: expected %s, got JSON %s", field, te.Type, te.Value))
+		return ErrInvalidParams(field, fmt.Sprintf("invalid type for %s: expected %s, got JSON %s", field, jsonKind(te.Type), te.Value))
 	}
 	var ae *Error
 	if errors.As(err, &ae) {
