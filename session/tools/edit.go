@@ -40,12 +40,9 @@ func (t *editTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	if err := t.decode(args, &a); err != nil {
 		return nil, err
 	}
-	tg, err := confine(env, "file_path", a.FilePath)
+	tg, err := confineFile(env, NameEdit, a.FilePath)
 	if err != nil {
 		return nil, err
-	}
-	if tg.isDirLocal() {
-		return nil, fmt.Errorf("invalid parameters for edit: params/file_path: %s is a directory, not a file", tg.path)
 	}
 	return &editCall{t: tg, a: a, title: "Edit " + display(env, tg.path)}, nil
 }

@@ -159,3 +159,16 @@ func display(env *Env, p string) string {
 func (t target) openRoot() (*os.Root, error) {
 	return os.OpenRoot(t.root)
 }
+
+// confineFile confines the file_path argument of a tool that writes a file:
+// inside the workspace, and not a directory.
+func confineFile(env *Env, tool, path string) (target, error) {
+	tg, err := confine(env, "file_path", path)
+	if err != nil {
+		return target{}, err
+	}
+	if tg.isDirLocal() {
+		return target{}, fmt.Errorf("invalid parameters for %s: params/file_path: %s is a directory, not a file", tool, tg.path)
+	}
+	return tg, nil
+}

@@ -32,12 +32,9 @@ func (t *writeFileTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	if err := t.decode(args, &a); err != nil {
 		return nil, err
 	}
-	tg, err := confine(env, "file_path", a.FilePath)
+	tg, err := confineFile(env, NameWriteFile, a.FilePath)
 	if err != nil {
 		return nil, err
-	}
-	if tg.isDirLocal() {
-		return nil, fmt.Errorf("invalid parameters for write_file: params/file_path: %s is a directory, not a file", tg.path)
 	}
 	return &writeFileCall{t: tg, content: a.Content, title: "Write " + display(env, tg.path)}, nil
 }
