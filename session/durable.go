@@ -24,11 +24,13 @@ import (
 //   - session/delete of a malformed id is -32602; of an unknown one, {}.
 //   - A failed transcript write answers the prompt (or set_mode /
 //     set_config_option) -32603 naming it; see storeError.
-//   - Calls are recorded under their ACP toolCallIds, so a reloaded history
-//     uses those ids where a provider reused or omitted its own.
+//   - Calls are recorded (and held in the live history) under their ACP
+//     toolCallIds, so a reloaded history is the live one even where a
+//     provider reused or omitted its own ids.
 //   - A response whose calls never ran because the turn was cancelled
-//     right after it is recorded with its calls; a reload answers them with
-//     store.InterruptedToolResult, as it does for a crash.
+//     right after it is recorded with its calls, each answered with the
+//     cancellation message; a reload answers a call without a recorded
+//     result (a crash) with store.InterruptedToolResult.
 //   - todo_write's result is recorded (the model needs it), so a replay
 //     shows it as a finished tool call next to the plan.
 

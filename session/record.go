@@ -122,36 +122,18 @@ func rawJSON(v any) json.RawMessage {
 	return b
 }
 
-// recordedCalls is a response's calls as recorded: each under the ACP
-// toolCallId of the call prepare made of it, so tool_result records (keyed
-// by toolCallId) answer them. A call prepare folded into an earlier one with
-// the same provider id shares that id, as it shares the answer live.
-// Arguments that are not JSON are kept as a JSON string.
-func recordedCalls(calls []model.ToolCall, ps []pcall) []store.ToolCall {
-	byProvider := map[string]string{}
-	byIndex := map[int]string{}
-	for _, p := range ps {
-		byIndex[p.idx] = p.acpID
-		if p.ID != "" {
-			if _, ok := byProvider[p.ID]; !ok {
-				byProvider[p.ID] = p.acpID
-			}
-		}
-	}
+// recordedCalls is a response's calls as recorded: the history's calls
+// (historyCalls), so tool_result records (keyed by toolCallId) answer them
+// and a reload rebuilds the live history. Arguments that are not JSON are
+// kept as a JSON string.
+func recordedCalls(calls []model.ToolCall) []store.ToolCall {
 	out := make([]store.ToolCall, 0, len(calls))
-	for i, c := range calls {
-		id, ok := byIndex[i]
-		if !ok {
-			id = byProvider[c.ID]
-		}
-		if id == "" {
-			id = c.ID
-		}
+	for _, c := range calls {
 		args := c.Arguments
 		if len(args) > 0 && !json.Valid(args) {
 			args, _ = json.Marshal(string(args))
 		}
-		out = append(out, store.ToolCall{ID: id, Name: c.Name, Arguments: args, Invalid: c.Invalid})
+		out = append(out, store.ToolCall{ID: c.ID, Name: c.Name, Arguments: args, Invalid: c.Invalid})
 	}
 	return out
 }

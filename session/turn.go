@@ -73,7 +73,13 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 		}
 		res, err := t.stream(ctx)
 		if ctx.Err() != nil {
-			t.appendAssistant(res, t.prepare(res.calls))
+			// The response stays in history, and its calls, which will
+			// never run, are answered as cancelled (with their frames, sent
+			// before the prompt answers): a provider refuses a history
+			// holding calls without results.
+			ps := t.prepare(res.calls)
+			t.appendAssistant(res, ps)
+			s.history = append(s.history, t.skipAll(ctx, ps, loopdetect.ToolExecutionCancelledMessage)...)
 			return cancelled, nil
 		}
 		if err != nil {
@@ -131,15 +137,16 @@ type streamResult struct {
 }
 
 // appendAssistant adds a model response to the history and records it:
-// reasoning, text, then the calls under their ACP toolCallIds (ps), which
-// are unique within the session where provider ids need not be.
+// reasoning, text, then the calls as prepared (historyCalls), so the live
+// history and a reloaded one are the same.
 func (t *turn) appendAssistant(r streamResult, ps []pcall) {
-	if r.text == "" && r.reasoning == "" && len(r.calls) == 0 {
+	if r.text == "" && r.reasoning == "" && len(ps) == 0 {
 		return
 	}
 	s := t.s
+	calls := historyCalls(ps)
 	s.history = append(s.history, model.Message{
-		Role: model.RoleAssistant, Content: r.text, Reasoning: r.reasoning, ToolCalls: r.calls,
+		Role: model.RoleAssistant, Content: r.text, Reasoning: r.reasoning, ToolCalls: calls,
 	})
 	if s.w == nil {
 		return
@@ -150,9 +157,38 @@ func (t *turn) appendAssistant(r streamResult, ps []pcall) {
 	if r.text != "" {
 		t.rec(store.Record{Kind: store.KindText, Text: r.text})
 	}
-	if len(r.calls) > 0 {
-		t.rec(store.Record{Kind: store.KindToolCalls, ToolCalls: recordedCalls(r.calls, ps)})
+	if len(calls) > 0 {
+		t.rec(store.Record{Kind: store.KindToolCalls, ToolCalls: recordedCalls(calls)})
 	}
+}
+
+// nameless is the name a call the model sent without one carries in the
+// history: providers refuse a tool call without a name, and the model still
+// has to see its call answered with "Missing function name". The guard
+// counts such calls under "unknown_tool" (§7.4), as qwen-code does.
+const nameless = "unknown_tool"
+
+// historyCalls is how the model's history holds a response's calls: the
+// calls deduplicated by provider id (§10 step 1; a call dropped there never
+// runs and is never answered), each under its ACP toolCallId, which is
+// unique within the session where provider ids need not be (reused, or
+// missing), so every call is answered exactly once.
+func historyCalls(ps []pcall) []model.ToolCall {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]model.ToolCall, 0, len(ps))
+	for _, p := range ps {
+		c := model.ToolCall{ID: p.acpID, Name: p.Name, Arguments: p.Arguments, Invalid: p.Invalid}
+		if c.Name == "" {
+			c.Name = nameless
+		}
+		if len(c.Arguments) == 0 {
+			c.Arguments = json.RawMessage("{}")
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // stream runs one model request, forwarding text and reasoning as chunks.
@@ -226,7 +262,6 @@ type batchOutcome struct {
 // pcall is one provider call prepared for execution.
 type pcall struct {
 	model.ToolCall
-	idx   int    // position in the model response
 	id    string // provider id, or generated when the provider sent none
 	acpID string // the ACP toolCallId, unique within the session
 	dup   bool   // a replay of a call already answered in this prompt
@@ -258,7 +293,7 @@ func (t *turn) prepare(calls []model.ToolCall) []pcall {
 			continue
 		}
 		seen[id] = true
-		p := pcall{ToolCall: c, idx: i, id: id, acpID: t.s.newToolCallID(id)}
+		p := pcall{ToolCall: c, id: id, acpID: t.s.newToolCallID(id)}
 		if c.Invalid == "" && len(c.Arguments) > 0 {
 			if err := json.Unmarshal(c.Arguments, &p.args); err != nil {
 				p.args = string(c.Arguments)
@@ -281,7 +316,18 @@ func (t *turn) prepare(calls []model.ToolCall) []pcall {
 }
 
 func toolMessage(p pcall, content string) model.Message {
-	return model.Message{Role: model.RoleTool, ToolCallID: p.ID, Name: p.Name, Content: content}
+	return model.Message{Role: model.RoleTool, ToolCallID: p.acpID, Name: p.Name, Content: content}
+}
+
+// skipAll shows every call of ps as skipped for reason and returns their
+// tool results.
+func (t *turn) skipAll(ctx context.Context, ps []pcall, reason string) []model.Message {
+	out := make([]model.Message, 0, len(ps))
+	for _, p := range ps {
+		t.skip(ctx, p, reason)
+		out = append(out, toolMessage(p, reason))
+	}
+	return out
 }
 
 // runToolCalls executes one model response's calls, prepared (§10).
@@ -293,10 +339,10 @@ func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 	for _, p := range ps {
 		if p.dup && t.duplicates[p.id] {
 			t.g.recordDuplicateReplay(p.id, p.Name)
-			for _, q := range ps {
-				t.skip(ctx, q, loopdetect.LoopDetectedSkipMessage)
-				out.messages = append(out.messages, toolMessage(q, loopdetect.LoopDetectedSkipMessage))
-			}
+			// qwen-code returns no parts here; acpd answers every call
+			// with the skip message, since an OpenAI-style history needs
+			// a result for each call (deliberate deviation).
+			out.messages = t.skipAll(ctx, ps, loopdetect.LoopDetectedSkipMessage)
 			return out
 		}
 	}
@@ -309,10 +355,7 @@ func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 		}
 	}
 	if t.g.recordBatch(keys) {
-		for _, p := range ps {
-			t.skip(ctx, p, loopdetect.LoopDetectedSkipMessage)
-			out.messages = append(out.messages, toolMessage(p, loopdetect.LoopDetectedSkipMessage))
-		}
+		out.messages = t.skipAll(ctx, ps, loopdetect.LoopDetectedSkipMessage)
 		return out
 	}
 
@@ -373,15 +416,17 @@ func (t *turn) skip(ctx context.Context, p pcall, reason string) {
 }
 
 // newToolCallID returns an ACP toolCallId unique within the session: the
-// provider id when it is new, otherwise the id with a sequence suffix.
+// provider id when it is new, otherwise the id with a sequence suffix. The
+// id is also the call's id in the model's history, so the suffix keeps to
+// [A-Za-z0-9_-], which every provider accepts.
 func (s *Session) newToolCallID(providerID string) string {
 	id := providerID
 	if id == "" || s.toolCallIDs[id] {
 		s.toolSeq++
-		id = fmt.Sprintf("%s#%d", providerID, s.toolSeq)
+		id = fmt.Sprintf("%s_%d", providerID, s.toolSeq)
 		for s.toolCallIDs[id] {
 			s.toolSeq++
-			id = fmt.Sprintf("%s#%d", providerID, s.toolSeq)
+			id = fmt.Sprintf("%s_%d", providerID, s.toolSeq)
 		}
 	}
 	s.toolCallIDs[id] = true

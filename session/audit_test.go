@@ -1,0 +1,252 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/model"
+)
+
+// Audit of the session host against loop-detection.md §7–§12.
+
+// checkChatHistory applies the rules OpenAI-compatible servers enforce on a
+// chat history: every assistant tool call has a name and an id unique in
+// its message (an empty id is numbered by the request encoder), and the
+// messages right after it answer each call exactly once; a tool message
+// answers a call of the assistant message before it.
+func checkChatHistory(msgs []model.Message) error {
+	for i := 0; i < len(msgs); i++ {
+		m := msgs[i]
+		switch m.Role {
+		case model.RoleTool:
+			return fmt.Errorf("messages[%d]: tool result %q without a preceding call", i, m.ToolCallID)
+		case model.RoleAssistant:
+			if len(m.ToolCalls) == 0 {
+				continue
+			}
+			open := map[string]bool{}
+			var unnamed int
+			for j, c := range m.ToolCalls {
+				if c.Name == "" {
+					return fmt.Errorf("messages[%d].toolCalls[%d]: no name", i, j)
+				}
+				if c.ID == "" {
+					unnamed++
+					continue
+				}
+				if open[c.ID] {
+					return fmt.Errorf("messages[%d].toolCalls[%d]: id %q used twice", i, j, c.ID)
+				}
+				open[c.ID] = true
+			}
+			for i+1 < len(msgs) && msgs[i+1].Role == model.RoleTool {
+				i++
+				id := msgs[i].ToolCallID
+				switch {
+				case id == "" && unnamed > 0:
+					unnamed--
+				case open[id]:
+					delete(open, id)
+				default:
+					return fmt.Errorf("messages[%d]: tool result %q answers no open call", i, id)
+				}
+			}
+			if len(open) > 0 || unnamed > 0 {
+				return fmt.Errorf("messages[%d]: %d tool calls left unanswered", i, len(open)+unnamed)
+			}
+		}
+	}
+	return nil
+}
+
+// strictProvider refuses a request whose history a real server would
+// refuse, and can run a hook after a response's last event (to cancel the
+// turn exactly between the stream and the tool run).
+type strictProvider struct {
+	*scriptProvider
+	afterStream func(n int)
+}
+
+func (p *strictProvider) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Event, error] {
+	return func(yield func(model.Event, error) bool) {
+		if err := checkChatHistory(req.Messages); err != nil {
+			yield(model.Event{}, fmt.Errorf("provider rejected the history: %w", err))
+			return
+		}
+		p.mu.Lock()
+		n := len(p.requests)
+		p.mu.Unlock()
+		for ev, err := range p.scriptProvider.Stream(ctx, req) {
+			if !yield(ev, err) {
+				return
+			}
+		}
+		if p.afterStream != nil {
+			p.afterStream(n)
+		}
+	}
+}
+
+func newStrictHarness(t *testing.T, opts Options, responses ...[]model.Event) (*harness, *strictProvider) {
+	t.Helper()
+	h := newHarness(t, opts, responses...)
+	sp := &strictProvider{scriptProvider: h.prov}
+	h.m.opts.Provider = sp
+	return h, sp
+}
+
+func TestCheckChatHistory(t *testing.T) {
+	user := model.Message{Role: model.RoleUser, Content: "u"}
+	asst := func(cs ...model.ToolCall) model.Message {
+		return model.Message{Role: model.RoleAssistant, ToolCalls: cs}
+	}
+	tool := func(id string) model.Message {
+		return model.Message{Role: model.RoleTool, ToolCallID: id, Content: "r"}
+	}
+	tc := func(id, name string) model.ToolCall { return model.ToolCall{ID: id, Name: name} }
+	tests := []struct {
+		name string
+		msgs []model.Message
+		ok   bool
+	}{
+		{"paired", []model.Message{user, asst(tc("a", "x"), tc("", "y")), tool("a"), tool(""), user}, true},
+		{"unanswered", []model.Message{user, asst(tc("a", "x")), user}, false},
+		{"nameless", []model.Message{user, asst(tc("a", "")), tool("a")}, false},
+		{"id twice", []model.Message{user, asst(tc("a", "x"), tc("a", "x")), tool("a"), tool("a")}, false},
+		{"stray result", []model.Message{user, tool("a")}, false},
+		{"result after user", []model.Message{user, asst(tc("a", "x")), tool("a"), user, tool("a")}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkChatHistory(tt.msgs)
+			if tt.ok {
+				assert.NoError(t, err)
+			} else {
+				assert.Error(t, err)
+			}
+		})
+	}
+}
+
+// Whatever a turn runs into, the history it leaves is one a provider
+// accepts: the next prompt must not fail because of the previous turn.
+func TestHistoryStaysValidForProvider(t *testing.T) {
+	nameless := []model.Event{
+		{Kind: model.EventToolCall, ToolCall: model.ToolCall{ID: "c1", Arguments: []byte(`{}`)}},
+		{Kind: model.EventFinish, FinishReason: "tool_calls"},
+	}
+	tests := []struct {
+		name   string
+		opts   Options
+		script [][]model.Event
+		// cancelAfter cancels the turn right after response n streamed.
+		cancelAfter int
+	}{
+		{name: "nameless call", script: [][]model.Event{nameless, textResp("after")}, cancelAfter: -1},
+		{name: "one id twice in a response", script: [][]model.Event{
+			callsResp(call{id: "same", name: "read_file", args: map[string]any{"file_path": "/a"}},
+				call{id: "same", name: "read_file", args: map[string]any{"file_path": "/b"}}),
+			textResp("after"),
+		}, cancelAfter: -1},
+		{name: "cancel between stream and tools", script: [][]model.Event{callsResp(read("/a"), read("/b"))}, cancelAfter: 0},
+		{name: "loop stop", opts: Options{Cap: loopdetect.Cap{Max: 1, Explicit: true}},
+			script: [][]model.Event{callsResp(read("/a"), read("/b"))}, cancelAfter: -1},
+		{name: "repeated replay", script: [][]model.Event{
+			callsResp(call{id: "r", name: "read_file", args: map[string]any{"file_path": "/a"}}),
+			callsResp(call{id: "r", name: "read_file", args: map[string]any{"file_path": "/a"}}),
+			callsResp(call{id: "r", name: "read_file", args: map[string]any{"file_path": "/a"}}),
+		}, cancelAfter: -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, sp := newStrictHarness(t, tt.opts, append(tt.script, textResp("next"))...)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if tt.cancelAfter >= 0 {
+				sp.afterStream = func(n int) {
+					if n == tt.cancelAfter {
+						cancel()
+					}
+				}
+			}
+			_, err := h.m.Prompt(ctx, &acp.PromptRequest{SessionID: h.sid, Prompt: []acp.ContentBlock{acp.TextBlock("go")}})
+			if err != nil {
+				require.NotContains(t, err.Error(), "provider rejected")
+			}
+			resp, err := h.prompt(t, "next")
+			require.NoError(t, err)
+			assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+		})
+	}
+}
+
+// A turn cancelled between a response's stream and its tool run shows each
+// call as skipped (pending, then failed with the cancellation text) before
+// it answers, and answers each call in history with that text.
+func TestCancelBetweenStreamAndTools(t *testing.T) {
+	h, sp := newStrictHarness(t, Options{}, callsResp(read("/a"), read("/b")))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	sp.afterStream = func(int) { cancel() }
+	resp, err := h.m.Prompt(ctx, &acp.PromptRequest{SessionID: h.sid, Prompt: []acp.ContentBlock{acp.TextBlock("go")}})
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopCancelled, resp.StopReason)
+	assert.Equal(t, []string{loopdetect.ToolExecutionCancelledMessage, loopdetect.ToolExecutionCancelledMessage}, h.client.failedTexts())
+	var statuses []acp.ToolCallStatus
+	for _, u := range h.client.updates {
+		switch u.Kind {
+		case acp.UpdateToolCall:
+			statuses = append(statuses, u.ToolCall.Status)
+		case acp.UpdateToolCallUpdate:
+			statuses = append(statuses, u.ToolCallUpdate.Status)
+		}
+	}
+	assert.Equal(t, []acp.ToolCallStatus{acp.StatusPending, acp.StatusFailed, acp.StatusPending, acp.StatusFailed}, statuses)
+	hist := h.m.session(h.sid).history
+	require.Len(t, hist, 4, "user, assistant, two results")
+	assert.Equal(t, loopdetect.ToolExecutionCancelledMessage, hist[3].Content)
+	require.NoError(t, checkChatHistory(hist))
+}
+
+// The live history after nameless calls, one id twice in a response, ids
+// reused across responses and a cancel between stream and tools is exactly
+// what a reload rebuilds, and a provider accepts it.
+func TestDurable_OddCallsReloadToTheLiveHistory(t *testing.T) {
+	dir, cwd := t.TempDir(), t.TempDir()
+	nameless := []model.Event{
+		{Kind: model.EventToolCall, ToolCall: model.ToolCall{ID: "call_0", Arguments: []byte(`{}`)}},
+		{Kind: model.EventFinish, FinishReason: "tool_calls"},
+	}
+	twice := callsResp(call{id: "call_0", name: "read_file", args: map[string]any{"file_path": "/a"}},
+		call{id: "call_0", name: "read_file", args: map[string]any{"file_path": "/b"}})
+	n1 := startNode(t, dir, Options{}, nameless, twice, textResp("done"), callsResp(read("/c")))
+	sp := &strictProvider{scriptProvider: n1.prov}
+	n1.m.opts.Provider = sp
+	sid := n1.newSession(t, cwd)
+	resp, err := n1.prompt(t, sid, "first")
+	require.NoError(t, err)
+	require.Equal(t, acp.StopEndTurn, resp.StopReason)
+	sp.afterStream = func(int) { n1.m.Cancel(&acp.SessionIDRequest{SessionID: sid}) }
+	resp, err = n1.prompt(t, sid, "second")
+	require.NoError(t, err)
+	require.Equal(t, acp.StopCancelled, resp.StopReason)
+	live := n1.history(t, sid)
+	require.NoError(t, checkChatHistory(live))
+	n1.m.Close()
+
+	n2 := startNode(t, dir, Options{}, textResp("ok"))
+	_, _, err = n2.load(t, sid, cwd)
+	require.NoError(t, err)
+	_, err = n2.prompt(t, sid, "next")
+	require.NoError(t, err)
+	got := n2.prov.requests[0].Messages
+	require.NoError(t, checkChatHistory(got))
+	assert.Equal(t, append(live, model.Message{Role: model.RoleUser, Content: "next"}), got)
+}
