@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -72,10 +73,11 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 // whole conversation is re-sent on every model request and only grows, so a
 // session keeps one cache (Request.Cache) and each request encodes only the
 // messages that are new since the last one. Safe for concurrent use; the zero
-// value is ready.
+// value is ready. The caller may edit, truncate or reuse its message slice
+// freely between requests: the cache compares against its own copy.
 type MessageCache struct {
 	mu  sync.Mutex
-	src []Message
+	src []Message // a private deep copy: the caller's backing array may be rewritten
 	enc [][]byte
 }
 
@@ -99,8 +101,33 @@ func (c *MessageCache) store(msgs []Message, enc [][]byte) {
 		return
 	}
 	c.mu.Lock()
-	c.src, c.enc = msgs, enc
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	// Recount the shared prefix (another request may have stored since
+	// prefix ran) and copy only what follows it, so a growing
+	// conversation costs only its new messages.
+	n := 0
+	for n < len(msgs) && n < len(c.src) && sameMessage(c.src[n], msgs[n]) {
+		n++
+	}
+	src := c.src[:n]
+	for _, m := range msgs[n:] {
+		src = append(src, cloneMessage(m))
+	}
+	c.src, c.enc = src, enc
+}
+
+// cloneMessage copies m's slices, which a caller could rewrite in place.
+func cloneMessage(m Message) Message {
+	m.Images = slices.Clone(m.Images)
+	if m.ToolCalls != nil {
+		calls := make([]ToolCall, len(m.ToolCalls))
+		for i, tc := range m.ToolCalls {
+			tc.Arguments = bytes.Clone(tc.Arguments)
+			calls[i] = tc
+		}
+		m.ToolCalls = calls
+	}
+	return m
 }
 
 // sameMessage is cheap when a and b share their data, as a conversation's
@@ -156,11 +183,19 @@ func buildRequest(req Request) ([]byte, error) {
 	// follow with an empty ToolCallID take those ids in order, so the pairs
 	// the provider checks stay intact.
 	var pending []string
+	// thinking is set once an assistant message carried reasoning: the
+	// provider is then a thinking model, and DeepSeek's thinking mode
+	// rejects a tool-call message without reasoning_content, even "". The
+	// field is never sent to a model that has not reasoned (strict servers
+	// reject unknown message fields), and only depends on earlier
+	// messages, so cached encodings stay valid.
+	thinking := false
 	for i, m := range req.Messages {
 		if i < len(cached) {
-			// Already encoded; keep only the id bookkeeping below current.
+			// Already encoded; keep only the bookkeeping below current.
 			switch m.Role {
 			case RoleAssistant:
+				thinking = thinking || m.Reasoning != ""
 				pending = pending[:0]
 				for j, tc := range m.ToolCalls {
 					if tc.ID == "" {
@@ -201,12 +236,17 @@ func buildRequest(req Request) ([]byte, error) {
 			cm = chatMessage{Role: string(RoleAssistant)}
 			if m.Content != "" {
 				cm.Content = m.Content
-			} else if m.Reasoning != "" {
-				cm.Content = "" // Ollama rejects null content next to reasoning_content
 			}
-			if m.Reasoning != "" {
+			thinking = thinking || m.Reasoning != ""
+			// Reasoning is echoed only with tool calls (spec §6.7): the
+			// model needs it to continue a turn it interrupted for tools,
+			// while a finished answer's reasoning is spent tokens.
+			if thinking && len(m.ToolCalls) > 0 {
 				r := m.Reasoning
 				cm.ReasoningContent = &r
+				if m.Content == "" {
+					cm.Content = "" // Ollama rejects null content next to reasoning_content
+				}
 			}
 			pending = pending[:0]
 			for j, tc := range m.ToolCalls {

@@ -2,7 +2,9 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -40,6 +42,115 @@ func TestBuildRequest_MessageCache(t *testing.T) {
 	want, err := buildRequest(Request{Messages: edited})
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(got))
+}
+
+// requireCachedEqual builds req with and without the cache and requires
+// the same bytes.
+func requireCachedEqual(t *testing.T, cache *MessageCache, msgs []Message) {
+	t.Helper()
+	got, err := buildRequest(Request{Model: "m", Messages: msgs, Cache: cache})
+	require.NoError(t, err)
+	want, err := buildRequest(Request{Model: "m", Messages: msgs})
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+}
+
+// The cache must not trust the caller's memory: a slice truncated and
+// appended to again rewrites the backing array the cache last saw, and
+// nested slices can be edited in place.
+func TestBuildRequest_MessageCacheEdits(t *testing.T) {
+	t.Parallel()
+	call := func(id, args string) ToolCall {
+		return ToolCall{ID: id, Name: "read_file", Arguments: json.RawMessage(args)}
+	}
+	tests := []struct {
+		name string
+		// edit changes the conversation after a first cached request and
+		// returns what the second request sends.
+		edit func(msgs []Message) []Message
+	}{
+		{"truncate and re-append on the same array", func(msgs []Message) []Message {
+			return append(msgs[:1], Message{Role: RoleUser, Content: "rewritten"})
+		}},
+		{"field edited in place", func(msgs []Message) []Message {
+			msgs[1].Content = "edited"
+			return msgs
+		}},
+		{"tool call replaced in place", func(msgs []Message) []Message {
+			msgs[1].ToolCalls[0] = call("c1", `{"path":"other"}`)
+			return msgs
+		}},
+		{"arguments bytes edited in place", func(msgs []Message) []Message {
+			copy(msgs[1].ToolCalls[0].Arguments, `{"path":"b"}`)
+			return msgs
+		}},
+		{"image replaced in place", func(msgs []Message) []Message {
+			msgs[0].Images[0].Data = "BBBB"
+			return msgs
+		}},
+		{"shrunk to a prefix", func(msgs []Message) []Message { return msgs[:1] }},
+		{"id-less results renumbered after an earlier insertion", func(msgs []Message) []Message {
+			return append([]Message{{Role: RoleUser, Content: "first"}}, msgs...)
+		}},
+		{"reasoning appears earlier, so later tool calls carry the field", func(msgs []Message) []Message {
+			msgs[0].Content = "x"
+			return append([]Message{{Role: RoleAssistant, Reasoning: "r", Content: "a"}}, msgs...)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			msgs := make([]Message, 0, 8)
+			msgs = append(msgs,
+				Message{Role: RoleUser, Content: "look", Images: []Image{{MimeType: "image/png", Data: "AAAA"}}},
+				Message{Role: RoleAssistant, Content: "reading", ToolCalls: []ToolCall{call("c1", `{"path":"a"}`), {Name: "list"}}},
+				Message{Role: RoleTool, ToolCallID: "c1", Content: "r1"},
+				Message{Role: RoleTool, Content: "r2"},
+			)
+			cache := &MessageCache{}
+			requireCachedEqual(t, cache, msgs)
+			requireCachedEqual(t, cache, tt.edit(msgs))
+		})
+	}
+}
+
+// One cache shared by concurrent requests of different conversations never
+// mixes their encodings (run with -race).
+func TestBuildRequest_MessageCacheConcurrent(t *testing.T) {
+	t.Parallel()
+	cache := &MessageCache{}
+	convs := make([][]Message, 4)
+	for i := range convs {
+		for j := range 20 {
+			convs[i] = append(convs[i], Message{Role: RoleUser, Content: fmt.Sprintf("conv %d msg %d", i, j)})
+		}
+	}
+	errs := make(chan error, len(convs))
+	for _, conv := range convs {
+		go func() {
+			for n := 1; n <= len(conv); n++ {
+				got, err := buildRequest(Request{Messages: conv[:n], Cache: cache})
+				if err != nil {
+					errs <- err
+					return
+				}
+				want, _ := buildRequest(Request{Messages: conv[:n]})
+				if string(got) != string(want) {
+					errs <- fmt.Errorf("cached body differs:\n got %s\nwant %s", got, want)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range convs {
+		select {
+		case err := <-errs:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("concurrent requests did not finish")
+		}
+	}
 }
 
 func BenchmarkBuildRequest_1000Messages(b *testing.B) {

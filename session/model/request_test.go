@@ -1,0 +1,135 @@
+package model
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBuildRequest_Messages pins the wire form of each message kind (spec
+// §2): only the messages array is compared, as JSON.
+func TestBuildRequest_Messages(t *testing.T) {
+	t.Parallel()
+	args := json.RawMessage(`{ "path": "a.go" }`)
+	tests := []struct {
+		name   string
+		system string
+		msgs   []Message
+		want   string
+	}{
+		{"system prompt first", "You are a coder.", []Message{{Role: RoleUser, Content: "hi"}},
+			`[{"role":"system","content":"You are a coder."},{"role":"user","content":"hi"}]`},
+		{"no system prompt", "", []Message{{Role: RoleUser, Content: "hi"}},
+			`[{"role":"user","content":"hi"}]`},
+		{"tool call and result", "", []Message{
+			{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call_abc", Name: "read_file", Arguments: args}}},
+			{Role: RoleTool, ToolCallID: "call_abc", Content: `{"temp":72}`},
+		}, `[{"role":"assistant","content":null,"tool_calls":[{"id":"call_abc","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a.go\"}"}}]},
+			{"role":"tool","tool_call_id":"call_abc","content":"{\"temp\":72}"}]`},
+		{"no-arg call sends {}", "", []Message{
+			{Role: RoleAssistant, Content: "Listing.", ToolCalls: []ToolCall{{ID: "c", Name: "list"}}},
+			{Role: RoleTool, ToolCallID: "c", Content: "x"},
+		}, `[{"role":"assistant","content":"Listing.","tool_calls":[{"id":"c","type":"function","function":{"name":"list","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"c","content":"x"}]`},
+		{"invalid call echoes the model's raw text", "", []Message{
+			{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c", Name: "edit", Arguments: json.RawMessage(`"{\"a\": "`), Invalid: "truncated"}}},
+			{Role: RoleTool, ToolCallID: "c", Content: "error"},
+		}, `[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"edit","arguments":"{\"a\": "}}]},
+			{"role":"tool","tool_call_id":"c","content":"error"}]`},
+		{"missing ids are synthesised in order", "", []Message{
+			{Role: RoleAssistant, ToolCalls: []ToolCall{{Name: "a"}, {ID: "x", Name: "b"}, {Name: "c"}}},
+			{Role: RoleTool, Content: "ra"}, {Role: RoleTool, ToolCallID: "x", Content: "rb"}, {Role: RoleTool, Content: "rc"},
+		}, `[{"role":"assistant","content":null,"tool_calls":[
+				{"id":"call_0_0","type":"function","function":{"name":"a","arguments":"{}"}},
+				{"id":"x","type":"function","function":{"name":"b","arguments":"{}"}},
+				{"id":"call_0_2","type":"function","function":{"name":"c","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"call_0_0","content":"ra"},
+			{"role":"tool","tool_call_id":"x","content":"rb"},
+			{"role":"tool","tool_call_id":"call_0_2","content":"rc"}]`},
+		{"reasoning echoed with tool calls, content empty not null", "", []Message{
+			{Role: RoleAssistant, Reasoning: "plan", ToolCalls: []ToolCall{{ID: "c", Name: "list"}}},
+			{Role: RoleTool, ToolCallID: "c", Content: "x"},
+		}, `[{"role":"assistant","content":"","reasoning_content":"plan","tool_calls":[{"id":"c","type":"function","function":{"name":"list","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"c","content":"x"}]`},
+		{"reasoning of a finished answer is not echoed", "", []Message{
+			{Role: RoleUser, Content: "q"},
+			{Role: RoleAssistant, Reasoning: "thought", Content: "answer"},
+			{Role: RoleAssistant, Reasoning: "only thought"},
+		}, `[{"role":"user","content":"q"},{"role":"assistant","content":"answer"},{"role":"assistant","content":null}]`},
+		{"thinking model: later tool calls carry reasoning_content even empty", "", []Message{
+			{Role: RoleAssistant, Reasoning: "r", Content: "a"},
+			{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c", Name: "list"}}},
+			{Role: RoleTool, ToolCallID: "c", Content: "x"},
+		}, `[{"role":"assistant","content":"a"},
+			{"role":"assistant","content":"","reasoning_content":"","tool_calls":[{"id":"c","type":"function","function":{"name":"list","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"c","content":"x"}]`},
+		{"non-thinking model: tool calls without the field", "", []Message{
+			{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c", Name: "list"}}},
+			{Role: RoleTool, ToolCallID: "c", Content: "x"},
+			{Role: RoleAssistant, Reasoning: "late", ToolCalls: []ToolCall{{ID: "d", Name: "list"}}},
+			{Role: RoleTool, ToolCallID: "d", Content: "y"},
+		}, `[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"list","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"c","content":"x"},
+			{"role":"assistant","content":"","reasoning_content":"late","tool_calls":[{"id":"d","type":"function","function":{"name":"list","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"d","content":"y"}]`},
+		{"images as data URLs after the text part", "", []Message{
+			{Role: RoleUser, Content: "see", Images: []Image{{MimeType: "image/png", Data: "iVBO"}, {MimeType: "image/jpeg", Data: "/9j/"}}},
+		}, `[{"role":"user","content":[{"type":"text","text":"see"},
+			{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBO"}},
+			{"type":"image_url","image_url":{"url":"data:image/jpeg;base64,/9j/"}}]}]`},
+		{"image without text has no empty text part", "", []Message{
+			{Role: RoleUser, Images: []Image{{MimeType: "image/png", Data: "iVBO"}}},
+		}, `[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBO"}}]}]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			body, err := buildRequest(Request{Model: "m", System: tt.system, Messages: tt.msgs})
+			require.NoError(t, err)
+			var got struct {
+				Messages json.RawMessage `json:"messages"`
+			}
+			require.NoError(t, json.Unmarshal(body, &got))
+			assert.JSONEq(t, tt.want, string(got.Messages))
+		})
+	}
+}
+
+// TestBuildRequest_TopLevel pins the request fields around the messages.
+func TestBuildRequest_TopLevel(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"minimal", Request{Model: "qwen3-max"},
+			`{"model":"qwen3-max","messages":[],"stream":true,"stream_options":{"include_usage":true}}`},
+		{"empty tools slice is omitted", Request{Model: "m", Tools: []ToolSpec{}},
+			`{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}}`},
+		{"max_tokens, never max_completion_tokens", Request{Model: "m", MaxTokens: 512},
+			`{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true},"max_tokens":512}`},
+		{"tools with schema and a default schema", Request{Model: "m", Tools: []ToolSpec{
+			{Name: "getCurrentWeather", Description: "Weather", Parameters: json.RawMessage(`{"type":"object","properties":{"location":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["location"]}`)},
+			{Name: "list"},
+		}}, `{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true},"tools":[
+			{"type":"function","function":{"name":"getCurrentWeather","description":"Weather","parameters":{"type":"object","properties":{"location":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["location"]}}},
+			{"type":"function","function":{"name":"list","parameters":{"type":"object","properties":{}}}}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			body, err := buildRequest(tt.req)
+			require.NoError(t, err)
+			assert.JSONEq(t, tt.want, string(body))
+		})
+	}
+	_, err := buildRequest(Request{MaxTokens: -1})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "maxTokens")
+	_, err = buildRequest(Request{Messages: []Message{{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c"}}}}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "messages[0].toolCalls[0].name")
+}
