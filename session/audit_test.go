@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/tools"
 )
 
 // Audit of the session host against loop-detection.md §7–§12.
@@ -249,4 +251,60 @@ func TestDurable_OddCallsReloadToTheLiveHistory(t *testing.T) {
 	got := n2.prov.requests[0].Messages
 	require.NoError(t, checkChatHistory(got))
 	assert.Equal(t, append(live, model.Message{Role: model.RoleUser, Content: "next"}), got)
+}
+
+// §7.4: an invalid-params error found after the turn was cancelled is not
+// counted; three of them do not latch the guard.
+func TestInvalidParamsNotCountedWhenCancelled(t *testing.T) {
+	h := newHarness(t, Options{})
+	s := h.m.session(h.sid)
+	tr := &turn{s: s, g: newGuard(loopdetect.Cap{Max: 100}, true, loopdetect.FailureModeOff, s.log),
+		answered: map[string]string{}, duplicates: map[string]bool{}}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, p := range tr.prepare([]model.ToolCall{
+		{ID: "1", Name: "missing_tool", Arguments: []byte(`{}`)},
+		{ID: "2", Name: "missing_tool", Arguments: []byte(`{}`)},
+		{ID: "3", Name: "missing_tool", Arguments: []byte(`{}`)},
+	}) {
+		tr.runTool(ctx, p)
+	}
+	assert.Empty(t, tr.g.invalidParams)
+	assert.False(t, tr.g.detected)
+}
+
+// §7.6: a failure the tool classifies as UNKNOWN (acpd's spelling) is an
+// unclassified failure: it disables enforcement instead of counting
+// towards a stop.
+func TestRepeatedFailureUnknownTypeNeverStops(t *testing.T) {
+	reg := func() *tools.Registry {
+		return tools.NewRegistry(&fakeTool{name: "read_file", kind: acp.KindRead, execErr: errors.New("boom"), errType: tools.ErrTypeUnknown})
+	}
+	h := newHarness(t, Options{Tools: reg, FailureGuard: loopdetect.FailureModeEnforce},
+		callsResp(nDistinct("r1", 4)...), callsResp(nDistinct("r2", 4)...), callsResp(nDistinct("r3", 1)...), textResp("done"))
+	resp, err := h.prompt(t, "go")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	for _, r := range h.prov.requests {
+		for _, m := range r.Messages {
+			assert.NotEqual(t, loopdetect.RepeatedToolFailureReminder, m.Content)
+		}
+	}
+}
+
+// §7.4: arguments the stream could not parse or repair are an
+// invalid-params error of the named tool; three stop the turn.
+func TestInvalidArgumentsCountUnderToolName(t *testing.T) {
+	bad := func(id string) []model.Event {
+		return []model.Event{
+			{Kind: model.EventToolCall, ToolCall: model.ToolCall{ID: id, Name: "read_file", Arguments: []byte(`{"file_path":`), Invalid: "unexpected end of JSON input"}},
+			{Kind: model.EventFinish, FinishReason: "tool_calls"},
+		}
+	}
+	h := newHarness(t, Options{}, bad("1"), bad("2"), bad("3"), textResp("unreached"))
+	_, err := h.prompt(t, "go")
+	requireLoopError(t, err, loopdetect.LoopInvalidToolParamsStagnation)
+	assert.Len(t, h.prov.requests, 3)
+	msg := `Invalid arguments for tool "read_file": unexpected end of JSON input`
+	assert.Equal(t, []string{msg, msg, msg}, h.client.failedTexts())
 }

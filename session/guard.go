@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/acpd/acpd/loopdetect"
 )
@@ -102,7 +103,7 @@ func (g *guard) failureVerdict(obs []failureObservation) string {
 			Terminal:          loopdetect.TerminalStatus(o.terminal),
 			Execution:         loopdetect.ExecutionStatus(o.execution),
 			PolicyToolName:    o.tool,
-			ErrorType:         o.errType,
+			ErrorType:         failureErrorType(o.errType),
 		})
 	}
 	r := loopdetect.ReduceRepeatedFailure(g.failureMode, g.failureState, batch)
@@ -119,4 +120,15 @@ func (g *guard) failureVerdict(obs []failureObservation) string {
 		return "System: " + loopdetect.RepeatedToolFailureStopMessage
 	}
 	return ""
+}
+
+// failureErrorType maps a tool's error type to the reducer's: acpd's tools
+// spell qwen-code's ToolErrorType names in upper case (tools.ErrTypeUnknown
+// is "UNKNOWN"), and an unclassified failure must disable enforcement
+// (§7.6), not become a failure key of its own.
+func failureErrorType(t string) string {
+	if strings.EqualFold(t, loopdetect.ErrorTypeUnknown) {
+		return loopdetect.ErrorTypeUnknown
+	}
+	return t
 }

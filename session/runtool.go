@@ -78,7 +78,11 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 		return toolRun{llm: msg, obs: o}
 	}
 	invalid := func(kind acp.ToolKind, msg string) toolRun {
-		t.g.recordInvalidParams(p.Name, msg)
+		// Never counted once the turn is cancelled (§7.4): the error may
+		// come from the cancellation, not from the model.
+		if ctx.Err() == nil {
+			t.g.recordInvalidParams(p.Name, msg)
+		}
 		return fail(nameOr(p.Name), kind, msg, failureObservation{terminal: "error", execution: "not_started", tool: p.Name})
 	}
 
