@@ -168,6 +168,8 @@ func TestConn_ClientCallErrors(t *testing.T) {
 	cc := acptest.Pipe(t, func(c acp.Client) acp.Agent { client = c; return newTestAgent(c) }, fc)
 	_, err := cc.Initialize(ctx)
 	require.NoError(t, err)
+	sid, err := cc.NewSession(ctx, t.TempDir())
+	require.NoError(t, err)
 
 	// The fake's default for terminals is method-not-found; it must come
 	// back as *acp.Error with its code.
@@ -192,7 +194,7 @@ func TestConn_ClientCallErrors(t *testing.T) {
 	_, err = client.RequestPermission(cancelled, &acp.RequestPermissionRequest{SessionID: "s"})
 	require.ErrorIs(t, err, context.Canceled)
 	// Updates are written even with a cancelled context.
-	require.NoError(t, client.SessionUpdate(cancelled, &acp.SessionNotification{SessionID: "s", Update: acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentModeID: "code"}}))
+	require.NoError(t, client.SessionUpdate(cancelled, &acp.SessionNotification{SessionID: sid, Update: acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentModeID: "code"}}))
 	ups, err := cc.WaitUpdates(ctx, 1)
 	require.NoError(t, err)
 	assert.Equal(t, "code", ups[0].Update.CurrentModeID)

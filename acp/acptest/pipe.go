@@ -413,19 +413,31 @@ func (cc *ClientConn) Notify(method string, params any) error {
 	return cc.write(b)
 }
 
-// Initialize sends initialize with full client capabilities.
+// Initialize sends initialize with full client capabilities (fs read and
+// write, terminal).
 func (cc *ClientConn) Initialize(ctx context.Context) (*acp.InitializeResponse, error) {
+	return cc.InitializeWith(ctx, acp.ClientCapabilities{
+		FS:       acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true},
+		Terminal: true,
+	})
+}
+
+// InitializeWith sends initialize advertising exactly caps; the transcript
+// then holds the agent to them (no fs/* or terminal/* unless advertised).
+func (cc *ClientConn) InitializeWith(ctx context.Context, caps acp.ClientCapabilities) (*acp.InitializeResponse, error) {
 	var r acp.InitializeResponse
 	err := cc.Call(ctx, acp.MethodInitialize, acp.InitializeRequest{
-		ProtocolVersion: acp.ProtocolVersion,
-		ClientCapabilities: acp.ClientCapabilities{
-			FS:       acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true},
-			Terminal: true,
-		},
-		ClientInfo: &acp.Implementation{Name: "acptest", Version: "1"},
+		ProtocolVersion:    acp.ProtocolVersion,
+		ClientCapabilities: caps,
+		ClientInfo:         &acp.Implementation{Name: "acptest", Version: "1"},
 	}, &r)
 	return &r, err
 }
+
+// End runs the transcript's end-of-connection checks (every terminal the
+// client created was released). Call it when the agent has nothing left to
+// write, e.g. after the last prompt answered.
+func (cc *ClientConn) End() error { return cc.tr.End() }
 
 // NewSession creates a session rooted at cwd (which must be absolute).
 func (cc *ClientConn) NewSession(ctx context.Context, cwd string) (string, error) {

@@ -60,6 +60,8 @@ func TestTranscript_Ordering(t *testing.T) {
 	toolUpdate := update("tool_call_update", `,"toolCallId":"t1","status":"completed"`)
 	chunk := update("agent_message_chunk", `,"content":{"type":"text","text":"x"}`)
 
+	tr.ClientLine([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`))
+	require.NoError(t, tr.AgentLine([]byte(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}`)))
 	require.Error(t, tr.AgentLine(chunk), "chunk before any prompt")
 	require.NoError(t, tr.AgentLine(update("available_commands_update", `,"availableCommands":[]`)), "allowed outside turns")
 
