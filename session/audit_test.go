@@ -308,3 +308,150 @@ func TestInvalidArgumentsCountUnderToolName(t *testing.T) {
 	msg := `Invalid arguments for tool "read_file": unexpected end of JSON input`
 	assert.Equal(t, []string{msg, msg, msg}, h.client.failedTexts())
 }
+
+// §10/§11: "Allow All Edits" approves the call, switches the session to
+// auto-edit and says so through both mode APIs (current_mode_update and a
+// complete config_option_update); the next edit runs without asking.
+// "Always Allow" on a command is remembered for that command only.
+func TestAllowAlways(t *testing.T) {
+	choose := func(id string) func(context.Context, *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
+		return func(context.Context, *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
+			return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "selected", OptionID: id}}, nil
+		}
+	}
+	t.Run("edit", func(t *testing.T) {
+		w := func(p string) call { return call{name: "write_file", args: map[string]any{"file_path": p}} }
+		h := newHarness(t, Options{ApprovalMode: ModeDefault}, callsResp(w("/a")), callsResp(w("/b")), textResp("done"))
+		h.client.Permission = choose(optProceedAlways)
+		_, err := h.prompt(t, "go")
+		require.NoError(t, err)
+		require.Len(t, h.client.perms, 1, "the second edit does not ask")
+		completed, _ := h.client.counts()
+		assert.Equal(t, 2, completed)
+		var modeUpdates []string
+		var opts [][]acp.SessionConfigOption
+		for _, u := range h.client.updates {
+			switch u.Kind {
+			case acp.UpdateCurrentMode:
+				modeUpdates = append(modeUpdates, u.CurrentModeID)
+			case acp.UpdateConfigOption:
+				opts = append(opts, u.ConfigOptions)
+			}
+		}
+		assert.Equal(t, []string{ModeAutoEdit}, modeUpdates)
+		require.Len(t, opts, 1)
+		assert.Equal(t, h.m.session(h.sid).configOptions(), opts[0])
+		assert.Equal(t, "mode", opts[0][0].ID)
+		assert.Equal(t, ModeAutoEdit, opts[0][0].CurrentValue)
+		assert.Equal(t, ModeAutoEdit, h.m.session(h.sid).getMode())
+	})
+	t.Run("exec", func(t *testing.T) {
+		reg := func() *tools.Registry {
+			return tools.NewRegistry(&fakeTool{name: "run_shell_command", kind: acp.KindExecute, confirm: tools.ConfirmExec},
+				&fakeTool{name: "other_command", kind: acp.KindExecute, confirm: tools.ConfirmExec})
+		}
+		x := func(name string, i int) call { return call{name: name, args: map[string]any{"i": i}} }
+		h := newHarness(t, Options{ApprovalMode: ModeDefault, Tools: reg},
+			callsResp(x("run_shell_command", 1)), callsResp(x("run_shell_command", 2)), callsResp(x("other_command", 3)), textResp("done"))
+		h.client.Permission = choose(optProceedAlwaysProject)
+		_, err := h.prompt(t, "go")
+		require.NoError(t, err)
+		require.Len(t, h.client.perms, 2, "remembered for its label only")
+		assert.Equal(t, "other_command", h.client.perms[1].ToolCall.Meta["toolName"])
+		assert.Equal(t, ModeDefault, h.m.session(h.sid).getMode())
+		for _, u := range h.client.updates {
+			assert.NotEqual(t, acp.UpdateCurrentMode, u.Kind)
+		}
+	})
+}
+
+// §11: the option sets and labels per confirmation type.
+func TestPermissionOptionSets(t *testing.T) {
+	allow := acp.PermissionOption{OptionID: optProceedOnce, Name: "Allow", Kind: acp.AllowOnce}
+	reject := acp.PermissionOption{OptionID: optCancel, Name: "Reject", Kind: acp.RejectOnce}
+	tests := []struct {
+		name string
+		c    tools.Confirmation
+		want []acp.PermissionOption
+	}{
+		{"edit", tools.Confirmation{Kind: tools.ConfirmEdit, Label: "/w/a"}, []acp.PermissionOption{
+			{OptionID: optProceedAlways, Name: "Allow All Edits", Kind: acp.AllowAlways}, allow, reject}},
+		{"exec", tools.Confirmation{Kind: tools.ConfirmExec, Label: "git"}, []acp.PermissionOption{
+			{OptionID: optProceedAlwaysProject, Name: "Always Allow in project: git", Kind: acp.AllowAlways},
+			{OptionID: optProceedAlwaysUser, Name: "Always Allow for user: git", Kind: acp.AllowAlways}, allow, reject}},
+		{"mcp", tools.Confirmation{Kind: tools.ConfirmMCP, Label: "mcp__srv__echo"}, []acp.PermissionOption{
+			{OptionID: optProceedAlwaysProject, Name: "Always Allow in project: mcp__srv__echo", Kind: acp.AllowAlways},
+			{OptionID: optProceedAlwaysUser, Name: "Always Allow for user: mcp__srv__echo", Kind: acp.AllowAlways}, allow, reject}},
+		{"info", tools.Confirmation{Kind: tools.ConfirmInfo}, []acp.PermissionOption{
+			{OptionID: optProceedAlwaysProject, Name: "Always Allow in project", Kind: acp.AllowAlways},
+			{OptionID: optProceedAlwaysUser, Name: "Always Allow for user", Kind: acp.AllowAlways}, allow, reject}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, permissionOptions(tt.c))
+		})
+	}
+}
+
+// §10 (Decision 5 extended): a call that asks shows its tool_call
+// (pending) first, then the permission request for that id, then
+// in_progress, then completed with the tool's text as content.
+func TestPermissionFrameOrder(t *testing.T) {
+	w := call{id: "w1", name: "write_file", args: map[string]any{"file_path": "/w/a"}}
+	h := newHarness(t, Options{ApprovalMode: ModeDefault}, callsResp(w), textResp("done"))
+	var before []acp.SessionUpdate
+	h.client.Permission = func(_ context.Context, r *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
+		h.client.mu.Lock()
+		before = append(before, h.client.updates...)
+		h.client.mu.Unlock()
+		return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "selected", OptionID: optProceedOnce}}, nil
+	}
+	_, err := h.prompt(t, "go")
+	require.NoError(t, err)
+	require.Len(t, before, 1, "only the tool_call precedes the request")
+	tc := before[0].ToolCall
+	require.NotNil(t, tc)
+	assert.Equal(t, acp.StatusPending, tc.Status)
+	assert.Equal(t, "w1", tc.ToolCallID)
+	assert.Equal(t, acp.KindEdit, tc.Kind)
+	assert.Equal(t, acp.Meta{"toolName": "write_file"}, tc.Meta)
+	assert.Equal(t, map[string]any{"file_path": "/w/a"}, tc.RawInput)
+
+	require.Len(t, h.client.perms, 1)
+	pr := h.client.perms[0].ToolCall
+	assert.Equal(t, "w1", pr.ToolCallID)
+	assert.Equal(t, acp.StatusPending, pr.Status)
+	assert.Equal(t, "write_file", pr.Meta["toolName"])
+
+	var after []acp.ToolCallUpdate
+	for _, u := range h.client.updates[1:] {
+		if u.Kind == acp.UpdateToolCallUpdate {
+			after = append(after, *u.ToolCallUpdate)
+		}
+	}
+	require.Len(t, after, 2)
+	assert.Equal(t, acp.StatusInProgress, after[0].Status)
+	assert.Equal(t, acp.StatusCompleted, after[1].Status)
+	assert.Equal(t, []acp.ToolCallContent{acp.TextContent(`ok {"file_path":"/w/a"}`)}, after[1].Content)
+}
+
+// §10: an unoffered option id fails the call with the request-failure text
+// and skips the rest of the batch as after a cancel; the turn ends.
+func TestUnofferedOptionStopsBatch(t *testing.T) {
+	x := func(i int) call {
+		return call{name: "run_shell_command", args: map[string]any{"command": fmt.Sprint("echo ", i)}}
+	}
+	h := newHarness(t, Options{ApprovalMode: ModeDefault}, callsResp(x(1), x(2)), textResp("unreached"))
+	h.client.Permission = func(context.Context, *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
+		return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "selected", OptionID: "allow_everything"}}, nil
+	}
+	resp, err := h.prompt(t, "go")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	assert.Equal(t, []string{
+		`Permission request failed for "run_shell_command": Permission response selected unoffered option: allow_everything`,
+		loopdetect.PermissionCancelSkipMessage,
+	}, h.client.failedTexts())
+	assert.Len(t, h.client.perms, 1)
+	assert.Len(t, h.prov.requests, 1)
+}

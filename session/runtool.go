@@ -338,7 +338,7 @@ func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools
 			// "Allow All Edits" switches the session to auto-edit, as qwen-code does.
 			t.rec(store.Record{Kind: store.KindMode, ModeID: ModeAutoEdit})
 			s.setMode(ModeAutoEdit)
-			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentModeID: ModeAutoEdit})
+			s.announceMode(ctx)
 		} else {
 			s.mu.Lock()
 			s.allowAlways[alwaysKey(c)] = true

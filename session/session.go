@@ -113,6 +113,16 @@ func (s *Session) configOptions() []acp.SessionConfigOption {
 	}
 }
 
+// announceMode tells the client that the agent changed the session's mode
+// itself: current_mode_update for the modes API and config_option_update
+// (the complete list) for config options, so both stay in sync
+// (acp-agent.md §2.11). A mode the client set is in its own request's
+// answer and is not announced.
+func (s *Session) announceMode(ctx context.Context) {
+	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentModeID: s.getMode()})
+	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateConfigOption, ConfigOptions: s.configOptions()})
+}
+
 // acquire takes the turn semaphore, or fails when ctx ends first.
 func (s *Session) acquire(ctx context.Context) error {
 	select {
