@@ -280,6 +280,12 @@ func (c *textChannel) normalize(d string) string {
 	return d
 }
 
+// maxToolIndex bounds a provider's tool-call index. qwen-code rejects
+// indexes beyond JavaScript's safe integers; a map keyed by index needs a
+// bound too, or relocating past index MaxInt wraps to a negative slot and
+// overwrites another call.
+const maxToolIndex = 1 << 16
+
 // slot is one tool call being assembled.
 type slot struct {
 	index    int
@@ -377,9 +383,13 @@ func (a *Assembler) fragment(f *wireToolDelta) {
 	p := 0
 	if !missing {
 		p = *f.Index
-		if p == -1 { // AWS Bedrock sends -1 for the only call
+		switch {
+		case p == -1: // AWS Bedrock sends -1 for the only call
 			p = 0
-		} else if p < 0 {
+		case p < 0 || p > maxToolIndex:
+			// No real stream gets here; routing by id or to the last call
+			// beats trusting it, and a bound keeps nextFree from overflowing.
+			a.logger.Debug("tool call index out of range, treated as missing", "index", p)
 			missing = true
 		}
 	}
@@ -482,7 +492,7 @@ func (a *Assembler) fragment(f *wireToolDelta) {
 // The finish reason is normalised from the assembled calls, since providers
 // lie: "tool_calls" whenever a call was assembled and the provider said
 // stop/tool_calls, "stop" when it said tool_calls but no call came, and
-// "length" when a call's arguments were cut off mid-JSON.
+// "length" when a named call's arguments were cut off mid-JSON.
 func (a *Assembler) Finish() ([]Event, error) {
 	a.events = a.events[:0]
 	if a.err != nil {
@@ -502,10 +512,12 @@ func (a *Assembler) Finish() ([]Event, error) {
 		tc := ToolCall{ID: s.id, Name: s.name}
 		var cut bool
 		tc.Arguments, tc.Invalid, cut = normalizeArgs(s.args)
-		truncated = truncated || cut
-		if tc.Name == "" && tc.Invalid == "" {
-			tc.Invalid = "missing function name"
+		if tc.Name == "" {
+			// A nameless call is malformed whatever its arguments, and (as
+			// in qwen-code) says nothing about the output being cut off.
+			tc.Invalid, cut = "missing function name", false
 		}
+		truncated = truncated || cut
 		if tc.Invalid != "" {
 			a.logger.Warn("invalid tool call from model", "id", tc.ID, "name", tc.Name, "err", tc.Invalid)
 		}
