@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -13,6 +14,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
 
@@ -454,4 +456,43 @@ func TestUnofferedOptionStopsBatch(t *testing.T) {
 	}, h.client.failedTexts())
 	assert.Len(t, h.client.perms, 1)
 	assert.Len(t, h.prov.requests, 1)
+}
+
+// §12 / vector 125, adapted to acpd: the exact initialize result. acpd
+// answers protocol version 1 whatever the client asks, names itself, and
+// advertises only what works: images and embedded text context (no audio),
+// MCP over HTTP (no SSE), close and additionalDirectories always, load,
+// list, resume and delete only with a store; one agent-type auth method.
+func TestInitializeExactResult(t *testing.T) {
+	const auth = `"authMethods":[{"id":"openai","name":"Use OpenAI API key","description":"Requires setting the ` + "`OPENAI_API_KEY`" + ` environment variable"}],
+		"agentInfo":{"name":"acpd","title":"acpd","version":"1.2.3"}}`
+	const prompt = `"promptCapabilities":{"image":true,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":false}`
+	tests := []struct {
+		name    string
+		durable bool
+		want    string
+	}{
+		{"in memory", false, `{"protocolVersion":1,"agentCapabilities":{"loadSession":false,` + prompt + `,
+			"sessionCapabilities":{"additionalDirectories":{},"close":{}}},` + auth},
+		{"durable", true, `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` + prompt + `,
+			"sessionCapabilities":{"additionalDirectories":{},"close":{},"list":{},"resume":{},"delete":{}}},` + auth},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := Options{Provider: &scriptProvider{}, Model: "m", Version: "1.2.3"}
+			if tt.durable {
+				st, err := store.Open(t.TempDir(), store.Options{})
+				require.NoError(t, err)
+				opts.Store = st
+			}
+			m := NewManager(&recClient{}, opts)
+			for _, v := range []int{1, 2, 0} {
+				r, err := m.Initialize(t.Context(), &acp.InitializeRequest{ProtocolVersion: v})
+				require.NoError(t, err)
+				b, err := json.Marshal(r)
+				require.NoError(t, err)
+				assert.JSONEq(t, tt.want, string(b), "protocolVersion %d", v)
+			}
+		})
+	}
 }
