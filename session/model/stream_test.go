@@ -60,24 +60,53 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 }
 
+// TestNewHTTPError_Shapes covers the error bodies of spec §4.1: the
+// provider's message is surfaced verbatim, code may be a string or a
+// number, and only 408, 429 and 5xx are retryable.
 func TestNewHTTPError_Shapes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name, body, msg, code string
+		name           string
+		status         int
+		body           string
+		msg, typ, code string
+		retry          bool
 	}{
-		{"openai", `{"error":{"message":"Incorrect API key provided: sk-***","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`, "Incorrect API key provided: sk-***", "invalid_api_key"},
-		{"old vllm", `{"object":"error","message":"bad model","type":"BadRequestError","param":null,"code":400}`, "bad model", "400"},
-		{"ollama native", `{"error":"model not found"}`, "model not found", ""},
-		{"html", `<html>bad gateway</html>`, "HTTP 502: <html>bad gateway</html>", ""},
-		{"empty", ``, "HTTP 502: Bad Gateway", ""},
+		{"openai 401", 401, `{"error":{"message":"Incorrect API key provided: sk-***","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+			"Incorrect API key provided: sk-***", "invalid_request_error", "invalid_api_key", false},
+		{"openai 500", 500, `{"error":{"message":"The server had an error processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`,
+			"The server had an error processing your request. Sorry about that!", "server_error", "", true},
+		{"openrouter 429 numeric code", 429, `{"error":{"message":"Rate limit exceeded: free-models-per-min","code":429,"metadata":{"headers":{"X-RateLimit-Limit":"1"},"provider_name":null}},"user_id":"u"}`,
+			"Rate limit exceeded: free-models-per-min", "", "429", true},
+		{"dashscope 400", 400, `{"error":{"code":"invalid_parameter_error","param":null,"message":"parameter.enable_thinking must be set to false for non-streaming calls","type":"invalid_request_error"},"id":"chatcmpl-1","request_id":"r"}`,
+			"parameter.enable_thinking must be set to false for non-streaming calls", "invalid_request_error", "invalid_parameter_error", false},
+		{"dashscope loop guard 400", 400, `{"error":{"message":"<400> InternalError.Algo.InvalidParameter: Repetitive tool calls detected in the conversation history.","type":"invalid_request_error","param":null,"code":null},"request_id":"r"}`,
+			"<400> InternalError.Algo.InvalidParameter: Repetitive tool calls detected in the conversation history.", "invalid_request_error", "", false},
+		{"deepseek 400 reasoning_content", 400, `{"error":{"message":"The reasoning_content in the thinking mode must be passed back to the API.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}`,
+			"The reasoning_content in the thinking mode must be passed back to the API.", "invalid_request_error", "invalid_request_error", false},
+		{"vllm new", 400, `{"error":{"message":"bad model","type":"BadRequestError","param":null,"code":400}}`,
+			"bad model", "BadRequestError", "400", false},
+		{"vllm old top-level", 400, `{"object":"error","message":"bad model","type":"BadRequestError","param":null,"code":400}`,
+			"bad model", "BadRequestError", "400", false},
+		{"ollama 404", 404, `{"error":{"message":"model \"qwen9\" not found","type":"not_found_error","param":null,"code":null}}`,
+			`model "qwen9" not found`, "not_found_error", "", false},
+		{"ollama native", 500, `{"error":"model not found"}`, "model not found", "", "", true},
+		{"llama.cpp", 400, `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`,
+			"the request exceeds the available context size, try increasing it", "exceed_context_size_error", "400", false},
+		{"408", 408, `{"error":{"message":"Request timed out","code":408}}`, "Request timed out", "", "408", true},
+		{"html", 502, `<html>bad gateway</html>`, "HTTP 502: <html>bad gateway</html>", "", "", true},
+		{"empty", 503, ``, "HTTP 503: Service Unavailable", "", "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newHTTPError(http.StatusBadGateway, http.Header{}, []byte(tt.body), time.Now())
+			e := newHTTPError(tt.status, http.Header{}, []byte(tt.body), time.Now())
 			assert.Equal(t, tt.msg, e.Error())
+			assert.Equal(t, tt.typ, e.Type)
 			assert.Equal(t, tt.code, e.Code)
-			assert.True(t, e.Retryable())
+			assert.Equal(t, tt.status, e.Status)
+			assert.Equal(t, tt.body, e.Body)
+			assert.Equal(t, tt.retry, e.Retryable())
 		})
 	}
 }
