@@ -496,3 +496,109 @@ func TestInitializeExactResult(t *testing.T) {
 		})
 	}
 }
+
+// §8: unknown and closing sessions are invalid params with the documented
+// texts.
+func TestUnknownAndClosingSession(t *testing.T) {
+	h := newHarness(t, Options{})
+	_, err := h.m.Prompt(t.Context(), &acp.PromptRequest{SessionID: "nope", Prompt: []acp.ContentBlock{acp.TextBlock("x")}})
+	e := codeOf(t, err)
+	assert.Equal(t, acp.CodeInvalidParams, e.Code)
+	assert.Equal(t, "Session not found for id: nope", e.Message)
+	_, err = h.m.SetSessionMode(t.Context(), &acp.SetSessionModeRequest{SessionID: "nope", ModeID: ModePlan})
+	assert.Equal(t, "Session not found for id: nope", codeOf(t, err).Message)
+
+	s := h.m.session(h.sid)
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	_, err = h.prompt(t, "x")
+	e = codeOf(t, err)
+	assert.Equal(t, acp.CodeInvalidParams, e.Code)
+	assert.Equal(t, "Session is closing", e.Message)
+}
+
+// §8: the loop rejection's data carries loopType only when one was
+// recorded.
+func TestLoopErrorShape(t *testing.T) {
+	tests := []struct {
+		lt   loopdetect.LoopType
+		want map[string]any
+	}{
+		{"", map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected"}},
+		{loopdetect.LoopTurnToolCallCap, map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected", "loopType": "turn_tool_call_cap"}},
+	}
+	for _, tt := range tests {
+		e := codeOf(t, loopError(tt.lt))
+		assert.Equal(t, acp.CodeInternalError, e.Code)
+		assert.Equal(t, loopdetect.LoopDetectedTurnErrorMessage, e.Message)
+		assert.Equal(t, tt.want, e.Data)
+	}
+}
+
+// §7.2: only calls that will run are counted: a call repeating an id of
+// the same response is dropped, and a provider replay is answered without
+// being counted. With an explicit cap of 2, one real call per response
+// never crosses it.
+func TestGuardCountsOnlyCallsThatRun(t *testing.T) {
+	a := call{id: "a", name: "read_file", args: map[string]any{"file_path": "/a"}}
+	b := call{id: "b", name: "read_file", args: map[string]any{"file_path": "/b"}}
+	bAgain := call{id: "b", name: "read_file", args: map[string]any{"file_path": "/b2"}}
+	h := newHarness(t, Options{Cap: loopdetect.Cap{Max: 2, Explicit: true}},
+		callsResp(a), callsResp(a, b, bAgain), textResp("done"))
+	resp, err := h.prompt(t, "go")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	completed, failed := h.client.counts()
+	assert.Equal(t, 2, completed)
+	assert.Equal(t, 1, failed, "the replay of a is answered, not run")
+}
+
+// §7.6 in warn mode: the reminder follows the tool results of round 2;
+// round 3 would stop but only warns, and the turn ends normally.
+func TestRepeatedFailureWarnMode(t *testing.T) {
+	reg := func() *tools.Registry {
+		return tools.NewRegistry(&fakeTool{name: "read_file", kind: acp.KindRead, execErr: errors.New("File not found"), errType: tools.ErrTypeFileNotFound})
+	}
+	h := newHarness(t, Options{Tools: reg, FailureGuard: loopdetect.FailureModeWarn},
+		callsResp(nDistinct("r1", 4)...), callsResp(nDistinct("r2", 4)...), callsResp(nDistinct("r3", 1)...), textResp("done"))
+	resp, err := h.prompt(t, "go")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	require.Len(t, h.prov.requests, 4)
+	third := h.prov.requests[2].Messages
+	assert.Equal(t, model.RoleTool, third[len(third)-2].Role)
+	assert.Equal(t, model.Message{Role: model.RoleUser, Content: loopdetect.RepeatedToolFailureReminder}, third[len(third)-1])
+	for _, m := range h.prov.requests[3].Messages {
+		assert.NotContains(t, m.Content, loopdetect.RepeatedToolFailureStopMessage)
+	}
+}
+
+// §11 for the confirmation kinds the vectors leave out: MCP asks in
+// default and auto-edit; informational calls ask outside yolo; plan mode
+// blocks MCP and writing shell, never reads or informational calls.
+func TestNeedsConfirmationAndPlanBlocking(t *testing.T) {
+	s := &Session{allowAlways: map[string]bool{}}
+	mcpC := tools.Confirmation{Kind: tools.ConfirmMCP, Label: "mcp__s__t"}
+	info := tools.Confirmation{Kind: tools.ConfirmInfo}
+	write := tools.Confirmation{Kind: tools.ConfirmExec, Label: "rm", Shell: tools.ShellWrite}
+	unknown := tools.Confirmation{Kind: tools.ConfirmExec, Label: "make"}
+	tests := []struct {
+		mode    string
+		c       tools.Confirmation
+		ask     bool
+		blocked bool
+	}{
+		{ModeDefault, mcpC, true, false}, {ModeAutoEdit, mcpC, true, false}, {ModeYolo, mcpC, false, false},
+		{ModeDefault, info, true, false}, {ModeAutoEdit, info, false, false}, {ModeYolo, info, false, false},
+		{ModePlan, mcpC, true, true}, {ModePlan, info, true, false}, {ModePlan, write, true, true},
+		{ModePlan, unknown, true, false}, {ModePlan, tools.Confirmation{Kind: tools.ConfirmEdit}, true, true},
+		{ModePlan, tools.Confirmation{}, false, false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.ask, s.needsConfirmation(tt.mode, tt.c), "ask %s %+v", tt.mode, tt.c)
+		if tt.mode == ModePlan {
+			assert.Equal(t, tt.blocked, planBlocked(tt.c), "blocked %+v", tt.c)
+		}
+	}
+}

@@ -269,8 +269,20 @@ func (m *Manager) session(id string) *Session {
 	return m.sessions[id]
 }
 
+// errUnknownSession answers every method naming a session this connection
+// does not host. qwen-code answers set_mode and set_config_option so
+// (-32602), but session/prompt with a plain Error `Session not found: <id>`
+// (-32603, §8); acpd answers -32602 for prompt too, since the id is a bad
+// parameter (ACP's error table; Gemini and Goose do the same). Deliberate
+// deviation.
 func errUnknownSession(id string) error {
 	return acp.ErrInvalidParams("sessionId", "Session not found for id: "+id)
+}
+
+// errSessionClosing answers a prompt that reaches a session being closed
+// (qwen-code's invalidParams `Session is closing`, §8).
+func errSessionClosing() error {
+	return acp.ErrInvalidParams("sessionId", "Session is closing")
 }
 
 // SetSessionMode switches the approval mode.

@@ -158,7 +158,7 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.P
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, errUnknownSession(s.id)
+		return nil, errSessionClosing()
 	}
 	older := s.prompts
 	s.prompts = append(append([]*promptHandle(nil), older...), h)
