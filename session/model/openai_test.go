@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -192,22 +193,44 @@ func TestOpenAI_BadRequestNamesField(t *testing.T) {
 	assert.Zero(t, srv.Served())
 }
 
+// A 429's Retry-After, in seconds or as an HTTP date, replaces the
+// backoff (capped at 10 minutes); an unusable one falls back to it.
 func TestOpenAI_429RetryAfterThenSuccess(t *testing.T) {
 	t.Parallel()
-	srv := modeltest.NewServer(t,
-		modeltest.Response{Status: http.StatusTooManyRequests, RetryAfter: "3", ErrorMessage: "slow down"},
-		modeltest.Response{Status: http.StatusTooManyRequests, RetryAfter: time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)},
-		modeltest.Response{Text: "finally"},
-	)
+	now := time.Now()
+	tests := []struct {
+		retryAfter string
+		min, max   time.Duration
+	}{
+		{"3", 3 * time.Second, 3 * time.Second},
+		{"0.25", 250 * time.Millisecond, 250 * time.Millisecond},
+		{now.Add(30 * time.Second).UTC().Format(http.TimeFormat), 25 * time.Second, 30 * time.Second},
+		{now.Add(time.Hour).UTC().Format(http.TimeFormat), 10 * time.Minute, 10 * time.Minute},
+		{"86400", 10 * time.Minute, 10 * time.Minute},
+		// Backoff instead: attempt n (from 0) waits in [step/2, step] with
+		// step = 100ms << n, so attempts 5 and 6 wait 1.6-3.2s and 3.2-6.4s.
+		{now.Add(-time.Minute).UTC().Format(http.TimeFormat), 1600 * time.Millisecond, 3200 * time.Millisecond},
+		{"soon", 3200 * time.Millisecond, 6400 * time.Millisecond},
+	}
+	var script []modeltest.Response
+	for _, tt := range tests {
+		script = append(script, modeltest.Response{Status: http.StatusTooManyRequests, RetryAfter: tt.retryAfter, ErrorMessage: "slow down"})
+	}
+	srv := modeltest.NewServer(t, append(script, modeltest.Response{Text: "finally"})...)
 	sl := &sleeps{}
-	evs, err := collect(t, newProvider(srv, 3, sl).Stream(t.Context(), model.Request{Model: "m"}))
+	p := model.NewOpenAI(model.OpenAIOptions{
+		BaseURL: srv.BaseURL(), MaxRetries: len(tests), BackoffBase: 100 * time.Millisecond, BackoffCap: time.Hour, Sleep: sl.sleep,
+	})
+	evs, err := collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
 	require.NoError(t, err)
 	assert.Equal(t, []model.Event{text("finally"), finish("stop")}, evs, "no retry marker: nothing was yielded before")
 	d := sl.got()
-	require.Len(t, d, 2)
-	assert.Equal(t, 3*time.Second, d[0])
-	assert.InDelta(t, float64(10*time.Minute), float64(d[1]), float64(time.Second), "an HTTP-date Retry-After, capped")
-	assert.Equal(t, 3, srv.Served())
+	require.Len(t, d, len(tests))
+	for i, tt := range tests {
+		assert.GreaterOrEqual(t, d[i], tt.min, "Retry-After %q", tt.retryAfter)
+		assert.LessOrEqual(t, d[i], tt.max, "Retry-After %q", tt.retryAfter)
+	}
+	assert.Equal(t, len(tests)+1, srv.Served())
 }
 
 func TestOpenAI_500ThenSuccessUsesJitteredBackoff(t *testing.T) {
@@ -255,18 +278,56 @@ func TestOpenAI_CutMidStreamRetriesAndDiscards(t *testing.T) {
 	assert.Len(t, sl.got(), 1)
 }
 
-func TestOpenAI_MidStreamErrorObjectIsRetried(t *testing.T) {
+// Every mid-stream failure form of spec §4.2 after some output is retried:
+// the consumer sees the partial text, then EventRetry carrying the
+// provider's message, then only the second attempt.
+func TestOpenAI_MidStreamErrorsAreRetried(t *testing.T) {
 	t.Parallel()
-	srv := modeltest.NewServer(t,
-		modeltest.Response{Text: "Hello", ErrorMessage: "stream failed after output"},
-		modeltest.Response{Text: "Hi again"},
-	)
-	evs, err := collect(t, newProvider(srv, 1, &sleeps{}).Stream(t.Context(), model.Request{Model: "m"}))
-	require.NoError(t, err)
-	require.Len(t, evs, 4)
-	assert.Equal(t, model.EventRetry, evs[1].Kind)
-	assert.EqualError(t, evs[1].RetryErr, "stream failed after output")
-	assert.Equal(t, text("Hi again"), evs[2])
+	const partial = `data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"Hello"},"finish_reason":null}]}` + "\n\n"
+	tests := []struct {
+		name, body, msg string
+	}{
+		{"openai/vllm error object", partial + `data: {"error":{"message":"stream failed after output","type":"server_error","param":null,"code":null}}` + "\n\ndata: [DONE]\n\n",
+			"stream failed after output"},
+		{"openrouter error with finish error", partial + `data: {"id":"x","error":{"code":"server_error","message":"Provider disconnected"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}` + "\n\ndata: [DONE]\n\n",
+			"Provider disconnected"},
+		{"dashscope error_finish", partial + `data: {"choices":[{"index":0,"delta":{"content":"Throttling: TPM(1/1)"},"finish_reason":"error_finish"}]}` + "\n\ndata: [DONE]\n\n",
+			"Throttling: TPM(1/1)"},
+		{"llama.cpp error field", partial + `error: {"code":500,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}` + "\n\ndata: [DONE]\n\n",
+			"the request exceeds the available context size"},
+		{"ollama bare error line", partial + `{"error":"an error was encountered while running the model"}` + "\n",
+			model.ErrTruncated.Error()},
+		{"done without finish", partial + "data: [DONE]\n\n", model.ErrTruncated.Error()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := modeltest.NewServer(t, modeltest.Response{Raw: tt.body}, modeltest.Response{Text: "Hi again"})
+			sl := &sleeps{}
+			evs, err := collect(t, newProvider(srv, 1, sl).Stream(t.Context(), model.Request{Model: "m"}))
+			require.NoError(t, err)
+			require.Len(t, evs, 4)
+			assert.Equal(t, text("Hello"), evs[0])
+			assert.Equal(t, model.EventRetry, evs[1].Kind)
+			assert.EqualError(t, evs[1].RetryErr, tt.msg)
+			assert.Equal(t, []model.Event{text("Hi again"), finish("stop")}, evs[2:])
+			assert.Len(t, sl.got(), 1)
+		})
+	}
+}
+
+// Once retries are spent, a mid-stream error is returned as the provider
+// said it (a 200-status APIError), after the partial output.
+func TestOpenAI_MidStreamErrorExhausted(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t, modeltest.Response{Text: "Hello", ErrorMessage: "stream failed after output"})
+	evs, err := collect(t, newProvider(srv, 0, &sleeps{}).Stream(t.Context(), model.Request{Model: "m"}))
+	require.Error(t, err)
+	assert.Equal(t, []model.Event{text("Hello")}, evs)
+	assert.EqualError(t, err, "stream failed after output")
+	var ae *model.APIError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, http.StatusOK, ae.Status)
 }
 
 func TestOpenAI_NonRetryable4xxSurfacesProviderMessage(t *testing.T) {
@@ -279,6 +340,9 @@ func TestOpenAI_NonRetryable4xxSurfacesProviderMessage(t *testing.T) {
 		{"401", http.StatusUnauthorized, "Incorrect API key provided: sk-***"},
 		{"400 dashscope loop guard", http.StatusBadRequest, "<400> InternalError.Algo.InvalidParameter: Repetitive tool calls detected in the conversation history."},
 		{"403", http.StatusForbidden, "forbidden"},
+		{"400 deepseek reasoning_content", http.StatusBadRequest, "The reasoning_content in the thinking mode must be passed back to the API."},
+		{"404 ollama model", http.StatusNotFound, `model "qwen9" not found, try pulling it first`},
+		{"422", http.StatusUnprocessableEntity, "Unprocessable: messages[1].content"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -343,39 +407,143 @@ func TestOpenAI_ConnectionErrorIsRetried(t *testing.T) {
 	assert.Len(t, sl.got(), 2)
 }
 
-func TestOpenAI_CancelDuringStream(t *testing.T) {
-	t.Parallel()
-	srv := modeltest.NewServer(t, modeltest.Response{Text: "partial text here", CutAfter: 2, Hang: true})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	first := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		var last error
-		for ev, err := range newProvider(srv, 3, &sleeps{}).Stream(ctx, model.Request{Model: "m"}) {
-			if err != nil {
-				last = err
-				break
-			}
-			if ev.Kind == model.EventText {
-				close(first)
-			}
+// abortServer answers every request by hanging, either before the
+// response headers or after one text chunk, until the client goes away. It
+// reports each request's arrival on arrived and the moment it sees the
+// client's connection close on closed.
+func abortServer(t *testing.T, midStream bool) (url string, arrived, closed <-chan time.Time) {
+	t.Helper()
+	arr, clo := make(chan time.Time, 8), make(chan time.Time, 8)
+	stop := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if midStream {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"partial"}}]}`+"\n\n")
+			w.(http.Flusher).Flush()
 		}
-		done <- last
-	}()
-	select {
-	case <-first:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no text before cancel")
+		arr <- time.Now()
+		select {
+		case <-r.Context().Done():
+			clo <- time.Now()
+		case <-stop:
+		}
+	}))
+	t.Cleanup(func() {
+		close(stop)
+		hs.Close()
+	})
+	return hs.URL + "/v1", arr, clo
+}
+
+// Cancellation must abort the HTTP request promptly (the issue asks for
+// 100 ms). The proof that it was aborted, not merely abandoned, is the
+// server seeing the connection close; the bound is generous so a loaded
+// machine running -race cannot flake it, and the measured figures are
+// logged.
+func TestOpenAI_CancelAbortsRequest(t *testing.T) {
+	t.Parallel()
+	const bound = 2 * time.Second
+	for _, midStream := range []bool{false, true} {
+		name := "waiting for headers"
+		if midStream {
+			name = "mid-stream"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			url, arrived, closed := abortServer(t, midStream)
+			p := model.NewOpenAI(model.OpenAIOptions{BaseURL: url, MaxRetries: 3, Sleep: (&sleeps{}).sleep})
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			texts := make(chan string, 8)
+			done := make(chan error, 1)
+			go func() {
+				var last error
+				for ev, err := range p.Stream(ctx, model.Request{Model: "m"}) {
+					if err != nil {
+						last = err
+						break
+					}
+					texts <- ev.Text
+				}
+				done <- last
+			}()
+			select {
+			case <-arrived:
+			case <-time.After(30 * time.Second):
+				t.Fatal("request never reached the server")
+			}
+			if midStream {
+				select {
+				case txt := <-texts:
+					assert.Equal(t, "partial", txt)
+				case <-time.After(30 * time.Second):
+					t.Fatal("no text before cancel")
+				}
+			}
+			cancelled := time.Now()
+			cancel()
+			select {
+			case err := <-done:
+				assert.ErrorIs(t, err, context.Canceled)
+				t.Logf("stream returned %v after cancel", time.Since(cancelled))
+			case <-time.After(bound):
+				t.Fatalf("stream did not return within %v of cancellation", bound)
+			}
+			select {
+			case at := <-closed:
+				t.Logf("server saw the connection close %v after cancel", at.Sub(cancelled))
+				assert.Less(t, at.Sub(cancelled), bound)
+			case <-time.After(bound):
+				t.Fatalf("server did not see the request aborted within %v", bound)
+			}
+			select {
+			case <-arrived:
+				t.Fatal("a cancelled request was retried")
+			default:
+			}
+		})
 	}
-	cancel()
-	select {
-	case err := <-done:
-		assert.ErrorIs(t, err, context.Canceled)
-	case <-time.After(100 * time.Millisecond):
-		t.Fatal("stream did not stop within 100 ms of cancellation")
+}
+
+// A refused connection is retried, and the retry reaches the server once
+// it is up (here: started on the same port during the backoff wait).
+func TestOpenAI_ConnectionRefusedThenServerUp(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"up"}}]}`+"\n\n"+
+			`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(hs.Close)
+	var waits []time.Duration
+	var listenErr error
+	sleep := func(ctx context.Context, d time.Duration) error {
+		waits = append(waits, d) // Stream calls Sleep from one goroutine
+		if len(waits) == 1 {
+			l2, err := net.Listen("tcp", addr)
+			if err != nil {
+				listenErr = err
+				return err
+			}
+			_ = hs.Listener.Close()
+			hs.Listener = l2
+			hs.Start()
+		}
+		return ctx.Err()
 	}
-	assert.Equal(t, 1, srv.Served(), "a cancelled stream is not retried")
+	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: "http://" + addr + "/v1", MaxRetries: 2, Sleep: sleep})
+	evs, err := collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
+	if listenErr != nil {
+		t.Skipf("port %s was taken before it could be reused: %v", addr, listenErr)
+	}
+	require.NoError(t, err)
+	assert.Equal(t, []model.Event{text("up"), finish("stop")}, evs, "nothing was yielded before, so no retry marker")
+	assert.Len(t, waits, 1)
 }
 
 func TestOpenAI_CancelDuringBackoff(t *testing.T) {
