@@ -49,13 +49,19 @@ type Conn struct {
 	baseCtx    context.Context
 	baseCancel context.CancelFunc
 
-	// mu guards ids and inflight. Never held while calling the agent or
-	// writing.
+	// mu guards ids, inflight and prompts. Never held while calling the
+	// agent or writing.
 	mu       sync.Mutex
 	ids      map[string]json.RawMessage // token -> original id, until answered
 	inflight map[string]*inflight       // token -> running request
-	seqIn    uint64                     // guarded by mu
-	seqOut   atomic.Uint64
+	// prompts holds, per sessionId, a channel for each session/prompt
+	// received and not yet answered on the wire; it is closed once the
+	// answer is written. session/close and session/delete wait for them
+	// before answering, so a client sees the cancelled prompt answer
+	// first, whatever order the agent's handlers finish in.
+	prompts map[string]map[string]chan struct{}
+	seqIn   uint64 // guarded by mu
+	seqOut  atomic.Uint64
 
 	sem  chan struct{} // one slot per running request
 	reqs sync.WaitGroup
@@ -96,6 +102,7 @@ func NewConn(r io.Reader, w io.Writer, opts Options) *Conn {
 		log:      opts.Logger,
 		ids:      map[string]json.RawMessage{},
 		inflight: map[string]*inflight{},
+		prompts:  map[string]map[string]chan struct{}{},
 		sem:      make(chan struct{}, opts.MaxInFlight),
 		closeCh:  make(chan struct{}),
 		ready:    make(chan struct{}),
@@ -218,14 +225,30 @@ func (h handler) Handle(_ context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 		return
 	}
 	ctx, cancel := context.WithCancel(c.baseCtx)
+	// A prompt is registered here, on the read goroutine, so a close read
+	// after it always finds it.
+	var promptSession string
+	var answered chan struct{}
+	if req.Method == MethodSessionPrompt {
+		promptSession, answered = sessionIDOf(in.params), make(chan struct{})
+	}
 	c.mu.Lock()
 	c.inflight[in.token] = &inflight{key: in.key, cancel: cancel}
+	if answered != nil {
+		if c.prompts[promptSession] == nil {
+			c.prompts[promptSession] = map[string]chan struct{}{}
+		}
+		c.prompts[promptSession][in.token] = answered
+	}
 	c.mu.Unlock()
 	c.reqs.Add(1)
 	go func() {
 		defer c.reqs.Done()
 		defer func() { <-c.sem }()
 		defer cancel()
+		if answered != nil {
+			defer c.promptAnswered(promptSession, in.token, answered)
+		}
 		c.serveRequest(ctx, rpc, in.token, req.Method, in.params)
 		c.mu.Lock()
 		delete(c.inflight, in.token)
@@ -236,6 +259,9 @@ func (h handler) Handle(_ context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 func (c *Conn) serveRequest(ctx context.Context, rpc *jsonrpc2.Conn, tok, method string, params json.RawMessage) {
 	start := time.Now()
 	res, err := c.dispatchSafe(ctx, method, params)
+	if method == MethodSessionClose || method == MethodSessionDelete {
+		c.waitPrompts(ctx, sessionIDOf(params))
+	}
 	id := jsonrpc2.ID{Str: tok, IsString: true}
 	if err == nil {
 		b, merr := json.Marshal(res)
@@ -255,6 +281,47 @@ func (c *Conn) serveRequest(ctx context.Context, rpc *jsonrpc2.Conn, tok, method
 	if werr := rpc.ReplyWithError(context.Background(), id, re); werr != nil {
 		c.log.Warn("error reply failed", "method", method, "err", werr)
 		c.dropToken(tok)
+	}
+}
+
+// sessionIDOf returns params.sessionId, or "" when absent or malformed.
+func sessionIDOf(params json.RawMessage) string {
+	var p struct {
+		SessionID string `json:"sessionId"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.SessionID
+}
+
+// promptAnswered drops a prompt whose answer is on the wire (or failed).
+func (c *Conn) promptAnswered(session, tok string, answered chan struct{}) {
+	c.mu.Lock()
+	delete(c.prompts[session], tok)
+	if len(c.prompts[session]) == 0 {
+		delete(c.prompts, session)
+	}
+	c.mu.Unlock()
+	close(answered)
+}
+
+// waitPrompts waits until every session/prompt of session received so far
+// has been answered on the wire, or ctx ends (shutdown, $/cancel_request).
+// ACP's session/close behaves as session/cancel first: the running prompt
+// answers `cancelled`, and only then does the close answer.
+func (c *Conn) waitPrompts(ctx context.Context, session string) {
+	c.mu.Lock()
+	var waits []chan struct{}
+	for _, ch := range c.prompts[session] {
+		waits = append(waits, ch)
+	}
+	c.mu.Unlock()
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			c.log.Warn("answering session close before a running prompt", "session_id", session)
+			return
+		}
 	}
 }
 
