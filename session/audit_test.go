@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -600,5 +602,101 @@ func TestNeedsConfirmationAndPlanBlocking(t *testing.T) {
 		if tt.mode == ModePlan {
 			assert.Equal(t, tt.blocked, planBlocked(tt.c), "blocked %+v", tt.c)
 		}
+	}
+}
+
+// funcProvider streams whatever its function yields.
+type funcProvider func(ctx context.Context, req model.Request, yield func(model.Event, error) bool)
+
+func (f funcProvider) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Event, error] {
+	return func(yield func(model.Event, error) bool) { f(ctx, req, yield) }
+}
+
+// §9: a turn cancelled mid-stream answers cancelled after the partial text
+// went out; its user message and the partial answer stay in history, and
+// the next prompt continues from there.
+func TestCancelMidStreamKeepsPartialAnswer(t *testing.T) {
+	h := newHarness(t, Options{})
+	streaming := make(chan struct{})
+	var reqs []model.Request
+	h.m.opts.Provider = funcProvider(func(ctx context.Context, req model.Request, yield func(model.Event, error) bool) {
+		reqs = append(reqs, req)
+		if len(reqs) > 1 {
+			for _, ev := range textResp("fresh") {
+				yield(ev, nil)
+			}
+			return
+		}
+		if !yield(model.Event{Kind: model.EventText, Text: "partial"}, nil) {
+			return
+		}
+		close(streaming)
+		<-ctx.Done()
+		yield(model.Event{}, ctx.Err())
+	})
+	done := make(chan *acp.PromptResponse, 1)
+	go func() {
+		r, _ := h.prompt(t, "go")
+		done <- r
+	}()
+	select {
+	case <-streaming:
+	case <-t.Context().Done():
+		t.Fatal("stream never started")
+	}
+	h.m.Cancel(&acp.SessionIDRequest{SessionID: h.sid})
+	var resp *acp.PromptResponse
+	select {
+	case resp = <-done:
+	case <-t.Context().Done():
+		t.Fatal("prompt never answered")
+	}
+	require.NotNil(t, resp)
+	assert.Equal(t, acp.StopCancelled, resp.StopReason)
+	require.NotEmpty(t, h.client.updates)
+	assert.Equal(t, "partial", h.client.updates[0].Content.Text)
+
+	_, err := h.prompt(t, "again")
+	require.NoError(t, err)
+	require.Len(t, reqs, 2)
+	assert.Equal(t, []model.Message{
+		{Role: model.RoleUser, Content: "go"},
+		{Role: model.RoleAssistant, Content: "partial"},
+		{Role: model.RoleUser, Content: "again"},
+	}, reqs[1].Messages)
+}
+
+// §7.2–§7.5: the guard's warnings are the exact texts.
+func TestGuardWarnTexts(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		run  func(g *guard)
+		want string
+	}{
+		{"cap", Options{Cap: loopdetect.Cap{Max: 3, Explicit: true}}, func(g *guard) { g.recordBatch([]string{"a", "b", "c", "d"}) },
+			"Stopping ACP turn after 4 tool calls in one turn."},
+		{"global duplicate", Options{Cap: loopdetect.Cap{Max: 100}}, func(g *guard) { g.recordBatch([]string{"k", "k", "k", "k", "k", "k"}) },
+			"Stopping ACP turn after the same tool call repeated 6 times."},
+		{"invalid params", Options{Cap: loopdetect.Cap{Max: 100}, SkipLoopDetection: true}, func(g *guard) {
+			for range 3 {
+				g.recordInvalidParams("", "Missing function name")
+			}
+		}, "Stopping ACP turn after repeated tool parameter errors from unknown_tool: Missing function name"},
+		{"duplicate id", Options{Cap: loopdetect.Cap{Max: 100}}, func(g *guard) { g.recordDuplicateReplay("shell_1", "run_shell_command") },
+			"Stopping ACP turn after repeated duplicate provider tool-call id: shell_1 (tool: run_shell_command)."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf strings.Builder
+			g := newGuard(tt.opts.Cap, tt.opts.SkipLoopDetection, loopdetect.FailureModeOff, slog.New(slog.NewTextHandler(&buf, nil)))
+			tt.run(g)
+			assert.True(t, g.detected)
+			assert.Contains(t, buf.String(), fmt.Sprintf("msg=%q", tt.want))
+			before := buf.Len()
+			g.recordBatch([]string{"z"})
+			g.recordInvalidParams("x", "y")
+			assert.Equal(t, before, buf.Len(), "later detections change nothing")
+		})
 	}
 }
