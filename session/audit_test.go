@@ -700,3 +700,17 @@ func TestGuardWarnTexts(t *testing.T) {
 		})
 	}
 }
+
+// §11: an "always allow" answer for a command skips the question in
+// default and auto-edit, but plan mode still confirms a command it cannot
+// classify as read-only.
+func TestPlanModeConfirmsAlwaysAllowedCommand(t *testing.T) {
+	s := &Session{allowAlways: map[string]bool{}}
+	unknown := tools.Confirmation{Kind: tools.ConfirmExec, Label: "make"}
+	s.allowAlways[alwaysKey(unknown)] = true
+	assert.False(t, s.needsConfirmation(ModeDefault, unknown))
+	assert.False(t, s.needsConfirmation(ModeAutoEdit, unknown))
+	assert.True(t, s.needsConfirmation(ModePlan, unknown))
+	ro := tools.Confirmation{Kind: tools.ConfirmExec, Label: "ls", Shell: tools.ShellReadOnly}
+	assert.False(t, s.needsConfirmation(ModePlan, ro))
+}

@@ -236,6 +236,11 @@ func (s *Session) needsConfirmation(mode string, c tools.Confirmation) bool {
 	if mode == ModeYolo || c.Kind == tools.ConfirmNone {
 		return false
 	}
+	if mode == ModePlan && c.Kind == tools.ConfirmExec && c.Shell != tools.ShellReadOnly {
+		// Plan mode must confirm a command it cannot classify as
+		// read-only (§11), even one "always allowed" earlier.
+		return true
+	}
 	s.mu.Lock()
 	always := s.allowAlways[alwaysKey(c)]
 	s.mu.Unlock()
