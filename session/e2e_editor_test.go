@@ -576,3 +576,48 @@ func lastResult(t *testing.T, lines [][]byte) json.RawMessage {
 	require.NoError(t, json.Unmarshal(lines[len(lines)-1], &m))
 	return m.Result
 }
+
+// TestE2E_AllowAllEditsKeepsModeViewsInSync: answering an edit's
+// permission with "Allow All Edits" switches the session to auto-edit; an
+// editor that shows modes and one that shows the mode config option must
+// both learn it (current_mode_update and config_option_update).
+func TestE2E_AllowAllEditsKeepsModeViewsInSync(t *testing.T) {
+	fc := &acptest.FakeClient{
+		RequestPermissionFunc: func(_ context.Context, r *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
+			for _, o := range r.Options {
+				if o.Kind == acp.AllowAlways {
+					return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "selected", OptionID: o.OptionID}}, nil
+				}
+			}
+			return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "cancelled"}}, nil
+		},
+	}
+	d := startDaemon(t, fc, nil, "--approval-mode", "default")
+	ctx := ctxFor(t)
+	_, err := d.cc.InitializeWith(ctx, acp.ClientCapabilities{})
+	require.NoError(t, err)
+	sid, err := d.cc.NewSession(ctx, d.cwd)
+	require.NoError(t, err)
+	d.model.Add(
+		calls(call("write_file", map[string]any{"file_path": filepath.Join(d.cwd, "a.txt"), "content": "a"})),
+		modeltest.Response{Text: "written"},
+	)
+	r, err := d.cc.Prompt(ctx, sid, "write")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, r.StopReason)
+	var mode, option string
+	for _, u := range forSession(d.cc.Updates(), sid) {
+		switch u.Kind {
+		case acp.UpdateCurrentMode:
+			mode = u.CurrentModeID
+		case acp.UpdateConfigOption:
+			for _, o := range u.ConfigOptions {
+				if o.Category == "mode" {
+					option = o.CurrentValue
+				}
+			}
+		}
+	}
+	assert.Equal(t, "auto-edit", mode, "current_mode_update")
+	assert.Equal(t, "auto-edit", option, "config_option_update of the mode option")
+}

@@ -59,6 +59,7 @@ type Transcript struct {
 
 type clientReq struct {
 	method, session string
+	modeID          string
 	configID        string
 	value           json.RawMessage
 	cancelRequested bool // the client sent $/cancel_request for it
@@ -79,6 +80,10 @@ type sessState struct {
 	hasPlan   bool
 	configIDs map[string]bool // nil until the agent sent options
 	modes     map[string]bool // nil until the agent sent modes
+	// mode is the current mode of the modes API; modeOption the id of the
+	// select config option of category "mode" and modeValue its value.
+	// When both exist they must agree once a turn has answered.
+	mode, modeOption, modeValue string
 }
 
 type toolState struct {
@@ -131,6 +136,7 @@ func (t *Transcript) ClientLine(line []byte) {
 	}
 	var p struct {
 		SessionID          string                 `json:"sessionId"`
+		ModeID             string                 `json:"modeId"`
 		ConfigID           string                 `json:"configId"`
 		Value              json.RawMessage        `json:"value"`
 		RequestID          json.RawMessage        `json:"requestId"`
@@ -141,7 +147,7 @@ func (t *Transcript) ClientLine(line []byte) {
 	defer t.mu.Unlock()
 	switch {
 	case env.Method != "" && env.ID != nil: // request
-		t.sent[rawID(env.ID)] = &clientReq{method: env.Method, session: p.SessionID, configID: p.ConfigID, value: p.Value}
+		t.sent[rawID(env.ID)] = &clientReq{method: env.Method, session: p.SessionID, modeID: p.ModeID, configID: p.ConfigID, value: p.Value}
 		switch env.Method {
 		case acp.MethodInitialize:
 			t.clientCaps = p.ClientCapabilities
@@ -302,6 +308,7 @@ func (t *Transcript) update(params json.RawMessage) error {
 		if s.modes != nil && !s.modes[p.Update.CurrentModeID] {
 			return fmt.Errorf("current_mode_update to %q, which is not among the session's availableModes", p.Update.CurrentModeID)
 		}
+		s.mode = p.Update.CurrentModeID
 	}
 	return nil
 }
@@ -375,6 +382,7 @@ func (t *Transcript) configOptions(s *sessState, list []json.RawMessage) error {
 		var o struct {
 			ID           string          `json:"id"`
 			Type         string          `json:"type"`
+			Category     string          `json:"category"`
 			CurrentValue json.RawMessage `json:"currentValue"`
 			Options      []struct {
 				Value   *string `json:"value"`
@@ -412,6 +420,9 @@ func (t *Transcript) configOptions(s *sessState, list []json.RawMessage) error {
 			if !slices.Contains(values, cur) {
 				return fmt.Errorf("configOptions: select %q has currentValue %q, which is not among its options %q", o.ID, cur, values)
 			}
+			if o.Category == "mode" {
+				s.modeOption, s.modeValue = o.ID, cur
+			}
 		}
 	}
 	s.configIDs = ids
@@ -434,7 +445,16 @@ func (t *Transcript) modes(s *sessState, raw json.RawMessage) error {
 		return fmt.Errorf("modes: currentModeId %q is not among availableModes", m.CurrentModeID)
 	}
 	s.modes = ids
+	s.mode = m.CurrentModeID
 	return nil
+}
+
+// modeSync checks that the modes API and the mode config option agree.
+func modeSync(s *sessState) error {
+	if s.mode == "" || s.modeOption == "" || s.mode == s.modeValue {
+		return nil
+	}
+	return fmt.Errorf("the current mode is %q but config option %q says %q: modes and the mode config option must be kept in sync (send config_option_update with current_mode_update)", s.mode, s.modeOption, s.modeValue)
 }
 
 func (t *Transcript) agentRequest(m *agentMsg) error {
@@ -540,6 +560,7 @@ func (t *Transcript) response(req *clientReq, m *agentMsg) error {
 		if res.ConfigOptions != nil {
 			errs = append(errs, t.configOptions(s, res.ConfigOptions))
 		}
+		errs = append(errs, modeSync(s))
 	case acp.MethodSessionLoad, acp.MethodSessionResume:
 		if s == nil {
 			break
@@ -555,6 +576,15 @@ func (t *Transcript) response(req *clientReq, m *agentMsg) error {
 		errs = append(errs, t.modes(s, res.Modes))
 		if res.ConfigOptions != nil {
 			errs = append(errs, t.configOptions(s, res.ConfigOptions))
+		}
+		errs = append(errs, modeSync(s))
+	case acp.MethodSessionSetMode:
+		if ok && s != nil {
+			// The client made the change, so it knows both views changed.
+			s.mode = req.modeID
+			if s.modeOption != "" {
+				s.modeValue = req.modeID
+			}
 		}
 	case acp.MethodSessionSetConfigOption:
 		if !ok || s == nil {
@@ -579,6 +609,9 @@ func (t *Transcript) response(req *clientReq, m *agentMsg) error {
 			errs = append(errs, fmt.Errorf("set_config_option must return the complete configOptions list; missing %q", missing))
 		}
 		errs = append(errs, checkValueSet(res.ConfigOptions, req.configID, req.value))
+		if req.configID == s.modeOption && s.mode != "" {
+			s.mode = s.modeValue
+		}
 	case acp.MethodSessionClose:
 		if ok && s != nil && s.prompts > 0 {
 			errs = append(errs, fmt.Errorf("session/close for %q answered while %d of its prompts are unanswered: the running prompt must answer `cancelled` first", req.session, s.prompts))
@@ -592,6 +625,7 @@ func (t *Transcript) response(req *clientReq, m *agentMsg) error {
 			errs = append(errs, fmt.Errorf("session/prompt answered error -32800 after session/cancel; it must answer stopReason `cancelled`"))
 		}
 		errs = append(errs, t.settleTurn(req.session, s, ok && res.StopReason == string(acp.StopCancelled)))
+		errs = append(errs, modeSync(s))
 		if s.prompts == 0 {
 			s.cancelled = false
 		}

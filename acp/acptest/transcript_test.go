@@ -148,6 +148,15 @@ func TestTranscript_SemanticChecks(t *testing.T) {
 		{"modes currentModeId unknown", []step{initAll, initAnswer, newSession, bad(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s","modes":{"currentModeId":"z","availableModes":[{"id":"a","name":"A"}]}}}`, "not among availableModes")}},
 		{"current_mode_update unknown", script(open, []step{bad(upd("s", `{"sessionUpdate":"current_mode_update","currentModeId":"z"}`), "not among the session's availableModes")})},
 
+		{"mode switched by the agent with both views", script(open, []step{prompt, ag(upd("s", `{"sessionUpdate":"current_mode_update","currentModeId":"b"}`)),
+			ag(upd("s", `{"sessionUpdate":"config_option_update","configOptions":[`+modeOpt("b")+`,`+modelOpt("m1")+`]}`)), ag(endTurn)})},
+		{"mode switched by the agent, option stale", script(open, []step{prompt, ag(upd("s", `{"sessionUpdate":"current_mode_update","currentModeId":"b"}`)), bad(endTurn, "kept in sync")})},
+		{"mode set by the client", script(open, []step{cli(`{"jsonrpc":"2.0","id":7,"method":"session/set_mode","params":{"sessionId":"s","modeId":"b"}}`), ag(`{"jsonrpc":"2.0","id":7,"result":{}}`),
+			setConfig("model", "m2"), ag(setConfigAnswer(modeOpt("b"), modelOpt("m2"))), prompt, ag(endTurn)})},
+		{"mode set_mode not reflected in options", script(open, []step{cli(`{"jsonrpc":"2.0","id":7,"method":"session/set_mode","params":{"sessionId":"s","modeId":"b"}}`), ag(`{"jsonrpc":"2.0","id":7,"result":{}}`),
+			setConfig("model", "m2"), ag(setConfigAnswer(modeOpt("a"), modelOpt("m2"))), prompt, bad(endTurn, "kept in sync")})},
+		{"modes and options disagree at session/new", []step{initAll, initAnswer, newSession,
+			bad(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s","modes":{"currentModeId":"b","availableModes":[{"id":"a","name":"A"},{"id":"b","name":"B"}]},"configOptions":[`+modeOpt("a")+`]}}`, "kept in sync")}},
 		{"close after the prompt answers", script(open, []step{prompt, cli(`{"jsonrpc":"2.0","id":6,"method":"session/close","params":{"sessionId":"s"}}`), ag(cancelledOK), ag(`{"jsonrpc":"2.0","id":6,"result":{}}`)})},
 		{"close before the prompt answers", script(open, []step{prompt, cli(`{"jsonrpc":"2.0","id":6,"method":"session/close","params":{"sessionId":"s"}}`), bad(`{"jsonrpc":"2.0","id":6,"result":{}}`, "must answer `cancelled` first")})},
 	}
