@@ -31,6 +31,10 @@ import (
 //     call (completed, failed) never changes status again; every call a turn
 //     opened is completed or failed when the prompt answers, unless it
 //     answers `cancelled`;
+//   - permissions: session/request_permission only during a prompt of its
+//     session, for a tool call already reported (or with a title);
+//   - modes: the modes API and a "mode" config option agree at session
+//     setup and whenever a prompt answers;
 //   - terminals: every terminal/create result is released (terminal/release)
 //     before the prompt that created it answers, is embedded in a tool call
 //     before its release, and is not used after it;
@@ -483,6 +487,9 @@ func (t *Transcript) agentRequest(m *agentMsg) error {
 		}
 	}
 	t.agentReqs[rawID(json.RawMessage(m.ID))] = &agentReq{method: m.Method, session: p.SessionID}
+	if m.Method == acp.MethodSessionRequestPermission {
+		return t.permission(p.SessionID, m.Params)
+	}
 	switch m.Method {
 	case acp.MethodTerminalOutput, acp.MethodTerminalWaitForExit, acp.MethodTerminalKill, acp.MethodTerminalRelease:
 		term := t.terminals[p.TerminalID]
@@ -497,6 +504,27 @@ func (t *Transcript) agentRequest(m *agentMsg) error {
 				return fmt.Errorf("terminal %q released before it was embedded in a tool call's content", p.TerminalID)
 			}
 		}
+	}
+	return nil
+}
+
+// permission checks a session/request_permission: it belongs to a running
+// prompt of its session and names a tool call the client knows (or carries
+// a title to show one).
+func (t *Transcript) permission(session string, params json.RawMessage) error {
+	s := t.sessions[session]
+	if s == nil || s.prompts == 0 {
+		return fmt.Errorf("session/request_permission for session %q outside a prompt turn", session)
+	}
+	var p struct {
+		ToolCall struct {
+			ToolCallID string  `json:"toolCallId"`
+			Title      *string `json:"title"`
+		} `json:"toolCall"`
+	}
+	_ = json.Unmarshal(params, &p)
+	if s.toolCalls[p.ToolCall.ToolCallID] == nil && p.ToolCall.Title == nil {
+		return fmt.Errorf("session/request_permission for tool call %q, which was never reported (send its tool_call first, or at least a title)", p.ToolCall.ToolCallID)
 	}
 	return nil
 }

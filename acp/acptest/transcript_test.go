@@ -157,6 +157,10 @@ func TestTranscript_SemanticChecks(t *testing.T) {
 			setConfig("model", "m2"), ag(setConfigAnswer(modeOpt("a"), modelOpt("m2"))), prompt, bad(endTurn, "kept in sync")})},
 		{"modes and options disagree at session/new", []step{initAll, initAnswer, newSession,
 			bad(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s","modes":{"currentModeId":"b","availableModes":[{"id":"a","name":"A"},{"id":"b","name":"B"}]},"configOptions":[`+modeOpt("a")+`]}}`, "kept in sync")}},
+		{"permission for a reported tool call", script(open, turn, []step{ag(`{"jsonrpc":"2.0","id":"acpd-1","method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t1"},"options":[{"optionId":"y","name":"Allow","kind":"allow_once"}]}}`)})},
+		{"permission for an unknown tool call with a title", script(open, []step{prompt, ag(`{"jsonrpc":"2.0","id":"acpd-1","method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t9","title":"rm -rf"},"options":[{"optionId":"y","name":"Allow","kind":"allow_once"}]}}`)})},
+		{"permission for an unknown tool call", script(open, []step{prompt, bad(`{"jsonrpc":"2.0","id":"acpd-1","method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t9"},"options":[{"optionId":"y","name":"Allow","kind":"allow_once"}]}}`, "never reported")})},
+		{"permission outside a turn", script(open, []step{bad(`{"jsonrpc":"2.0","id":"acpd-1","method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t9","title":"x"},"options":[{"optionId":"y","name":"Allow","kind":"allow_once"}]}}`, "outside a prompt turn")})},
 		{"close after the prompt answers", script(open, []step{prompt, cli(`{"jsonrpc":"2.0","id":6,"method":"session/close","params":{"sessionId":"s"}}`), ag(cancelledOK), ag(`{"jsonrpc":"2.0","id":6,"result":{}}`)})},
 		{"close before the prompt answers", script(open, []step{prompt, cli(`{"jsonrpc":"2.0","id":6,"method":"session/close","params":{"sessionId":"s"}}`), bad(`{"jsonrpc":"2.0","id":6,"result":{}}`, "must answer `cancelled` first")})},
 	}
