@@ -621,3 +621,23 @@ func TestE2E_AllowAllEditsKeepsModeViewsInSync(t *testing.T) {
 	assert.Equal(t, "auto-edit", mode, "current_mode_update")
 	assert.Equal(t, "auto-edit", option, "config_option_update of the mode option")
 }
+
+// TestE2E_EditorMissingFile: the editor answers -32002 for a missing file;
+// the call fails with a message naming the path and the turn goes on.
+func TestE2E_EditorMissingFile(t *testing.T) {
+	ed := newEditor(t)
+	d := startDaemon(t, ed.fc, nil)
+	missing := filepath.Join(d.cwd, "missing.txt")
+	d.model.Add(calls(call("read_file", map[string]any{"file_path": missing})), modeltest.Response{Text: "no such file"})
+	sid := d.session(t)
+	r, err := d.cc.Prompt(ctxFor(t), sid, "read it")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, r.StopReason)
+	reads, _ := ed.fsCalls()
+	assert.Equal(t, []string{missing}, reads, "the read went to the editor")
+	completed, failed := statusCounts(d.cc.Updates())
+	assert.Equal(t, 0, completed)
+	assert.Equal(t, 1, failed)
+	msgs := d.model.Requests()[1].Messages
+	assert.Contains(t, msgs[len(msgs)-1].Text(), missing, "the model is told which file is missing")
+}
