@@ -257,6 +257,9 @@ func (h handler) Handle(_ context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 }
 
 func (c *Conn) serveRequest(ctx context.Context, rpc *jsonrpc2.Conn, tok, method string, params json.RawMessage) {
+	hooks := &replyHooks{}
+	ctx = context.WithValue(ctx, replyHooksKey{}, hooks)
+	defer hooks.run()
 	start := time.Now()
 	res, err := c.dispatchSafe(ctx, method, params)
 	if method == MethodSessionClose || method == MethodSessionDelete {
@@ -637,4 +640,43 @@ func (c *Conn) KillTerminal(ctx context.Context, req *TerminalRequest) error {
 // mandatory even after a cancel.
 func (c *Conn) ReleaseTerminal(ctx context.Context, req *TerminalRequest) error {
 	return c.callClient(ctx, MethodTerminalRelease, req, nil)
+}
+
+type replyHooksKey struct{}
+
+// replyHooks are run once a request's response has been written.
+type replyHooks struct {
+	mu  sync.Mutex
+	fns []func()
+	ran bool
+}
+
+func (h *replyHooks) run() {
+	h.mu.Lock()
+	fns := h.fns
+	h.fns, h.ran = nil, true
+	h.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// AfterReply arranges for fn to run once the response to the request that
+// ctx belongs to has been written to the wire (or its write failed). A
+// session uses it to hold its turn until the prompt's answer is out, so the
+// next turn's updates cannot overtake it. It reports false when ctx is not
+// a request context of a Conn (or the reply is already out); the caller
+// then runs fn itself.
+func AfterReply(ctx context.Context, fn func()) bool {
+	h, ok := ctx.Value(replyHooksKey{}).(*replyHooks)
+	if !ok {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ran {
+		return false
+	}
+	h.fns = append(h.fns, fn)
+	return true
 }

@@ -76,3 +76,56 @@ func TestConn_CloseAnswersAfterTheRunningPrompt(t *testing.T) {
 	assert.Equal(t, acp.StopCancelled, r.StopReason)
 	assert.False(t, bytes.Contains(lines[len(lines)-1], []byte("stopReason")))
 }
+
+// hookAgent's Prompt registers an AfterReply hook that sends an update: the
+// update must reach the wire after the prompt's answer.
+type hookAgent struct {
+	*testAgent
+	client acp.Client
+	hooked chan bool
+}
+
+func (a *hookAgent) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.PromptResponse, error) {
+	a.hooked <- acp.AfterReply(ctx, func() {
+		title := "after the answer"
+		_ = a.client.SessionUpdate(context.Background(), &acp.SessionNotification{
+			SessionID: req.SessionID, Update: acp.SessionUpdate{Kind: acp.UpdateSessionInfo, Title: &title},
+		})
+	})
+	return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
+}
+
+// TestConn_AfterReplyRunsOnceTheAnswerIsWritten: the session host holds its
+// turn through AfterReply, so a next turn's updates cannot overtake the
+// previous prompt's answer.
+func TestConn_AfterReplyRunsOnceTheAnswerIsWritten(t *testing.T) {
+	ctx := withTimeout(t)
+	ag := &hookAgent{hooked: make(chan bool, 1)}
+	cc := acptest.Pipe(t, func(c acp.Client) acp.Agent {
+		ag.testAgent = newTestAgent(c).(*testAgent)
+		ag.client = c
+		return ag
+	}, nil)
+	_, err := cc.Initialize(ctx)
+	require.NoError(t, err)
+	sid, err := cc.NewSession(ctx, t.TempDir())
+	require.NoError(t, err)
+	_, err = cc.Prompt(ctx, sid, "go")
+	require.NoError(t, err)
+	require.True(t, <-ag.hooked, "a request context accepts hooks")
+	_, err = cc.WaitUpdates(ctx, 1)
+	require.NoError(t, err)
+	lines := cc.Lines()
+	answer, update := -1, -1
+	for i, l := range lines {
+		if bytes.Contains(l, []byte(`"stopReason":"end_turn"`)) {
+			answer = i
+		}
+		if bytes.Contains(l, []byte("after the answer")) {
+			update = i
+		}
+	}
+	require.GreaterOrEqual(t, answer, 0)
+	assert.Greater(t, update, answer)
+	assert.False(t, acp.AfterReply(context.Background(), func() {}), "outside a request there is nothing to wait for")
+}

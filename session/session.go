@@ -179,7 +179,11 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.P
 	if err := s.acquire(ctx); err != nil {
 		return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
 	}
-	defer s.release()
+	// The turn is held until the prompt's answer is on the wire, so a next
+	// turn's updates can never reach the client before it.
+	if !acp.AfterReply(ctx, s.release) {
+		defer s.release()
+	}
 	if ctx.Err() != nil {
 		return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
 	}
