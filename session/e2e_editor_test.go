@@ -278,6 +278,24 @@ func TestE2E_CancelDuringTerminal(t *testing.T) {
 		t.Fatal("the cancelled prompt never answered")
 	}
 	assert.True(t, ed.terms.Exited(term), "the sleep was killed")
+	// The final update keeps the terminal, so the editor still shows what
+	// the command printed, and says why the call failed.
+	var final *acp.ToolCallUpdate
+	for _, n := range d.cc.Updates() {
+		if u := n.Update.ToolCallUpdate; u != nil && u.Status == acp.StatusFailed {
+			final = u
+		}
+	}
+	require.NotNil(t, final)
+	var kinds, texts []string
+	for _, c := range final.Content {
+		kinds = append(kinds, c.Type)
+		if c.Content != nil {
+			texts = append(texts, c.Content.Text)
+		}
+	}
+	assert.Equal(t, []string{acp.ToolContentTerminal, "content"}, kinds)
+	assert.Equal(t, []string{"Tool execution was cancelled."}, texts)
 	var methods []string
 	for _, c := range ed.terms.Calls() {
 		methods = append(methods, c.Method)

@@ -69,6 +69,16 @@ func startDaemon(t *testing.T, fc *acptest.FakeClient, responses []modeltest.Res
 	require.NoError(t, err)
 	cmd.Stderr = &testLog{t: t}
 	require.NoError(t, cmd.Start())
+	if fc == nil {
+		// The default client advertises fs and terminal (ClientConn.Initialize),
+		// so it needs a terminal backend: commands then really run.
+		fc = &acptest.FakeClient{}
+	}
+	if fc.CreateTerminalFunc == nil {
+		terms := acptest.NewTerminals()
+		terms.Install(fc)
+		t.Cleanup(terms.Close)
+	}
 	d := &daemon{model: srv, cwd: cwd, cmd: cmd, stdin: stdin}
 	d.cc = acptest.NewClientConn(t, fc, stdout, stdin)
 	t.Cleanup(func() {

@@ -177,8 +177,17 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 
 	res := call.Execute(ctx, env)
 	if ctx.Err() != nil {
+		// Content replaces the call's collection: keep an embedded terminal,
+		// so the editor still shows what the command printed before the cancel.
 		msg := loopdetect.ToolExecutionCancelledMessage
-		failed(msg)
+		var content []acp.ToolCallContent
+		for _, c := range res.Content {
+			if c.Type == acp.ToolContentTerminal {
+				content = append(content, c)
+			}
+		}
+		content = append(content, acp.TextContent(msg))
+		t.close(ctx, p, acp.ToolCallUpdate{ToolCallID: id, Status: acp.StatusFailed, Content: content}, msg)
 		return toolRun{llm: msg, obs: failureObservation{terminal: "cancelled", execution: "cancelled", tool: p.Name}}
 	}
 	content := res.Content
