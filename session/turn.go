@@ -55,12 +55,14 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 		}
 		defer func() { resp, err = t.end(resp, err) }()
 	}
+	hadLoopContext := s.pendingLoopContext
 	if s.pendingLoopContext {
 		// The model sees why the previous turn stopped: the context message
 		// leads the next user message (measured on qwen-code 0.24.4).
 		msg.Content = loopdetect.LoopDetectedContextMessage + "\n\n" + msg.Content
 		s.pendingLoopContext = false
 	}
+	turnStart := len(s.history)
 	s.history = append(s.history, msg)
 	for _, n := range s.notices {
 		b := acp.TextBlock(n)
@@ -96,6 +98,11 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 			case "length":
 				return &acp.PromptResponse{StopReason: acp.StopMaxTokens}, nil
 			case "content_filter":
+				// ACP: after a refusal, the prompt and everything after it
+				// is left out of the next prompt. The transcript rebuilds
+				// the history the same way (store.Transcript.Messages).
+				s.history = s.history[:turnStart]
+				s.pendingLoopContext = hadLoopContext
 				return &acp.PromptResponse{StopReason: acp.StopRefusal}, nil
 			}
 			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil

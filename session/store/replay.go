@@ -125,6 +125,10 @@ func (tr *Transcript) Messages(toUser func([]acp.ContentBlock) (model.Message, e
 		answered  = map[string]bool{}
 		loopNote  string
 		respDone  bool // asst already holds tool calls: new text starts a new response
+		// turnStart and turnNote undo a refused turn: ACP leaves the prompt
+		// and everything after it out of the next prompt.
+		turnStart = -1
+		turnNote  string
 		flushAsst = func() {
 			if asst != nil {
 				out = append(out, *asst)
@@ -180,6 +184,7 @@ func (tr *Transcript) Messages(toUser func([]acp.ContentBlock) (model.Message, e
 			out = append(out, model.Message{Role: model.RoleTool, ToolCallID: id, Name: r.Tool.Name, Content: r.Tool.ModelText})
 		case KindUser:
 			closeCalls()
+			turnStart, turnNote = len(out), loopNote
 			msg, err := model.Message{}, error(nil)
 			if toUser != nil {
 				msg, err = toUser(r.Prompt)
@@ -200,6 +205,10 @@ func (tr *Transcript) Messages(toUser func([]acp.ContentBlock) (model.Message, e
 			loopNote = r.Loop.Message
 		case KindTurnEnd:
 			closeCalls()
+			if r.StopReason == acp.StopRefusal && turnStart >= 0 {
+				out, loopNote = out[:turnStart], turnNote
+			}
+			turnStart = -1
 		}
 	}
 	closeCalls()

@@ -161,3 +161,25 @@ func TestTranscript_PendingLoop(t *testing.T) {
 	assert.Equal(t, loop, transcript(Record{Kind: KindLoopStop, Loop: loop}, Record{Kind: KindTurnEnd, Error: "loop"}).PendingLoop)
 	assert.Nil(t, transcript(Record{Kind: KindLoopStop, Loop: loop}, Record{Kind: KindUser, Prompt: []acp.ContentBlock{}}).PendingLoop)
 }
+
+// ACP leaves a refused turn out of the next prompt: the rebuilt history
+// drops it, and a loop note it consumed is pending again.
+func TestTranscript_RefusedTurnLeftOut(t *testing.T) {
+	loop := &LoopStop{LoopType: "x", Message: "note"}
+	text := func(s string) []acp.ContentBlock { return []acp.ContentBlock{acp.TextBlock(s)} }
+	tr := transcript(
+		Record{Kind: KindUser, Prompt: text("one")},
+		Record{Kind: KindText, Text: "hello"},
+		Record{Kind: KindTurnEnd, StopReason: acp.StopEndTurn},
+		Record{Kind: KindLoopStop, Loop: loop},
+		Record{Kind: KindTurnEnd, Error: "loop"},
+		Record{Kind: KindUser, Prompt: text("forbidden")},
+		Record{Kind: KindText, Text: "I won't"},
+		Record{Kind: KindTurnEnd, StopReason: acp.StopRefusal},
+	)
+	assert.Equal(t, loop, tr.PendingLoop)
+	assert.Equal(t, []model.Message{
+		{Role: model.RoleUser, Content: "one"},
+		{Role: model.RoleAssistant, Content: "hello"},
+	}, tr.Messages(nil))
+}

@@ -126,6 +126,7 @@ func (tr *Transcript) finish(id string) error {
 		return ErrNoMeta
 	}
 	var derived string
+	var turnLoop *LoopStop // PendingLoop when the current turn began
 	for i := range tr.Records {
 		r := &tr.Records[i]
 		switch r.Kind {
@@ -137,9 +138,16 @@ func (tr *Transcript) finish(id string) error {
 			if derived == "" {
 				derived = TitleFromPrompt(r.Prompt)
 			}
-			tr.PendingLoop = nil
+			turnLoop, tr.PendingLoop = tr.PendingLoop, nil
 		case KindLoopStop:
 			tr.PendingLoop = r.Loop
+		case KindTurnEnd:
+			// A refused turn is left out of the next prompt (ACP), so a
+			// loop note it consumed is still pending.
+			if r.StopReason == acp.StopRefusal && tr.PendingLoop == nil {
+				tr.PendingLoop = turnLoop
+			}
+			turnLoop = nil
 		case KindMode:
 			tr.ModeID = r.ModeID
 		case KindModel:
