@@ -119,12 +119,12 @@ func rawAny(m json.RawMessage) any {
 // followed, Transcript.PendingLoop still holds it.
 func (tr *Transcript) Messages(toUser func([]acp.ContentBlock) (model.Message, error)) []model.Message {
 	var (
-		out       []model.Message
-		asst      *model.Message // the assistant message being folded
-		awaiting  []model.ToolCall
-		answered  = map[string]bool{}
-		loopNote  string
-		respDone  bool // asst already holds tool calls: new text starts a new response
+		out      []model.Message
+		asst     *model.Message // the assistant message being folded
+		awaiting []model.ToolCall
+		answered = map[string]bool{}
+		loopNote string
+		respDone bool // asst already holds tool calls: new text starts a new response
 		// turnStart and turnNote undo a refused turn: ACP leaves the prompt
 		// and everything after it out of the next prompt.
 		turnStart = -1
