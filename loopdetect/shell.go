@@ -5,10 +5,6 @@ import (
 	"unicode/utf8"
 )
 
-// shellInspectionKey is the single bucket every git overview inspection
-// falls into, so the streak grows across different inspection commands.
-const shellInspectionKey = "run_shell_command:git-inspection"
-
 // isJSSpace reports whether r is in JavaScript's \s class (white space and
 // line terminators), which String.prototype.trim and the reference regexes use.
 func isJSSpace(r rune) bool {

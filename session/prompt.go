@@ -55,6 +55,3 @@ func (s *Session) userMessage(blocks []acp.ContentBlock) (model.Message, error) 
 	msg.Content = strings.Join(parts, "\n")
 	return msg, nil
 }
-
-// promptText is the plain text of a prompt, for replay and titles.
-func promptText(msg model.Message) string { return msg.Content }

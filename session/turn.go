@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -439,5 +438,3 @@ func (s *Session) newToolCallID(providerID string) string {
 	s.toolCallIDs[id] = true
 	return id
 }
-
-var errCancelledByUser = errors.New("cancelled by user")
