@@ -190,6 +190,7 @@ func (m *Manager) restore(s *Session, tr *store.Transcript) {
 	// The repeated-failure stop records no message: its stop text is
 	// already in the history, as in the live session.
 	s.pendingLoopContext = tr.PendingLoop != nil && tr.PendingLoop.Message != ""
+	s.title = tr.Title
 	for i := range tr.Records {
 		r := &tr.Records[i]
 		if r.Tool != nil {

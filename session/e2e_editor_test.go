@@ -541,7 +541,7 @@ func TestE2E_TwoSessionsConcurrently(t *testing.T) {
 				kinds = append(kinds, u.Kind)
 			}
 		}
-		assert.Equal(t, []string{acp.UpdateToolCall, acp.UpdateToolCallUpdate, acp.UpdateAgentMessageChunk}, kinds, "session %s", sid)
+		assert.Equal(t, []string{acp.UpdateSessionInfo, acp.UpdateToolCall, acp.UpdateToolCallUpdate, acp.UpdateAgentMessageChunk}, kinds, "session %s", sid)
 	}
 	// B's whole turn sits between A's tool call and A's text on the wire.
 	var order []string

@@ -22,6 +22,7 @@ import (
 type recClient struct {
 	mu         sync.Mutex
 	updates    []acp.SessionUpdate
+	infos      []acp.SessionUpdate // session_info_update only
 	perms      []*acp.RequestPermissionRequest
 	Permission func(ctx context.Context, r *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error)
 }
@@ -29,6 +30,11 @@ type recClient struct {
 func (c *recClient) SessionUpdate(_ context.Context, n *acp.SessionNotification) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if n.Update.Kind == acp.UpdateSessionInfo {
+		// Kept apart so tests can index a turn's frames by position.
+		c.infos = append(c.infos, n.Update)
+		return nil
+	}
 	c.updates = append(c.updates, n.Update)
 	return nil
 }

@@ -75,3 +75,17 @@ func TestDurable_RefusalReloadsToTheLiveHistory(t *testing.T) {
 	assert.Equal(t, append(live, model.Message{Role: model.RoleUser, Content: "next"}), n2.prov.requests[0].Messages)
 	assert.Len(t, live, 2, "only the first turn remains")
 }
+
+// The first prompt names the session: a session_info_update with the title
+// session/list will show, once.
+func TestSessionTitleAnnounced(t *testing.T) {
+	h := newHarness(t, Options{}, textResp("a"), textResp("b"))
+	_, err := h.prompt(t, "  Fix the flaky test\nin ci  ")
+	require.NoError(t, err)
+	_, err = h.prompt(t, "and then more")
+	require.NoError(t, err)
+	require.Len(t, h.client.infos, 1)
+	require.NotNil(t, h.client.infos[0].Title)
+	assert.Equal(t, "Fix the flaky test", *h.client.infos[0].Title)
+	require.NotNil(t, h.client.infos[0].UpdatedAt)
+}

@@ -32,6 +32,9 @@ type Session struct {
 	toolSeq            int
 	// msgCache keeps the wire encoding of history already sent to the model.
 	msgCache model.MessageCache
+	// title is what the editor shows for the session: set from the first
+	// prompt (announced with session_info_update) or the transcript.
+	title string
 	// notices are messages for the user (e.g. an MCP server that failed to
 	// start) sent as agent text at the start of the next turn: updates for a
 	// new session must not precede its session/new response.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
@@ -63,6 +64,15 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 	}
 	turnStart := len(s.history)
 	s.history = append(s.history, msg)
+	if s.title == "" {
+		// Editors list sessions by title: announce the one session/list
+		// will show (the first line of the first prompt).
+		if title := store.TitleFromPrompt(blocks); title != "" {
+			s.title = title
+			now := time.Now().UTC().Format(time.RFC3339)
+			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateSessionInfo, Title: &title, UpdatedAt: &now})
+		}
+	}
 	for _, n := range s.notices {
 		b := acp.TextBlock(n)
 		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b})

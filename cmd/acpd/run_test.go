@@ -206,7 +206,7 @@ func TestRunCmd_OutputFormats(t *testing.T) {
 				assert.Equal(t, r.SessionID, n.SessionID)
 				kinds = append(kinds, fmt.Sprint(n.Update["sessionUpdate"]))
 			}
-			assert.Equal(t, []string{"agent_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk", "usage_update"}, kinds)
+			assert.Equal(t, []string{"session_info_update", "agent_message_chunk", "tool_call", "tool_call_update", "agent_message_chunk", "usage_update"}, kinds)
 		}},
 	}
 	for _, tt := range tests {
