@@ -84,6 +84,11 @@ func startDaemon(t *testing.T, fc *acptest.FakeClient, responses []modeltest.Res
 	t.Cleanup(func() {
 		_ = stdin.Close()
 		if d.waited {
+			// The process is gone: let the client check its last lines
+			// while the test can still report them.
+			if !d.cc.WaitClosed(5 * time.Second) {
+				t.Error("acpd's stdout did not close after it exited")
+			}
 			return
 		}
 		done := make(chan error, 1)

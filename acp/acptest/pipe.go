@@ -439,6 +439,18 @@ func (cc *ClientConn) InitializeWith(ctx context.Context, caps acp.ClientCapabil
 // write, e.g. after the last prompt answered.
 func (cc *ClientConn) End() error { return cc.tr.End() }
 
+// WaitClosed blocks until the agent's output has ended (EOF) and every line
+// it wrote has been checked, or until timeout. Call it before a test ends
+// when the agent may still be writing, e.g. after signalling the process.
+func (cc *ClientConn) WaitClosed(timeout time.Duration) bool {
+	select {
+	case <-cc.readDone:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
 // NewSession creates a session rooted at cwd (which must be absolute).
 func (cc *ClientConn) NewSession(ctx context.Context, cwd string) (string, error) {
 	var r acp.NewSessionResponse

@@ -241,3 +241,23 @@ func TestTerminal_CancelReleases(t *testing.T) {
 	}
 	assert.Equal(t, []string{acp.MethodTerminalCreate, acp.MethodTerminalWaitForExit, acp.MethodTerminalRelease}, tf.Calls())
 }
+
+// A cancel that arrives while terminal/create is in flight must not leak
+// the terminal the editor makes anyway: creation is not cancelled, and the
+// terminal is released right after it.
+func TestTerminal_CancelDuringCreateStillReleases(t *testing.T) {
+	w := newWorkspace(t)
+	tf := newTerminalFake(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	tf.CreateTerminalFunc = func(cctx context.Context, req *acp.CreateTerminalRequest) (*acp.CreateTerminalResponse, error) {
+		cancel() // the turn is cancelled while the editor is creating the terminal
+		assert.NoError(t, cctx.Err(), "creation is not cancelled with the turn")
+		return &acp.CreateTerminalResponse{TerminalID: "term-1"}, nil
+	}
+	tf.blockUntilDone = true
+	_, res := run(t, ctx, tf.env(w), NameRunShellCommand, map[string]any{"command": "sleep 30"})
+	require.Error(t, res.Err)
+	assert.NoError(t, <-tf.releaseCtxErr)
+	calls := tf.Calls()
+	assert.Equal(t, acp.MethodTerminalRelease, calls[len(calls)-1], "%v", calls)
+}

@@ -250,13 +250,23 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env) Result {
 // wait (kill on timeout), output, and always release.
 func (c *runShellCommandCall) runTerminal(ctx context.Context, env *Env) Result {
 	limit := uint64(maxOutput(env))
-	created, err := env.Client.CreateTerminal(ctx, &acp.CreateTerminalRequest{
+	if ctx.Err() != nil {
+		return c.result(env, shellOutcome{cancelled: true}, nil)
+	}
+	// terminal/create is not cancelled with the turn: an editor that has
+	// already made the terminal would answer after we gave up, and we would
+	// never learn its id to release it. Creation is quick; a cancel that
+	// arrives meanwhile is honoured right after it, with a release.
+	detached := context.WithoutCancel(ctx)
+	cctx, ccancel := context.WithTimeout(detached, releaseTimeout)
+	created, err := env.Client.CreateTerminal(cctx, &acp.CreateTerminalRequest{
 		SessionID:       env.SessionID,
 		Command:         "sh",
 		Args:            []string{"-c", c.command},
 		Cwd:             c.dir.path,
 		OutputByteLimit: &limit,
 	})
+	ccancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			return c.result(env, shellOutcome{cancelled: true}, nil)
@@ -264,7 +274,6 @@ func (c *runShellCommandCall) runTerminal(ctx context.Context, env *Env) Result 
 		return failure(ErrTypeExecutionFailed, fmt.Errorf("terminal/create: %w", err))
 	}
 	req := &acp.TerminalRequest{SessionID: env.SessionID, TerminalID: created.TerminalID}
-	detached := context.WithoutCancel(ctx)
 	var releaseOnce sync.Once
 	release := func() {
 		releaseOnce.Do(func() {
