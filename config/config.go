@@ -81,6 +81,12 @@ type ModelConfig struct {
 	Script string
 	// SystemPrompt replaces the built-in system prompt when non-empty.
 	SystemPrompt string
+	// Models are further model ids offered in the session's model selector
+	// (the configured Name is always offered first).
+	Models []string
+	// ContextWindow is the model's context size in tokens, reported as the
+	// `size` of usage_update; 0 means 131072.
+	ContextWindow int
 }
 
 // ToolCapDisabled reports whether the per-turn tool-call cap is off
@@ -140,6 +146,7 @@ func Default() Config {
 			SkipLoopDetection:   true,
 			MaxRetries:          3,
 			RequestTimeout:      120 * time.Second,
+			Models:              []string{},
 		},
 		Tools: ToolsConfig{
 			ApprovalMode:             ApprovalDefault,

@@ -198,6 +198,8 @@ maxTokens = 4096
 temperature = 0
 script = "scripts/turns.json"
 systemPrompt = "be brief"
+models = ["m-large", "m-small"]
+contextWindow = 65536
 [tools]
 approvalMode = "yolo"
 exclude = ["web_fetch", "run_shell_command"]
@@ -217,7 +219,8 @@ trace = true
 				Model: ModelConfig{Provider: ProviderScript, Name: "m", BaseURL: "http://localhost:1234/v1", APIKeyEnv: "K",
 					MaxToolCallsPerTurn: 7, MaxToolCallsPerTurnExplicit: true, SkipLoopDetection: false, MaxRetries: 0,
 					RequestTimeout: 30 * time.Second, MaxTokens: 4096, Temperature: &zero,
-					Script: filepath.Join(dir, "scripts", "turns.json"), SystemPrompt: "be brief"},
+					Script: filepath.Join(dir, "scripts", "turns.json"), SystemPrompt: "be brief",
+					Models: []string{"m-large", "m-small"}, ContextWindow: 65536},
 				Tools: ToolsConfig{ApprovalMode: ApprovalYolo, Exclude: []string{"web_fetch", "run_shell_command"},
 					ShellTimeout: 90 * time.Second, MaxOutputBytes: 1024, RepeatedToolFailureGuard: GuardWarn},
 				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state")},

@@ -81,6 +81,8 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 	return session.Options{
 		Provider:          prov,
 		Model:             cfg.Model.Name,
+		Models:            cfg.Model.Models,
+		ContextWindow:     cfg.Model.ContextWindow,
 		SystemPrompt:      cfg.Model.SystemPrompt,
 		MaxTokens:         cfg.Model.MaxTokens,
 		Temperature:       cfg.Model.Temperature,
