@@ -42,6 +42,7 @@ const (
 
 // ---- initialize ----
 
+// InitializeRequest is the params of initialize: the client's latest protocol version and its capabilities.
 type InitializeRequest struct {
 	ProtocolVersion    int                `json:"protocolVersion"`
 	ClientCapabilities ClientCapabilities `json:"clientCapabilities,omitzero"`
@@ -49,6 +50,7 @@ type InitializeRequest struct {
 	Meta               Meta               `json:"_meta,omitempty"`
 }
 
+// ClientCapabilities is what the client offers; anything absent is unsupported.
 type ClientCapabilities struct {
 	FS       FileSystemCapabilities `json:"fs,omitzero"`
 	Terminal bool                   `json:"terminal,omitempty"`
@@ -87,12 +89,14 @@ type ElicitationCapabilities struct {
 	Meta Meta        `json:"_meta,omitempty"`
 }
 
+// FileSystemCapabilities says whether the client serves fs/read_text_file and fs/write_text_file.
 type FileSystemCapabilities struct {
 	ReadTextFile  bool `json:"readTextFile,omitempty"`
 	WriteTextFile bool `json:"writeTextFile,omitempty"`
 	Meta          Meta `json:"_meta,omitempty"`
 }
 
+// Implementation names a client or agent (clientInfo, agentInfo).
 type Implementation struct {
 	Name    string `json:"name"`
 	Title   string `json:"title,omitempty"`
@@ -100,6 +104,7 @@ type Implementation struct {
 	Meta    Meta   `json:"_meta,omitempty"`
 }
 
+// InitializeResponse is the result of initialize.
 type InitializeResponse struct {
 	ProtocolVersion   int               `json:"protocolVersion"`
 	AgentCapabilities AgentCapabilities `json:"agentCapabilities"`
@@ -108,6 +113,7 @@ type InitializeResponse struct {
 	Meta              Meta              `json:"_meta,omitempty"`
 }
 
+// AgentCapabilities is what acpd advertises; only what works is set.
 type AgentCapabilities struct {
 	LoadSession         bool                `json:"loadSession"`
 	PromptCapabilities  PromptCapabilities  `json:"promptCapabilities"`
@@ -124,12 +130,14 @@ type AgentAuthCapabilities struct {
 	Meta   Meta        `json:"_meta,omitempty"`
 }
 
+// PromptCapabilities lists the optional content block types a prompt may carry.
 type PromptCapabilities struct {
 	Image           bool `json:"image"`
 	Audio           bool `json:"audio"`
 	EmbeddedContext bool `json:"embeddedContext"`
 }
 
+// MCPCapabilities lists the MCP transports, besides stdio, that session/new accepts.
 type MCPCapabilities struct {
 	HTTP bool `json:"http"`
 	SSE  bool `json:"sse"`
@@ -140,6 +148,7 @@ type Capability struct {
 	Meta Meta `json:"_meta,omitempty"`
 }
 
+// SessionCapabilities advertises the optional session methods; a non-nil {} means supported.
 type SessionCapabilities struct {
 	List                  *Capability `json:"list,omitempty"`
 	Delete                *Capability `json:"delete,omitempty"`
@@ -161,6 +170,7 @@ type LogoutRequest struct {
 	Meta Meta `json:"_meta,omitempty"`
 }
 
+// AuthenticateRequest is the params of authenticate.
 type AuthenticateRequest struct {
 	MethodID string `json:"methodId"`
 	Meta     Meta   `json:"_meta,omitempty"`
@@ -173,11 +183,13 @@ type Empty struct {
 
 // ---- sessions ----
 
+// EnvVariable is one environment variable of an MCP server or terminal.
 type EnvVariable struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
 }
 
+// HTTPHeader is one header sent to an HTTP MCP server.
 type HTTPHeader struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
@@ -195,6 +207,7 @@ type MCPServer struct {
 	Meta    Meta          `json:"_meta,omitempty"`
 }
 
+// NewSessionRequest is the params of session/new.
 type NewSessionRequest struct {
 	Cwd                   string      `json:"cwd"`
 	AdditionalDirectories []string    `json:"additionalDirectories,omitempty"`
@@ -202,6 +215,7 @@ type NewSessionRequest struct {
 	Meta                  Meta        `json:"_meta,omitempty"`
 }
 
+// NewSessionResponse is the result of session/new.
 type NewSessionResponse struct {
 	SessionID     string                `json:"sessionId"`
 	Modes         *SessionModeState     `json:"modes,omitempty"`
@@ -209,6 +223,7 @@ type NewSessionResponse struct {
 	Meta          Meta                  `json:"_meta,omitempty"`
 }
 
+// LoadSessionRequest is the params of session/load.
 type LoadSessionRequest struct {
 	SessionID             string      `json:"sessionId"`
 	Cwd                   string      `json:"cwd"`
@@ -224,6 +239,7 @@ type LoadSessionResponse struct {
 	Meta          Meta                  `json:"_meta,omitempty"`
 }
 
+// ResumeSessionRequest is the params of session/resume (mcpServers optional).
 type ResumeSessionRequest struct {
 	SessionID             string      `json:"sessionId"`
 	Cwd                   string      `json:"cwd"`
@@ -232,18 +248,21 @@ type ResumeSessionRequest struct {
 	Meta                  Meta        `json:"_meta,omitempty"`
 }
 
+// ListSessionsRequest is the params of session/list: an optional cwd filter and cursor.
 type ListSessionsRequest struct {
 	Cwd    string `json:"cwd,omitempty"`
 	Cursor string `json:"cursor,omitempty"`
 	Meta   Meta   `json:"_meta,omitempty"`
 }
 
+// ListSessionsResponse is one page of session/list; NextCursor is empty on the last page.
 type ListSessionsResponse struct {
 	Sessions   []SessionInfo `json:"sessions"`
 	NextCursor string        `json:"nextCursor,omitempty"`
 	Meta       Meta          `json:"_meta,omitempty"`
 }
 
+// SessionInfo describes one stored session in session/list.
 type SessionInfo struct {
 	SessionID             string   `json:"sessionId"`
 	Cwd                   string   `json:"cwd"`
@@ -259,17 +278,20 @@ type SessionIDRequest struct {
 	Meta      Meta   `json:"_meta,omitempty"`
 }
 
+// SessionModeState is the current mode and the modes a session offers.
 type SessionModeState struct {
 	CurrentModeID  string        `json:"currentModeId"`
 	AvailableModes []SessionMode `json:"availableModes"`
 }
 
+// SessionMode is one approval mode a session can be switched to.
 type SessionMode struct {
 	ID          string `json:"id"`
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
 }
 
+// SetSessionModeRequest is the params of session/set_mode.
 type SetSessionModeRequest struct {
 	SessionID string `json:"sessionId"`
 	ModeID    string `json:"modeId"`
@@ -287,6 +309,7 @@ type SessionConfigOption struct {
 	Options      []SessionConfigSelectOption `json:"options"`
 }
 
+// SessionConfigSelectOption is one value of a select config option.
 type SessionConfigSelectOption struct {
 	Value       string `json:"value"`
 	Name        string `json:"name"`
@@ -302,6 +325,7 @@ type SetSessionConfigOptionRequest struct {
 	Meta      Meta            `json:"_meta,omitempty"`
 }
 
+// SetSessionConfigOptionResponse carries the complete, updated option list.
 type SetSessionConfigOptionResponse struct {
 	ConfigOptions []SessionConfigOption `json:"configOptions"`
 	Meta          Meta                  `json:"_meta,omitempty"`
@@ -309,14 +333,17 @@ type SetSessionConfigOptionResponse struct {
 
 // ---- prompt ----
 
+// PromptRequest is the params of session/prompt.
 type PromptRequest struct {
 	SessionID string         `json:"sessionId"`
 	Prompt    []ContentBlock `json:"prompt"`
 	Meta      Meta           `json:"_meta,omitempty"`
 }
 
+// StopReason says why a prompt turn ended.
 type StopReason string
 
+// Stop reasons (schema StopReason).
 const (
 	StopEndTurn         StopReason = "end_turn"
 	StopMaxTokens       StopReason = "max_tokens"
@@ -325,6 +352,7 @@ const (
 	StopCancelled       StopReason = "cancelled"
 )
 
+// PromptResponse is the result of session/prompt.
 type PromptResponse struct {
 	StopReason StopReason `json:"stopReason"`
 	Meta       Meta       `json:"_meta,omitempty"`
@@ -363,8 +391,10 @@ func TextBlock(s string) ContentBlock { return ContentBlock{Type: "text", Text: 
 
 // ---- tool calls ----
 
+// ToolKind tells the client how to present a tool call.
 type ToolKind string
 
+// Tool kinds (schema ToolKind).
 const (
 	KindRead       ToolKind = "read"
 	KindEdit       ToolKind = "edit"
@@ -378,8 +408,10 @@ const (
 	KindOther      ToolKind = "other"
 )
 
+// ToolCallStatus is a tool call's lifecycle state; ACP has no "cancelled" status.
 type ToolCallStatus string
 
+// Tool call statuses (schema ToolCallStatus).
 const (
 	StatusPending    ToolCallStatus = "pending"
 	StatusInProgress ToolCallStatus = "in_progress"
@@ -387,6 +419,7 @@ const (
 	StatusFailed     ToolCallStatus = "failed"
 )
 
+// ToolCallLocation is a file (and 1-based line) a tool call touches, for follow-along UIs.
 type ToolCallLocation struct {
 	Path string `json:"path"`
 	Line *int   `json:"line,omitempty"`
@@ -418,6 +451,7 @@ func TerminalContent(id string) ToolCallContent {
 	return ToolCallContent{Type: "terminal", TerminalID: id}
 }
 
+// ToolCall is the tool_call update that introduces a call.
 type ToolCall struct {
 	ToolCallID string             `json:"toolCallId"`
 	Title      string             `json:"title"`
@@ -445,18 +479,21 @@ type ToolCallUpdate struct {
 
 // ---- plan, commands, usage ----
 
+// PlanEntry is one item of the agent's plan; a plan update always carries the full list.
 type PlanEntry struct {
 	Content  string `json:"content"`
 	Priority string `json:"priority"` // high | medium | low
 	Status   string `json:"status"`   // pending | in_progress | completed
 }
 
+// AvailableCommand is a slash command the client may offer.
 type AvailableCommand struct {
 	Name        string                 `json:"name"`
 	Description string                 `json:"description"`
 	Input       *AvailableCommandInput `json:"input,omitempty"`
 }
 
+// AvailableCommandInput hints at a slash command's argument.
 type AvailableCommandInput struct {
 	Hint string `json:"hint"`
 }
@@ -591,8 +628,10 @@ type SessionNotification struct {
 
 // ---- permission ----
 
+// PermissionOptionKind tells the client how to present a permission option.
 type PermissionOptionKind string
 
+// Permission option kinds (schema PermissionOptionKind).
 const (
 	AllowOnce    PermissionOptionKind = "allow_once"
 	AllowAlways  PermissionOptionKind = "allow_always"
@@ -600,12 +639,14 @@ const (
 	RejectAlways PermissionOptionKind = "reject_always"
 )
 
+// PermissionOption is one choice offered by session/request_permission.
 type PermissionOption struct {
 	OptionID string               `json:"optionId"`
 	Name     string               `json:"name"`
 	Kind     PermissionOptionKind `json:"kind"`
 }
 
+// RequestPermissionRequest asks the user to approve a tool call.
 type RequestPermissionRequest struct {
 	SessionID string             `json:"sessionId"`
 	ToolCall  ToolCallUpdate     `json:"toolCall"`
@@ -613,6 +654,7 @@ type RequestPermissionRequest struct {
 	Meta      Meta               `json:"_meta,omitempty"`
 }
 
+// RequestPermissionResponse carries the user's answer.
 type RequestPermissionResponse struct {
 	Outcome PermissionOutcome `json:"outcome"`
 	Meta    Meta              `json:"_meta,omitempty"`
@@ -626,6 +668,7 @@ type PermissionOutcome struct {
 
 // ---- fs ----
 
+// ReadTextFileRequest is the params of fs/read_text_file (line is 1-based).
 type ReadTextFileRequest struct {
 	SessionID string `json:"sessionId"`
 	Path      string `json:"path"`
@@ -633,10 +676,12 @@ type ReadTextFileRequest struct {
 	Limit     *int   `json:"limit,omitempty"`
 }
 
+// ReadTextFileResponse is the file content, possibly with unsaved editor changes.
 type ReadTextFileResponse struct {
 	Content string `json:"content"`
 }
 
+// WriteTextFileRequest is the params of fs/write_text_file.
 type WriteTextFileRequest struct {
 	SessionID string `json:"sessionId"`
 	Path      string `json:"path"`
@@ -645,6 +690,7 @@ type WriteTextFileRequest struct {
 
 // ---- terminal ----
 
+// CreateTerminalRequest asks the client to run a command in a terminal.
 type CreateTerminalRequest struct {
 	SessionID       string        `json:"sessionId"`
 	Command         string        `json:"command"`
@@ -654,6 +700,7 @@ type CreateTerminalRequest struct {
 	OutputByteLimit *uint64       `json:"outputByteLimit,omitempty"`
 }
 
+// CreateTerminalResponse names the terminal; it is returned before the command ends.
 type CreateTerminalResponse struct {
 	TerminalID string `json:"terminalId"`
 }
@@ -664,17 +711,20 @@ type TerminalRequest struct {
 	TerminalID string `json:"terminalId"`
 }
 
+// TerminalExitStatus is how a terminal command ended: an exit code or a signal.
 type TerminalExitStatus struct {
 	ExitCode *int    `json:"exitCode,omitempty"`
 	Signal   *string `json:"signal,omitempty"`
 }
 
+// TerminalOutputResponse is a terminal's output so far, and its exit status once it has one.
 type TerminalOutputResponse struct {
 	Output     string              `json:"output"`
 	Truncated  bool                `json:"truncated"`
 	ExitStatus *TerminalExitStatus `json:"exitStatus,omitempty"`
 }
 
+// WaitForExitResponse is the result of terminal/wait_for_exit.
 type WaitForExitResponse = TerminalExitStatus
 
 // CancelRequestNotification is the params of $/cancel_request.

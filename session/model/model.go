@@ -12,6 +12,7 @@ import (
 // Role of a message in the conversation sent to the model.
 type Role string
 
+// Message roles, as the OpenAI chat format names them.
 const (
 	RoleSystem    Role = "system"
 	RoleUser      Role = "user"
