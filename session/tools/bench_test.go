@@ -13,6 +13,19 @@ import (
 // BenchmarkGrepSearch_10kFiles greps a generated tree of 10,000 small source
 // files (100 directories × 100 files, ~1 KiB each); 1% of them match.
 func BenchmarkGrepSearch_10kFiles(b *testing.B) {
+	benchGrep(b, grepBenchTree(b), 100)
+}
+
+// BenchmarkGrepSearch_10kFiles_Gitignore is the same tree under a typical
+// 16-line .gitignore that prunes 10 of the 100 directories.
+func BenchmarkGrepSearch_10kFiles_Gitignore(b *testing.B) {
+	w := grepBenchTree(b)
+	w.write(b, ".gitignore", "# build output\n/bin/\n/dist/\n*.o\n*.so\n*.test\n*.out\ncoverage.*\n.idea/\n.vscode/\n"+
+		"*.swp\n*~\n.DS_Store\nvendor/\n/pkg09*/\n!keep.go\n")
+	benchGrep(b, w, 90)
+}
+
+func grepBenchTree(b *testing.B) *workspace {
 	w := newWorkspace(b)
 	body := strings.Repeat("func helper(x int) int { return x * 2 } // filler line\n", 18)
 	for d := range 100 {
@@ -26,13 +39,18 @@ func BenchmarkGrepSearch_10kFiles(b *testing.B) {
 			require.NoError(b, os.WriteFile(filepath.Join(dir, fmt.Sprintf("file%03d.go", f)), []byte(content), 0o644))
 		}
 	}
+	return w
+}
+
+func benchGrep(b *testing.B, w *workspace, matches int) {
 	c, err := tool(b, NameGrepSearch).Build(w.env, args(b, map[string]any{"pattern": `NeedleMarker:\s+\w+`, "glob": "*.go"}))
 	require.NoError(b, err)
+	want := fmt.Sprintf("Found %d matches", matches)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		res := c.Execute(b.Context(), w.env)
-		if res.Err != nil || !strings.Contains(res.LLMContent, "Found 100 matches") {
+		if res.Err != nil || !strings.Contains(res.LLMContent, want) {
 			b.Fatalf("unexpected result: %v %.200s", res.Err, res.LLMContent)
 		}
 	}

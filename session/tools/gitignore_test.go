@@ -77,6 +77,12 @@ func TestGitignoreSemantics(t *testing.T) {
 		{"trailing double star matches inside only", map[string]string{".gitignore": "abc/**\n!abc/keep\n"}, []ignoreProbe{
 			{"abc", true, false}, {"abc/x", false, true}, {"abc/d/x", false, true}, {"abc/keep", false, false},
 		}},
+		{"excluded parent directory cannot be re-included into", map[string]string{".gitignore": "foo/*\n!foo/bar\n!foo/baz/quux\n"}, []ignoreProbe{
+			{"foo", true, false}, {"foo/bar", false, false}, {"foo/baz", true, true}, {"foo/other", false, true},
+		}},
+		{"ignore all but directories and one suffix", map[string]string{".gitignore": "*\n!*/\n!*.c\n"}, []ignoreProbe{
+			{"foo.dll", false, true}, {"src", true, false}, {"src/bar.dll", false, true}, {"src/foo.c", false, false},
+		}},
 		{"nested file overrides parent", map[string]string{".gitignore": "*.gen\n", "sub/.gitignore": "!*.gen\n"}, []ignoreProbe{
 			{"x.gen", false, true}, {"sub/x.gen", false, false}, {"sub/deeper/y.gen", false, false}, {"other/z.gen", false, true},
 		}},

@@ -112,19 +112,7 @@ func (c *globCall) Execute(ctx context.Context, env *Env) Result {
 	}
 	var hits []hit
 	pat := strings.ToLower(c.pattern)
-	err = fs.WalkDir(dir.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // unreadable entries are skipped, as ripgrep does
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-		if d.IsDir() {
-			if p != "." && skipDirs[d.Name()] {
-				return fs.SkipDir
-			}
-			return nil
-		}
+	err = walkSearch(ctx, c.t, dir, func(p string, d fs.DirEntry) error {
 		if ok, _ := doublestar.Match(pat, strings.ToLower(p)); !ok {
 			return nil
 		}

@@ -156,19 +156,7 @@ func (c *grepSearchCall) Execute(ctx context.Context, env *Env) Result {
 // collect lists the regular files to search, in walk (lexical) order.
 func (c *grepSearchCall) collect(ctx context.Context, dir *os.Root) ([]string, error) {
 	var files []string
-	err := fs.WalkDir(dir.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-		if d.IsDir() {
-			if p != "." && skipDirs[d.Name()] {
-				return fs.SkipDir
-			}
-			return nil
-		}
+	err := walkSearch(ctx, c.t, dir, func(p string, d fs.DirEntry) error {
 		if !d.Type().IsRegular() {
 			return nil // symlinks and devices are not followed
 		}

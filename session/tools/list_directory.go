@@ -75,10 +75,17 @@ func (c *listDirectoryCall) Execute(ctx context.Context, env *Env) Result {
 		dir  bool
 	}
 	var list []entry
-	ignored := 0
+	ignored, gitIgnored := 0, 0
+	ign := newGitIgnorer(c.t, dir)
+	ign.enterDir(".")
 	for _, e := range entries {
 		if matchesAny(c.ignore, e.Name()) {
 			ignored++
+			continue
+		}
+		// A symlink is not a directory to git, whatever it points at.
+		if ign.ignored(e.Name(), e.IsDir()) {
+			gitIgnored++
 			continue
 		}
 		isDir := e.IsDir()
@@ -98,6 +105,9 @@ func (c *listDirectoryCall) Execute(ctx context.Context, env *Env) Result {
 	})
 	if len(list) == 0 {
 		msg := fmt.Sprintf("Directory %s is empty.", c.t.path)
+		if gitIgnored > 0 {
+			msg += "\n\n" + gitIgnoredNote(gitIgnored)
+		}
 		return Result{LLMContent: msg, Content: []acp.ToolCallContent{acp.TextContent(msg)}}
 	}
 	var b strings.Builder
@@ -112,6 +122,9 @@ func (c *listDirectoryCall) Execute(ctx context.Context, env *Env) Result {
 	if ignored > 0 {
 		fmt.Fprintf(&b, "\n(%d ignored)", ignored)
 	}
+	if gitIgnored > 0 {
+		b.WriteString("\n" + gitIgnoredNote(gitIgnored))
+	}
 	out := truncateHead(b.String(), maxOutput(env))
 	return Result{LLMContent: out, Content: []acp.ToolCallContent{acp.TextContent(out)}}
 }
@@ -123,4 +136,13 @@ func matchesAny(patterns []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// gitIgnoredNote tells the model that entries exist but were left out, so
+// it does not conclude they are missing.
+func gitIgnoredNote(n int) string {
+	if n == 1 {
+		return "(1 git-ignored entry hidden)"
+	}
+	return fmt.Sprintf("(%d git-ignored entries hidden)", n)
 }

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -46,4 +47,31 @@ func dirFailure(err error) Result {
 		return failure(ErrTypePathIsNotADirectory, err)
 	}
 	return failure(classify(err), err)
+}
+
+// walkSearch walks dir (the opened directory of t) in lexical order for glob
+// and grep_search, calling fn for every entry that is not a directory. It
+// does not descend into skipDirs or git-ignored directories and skips
+// git-ignored files; unreadable entries are skipped, as ripgrep does.
+func walkSearch(ctx context.Context, t target, dir *os.Root, fn func(p string, d fs.DirEntry) error) error {
+	ign := newGitIgnorer(t, dir)
+	return fs.WalkDir(dir.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if d.IsDir() {
+			if p != "." && (skipDirs[d.Name()] || ign.ignored(p, true)) {
+				return fs.SkipDir
+			}
+			ign.enterDir(p)
+			return nil
+		}
+		if ign.ignored(p, false) {
+			return nil
+		}
+		return fn(p, d)
+	})
 }
