@@ -3,74 +3,15 @@ package acp_test
 import (
 	"context"
 	"io"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/acp/acptest"
 	sdk "github.com/coder/acp-go-sdk"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// sdkClient is an editor built on coder/acp-go-sdk's client side.
-type sdkClient struct {
-	mu      sync.Mutex
-	updates []sdk.SessionNotification
-
-	permission func(ctx context.Context, p sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error)
-}
-
-func (c *sdkClient) SessionUpdate(ctx context.Context, n sdk.SessionNotification) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.updates = append(c.updates, n)
-	return nil
-}
-
-func (c *sdkClient) RequestPermission(ctx context.Context, p sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
-	return c.permission(ctx, p)
-}
-
-func (c *sdkClient) ReadTextFile(context.Context, sdk.ReadTextFileRequest) (sdk.ReadTextFileResponse, error) {
-	return sdk.ReadTextFileResponse{}, sdk.NewMethodNotFound("fs/read_text_file")
-}
-
-func (c *sdkClient) WriteTextFile(context.Context, sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
-	return sdk.WriteTextFileResponse{}, sdk.NewMethodNotFound("fs/write_text_file")
-}
-
-func (c *sdkClient) CreateTerminal(context.Context, sdk.CreateTerminalRequest) (sdk.CreateTerminalResponse, error) {
-	return sdk.CreateTerminalResponse{}, sdk.NewMethodNotFound("terminal/create")
-}
-
-func (c *sdkClient) KillTerminal(context.Context, sdk.KillTerminalRequest) (sdk.KillTerminalResponse, error) {
-	return sdk.KillTerminalResponse{}, sdk.NewMethodNotFound("terminal/kill")
-}
-
-func (c *sdkClient) TerminalOutput(context.Context, sdk.TerminalOutputRequest) (sdk.TerminalOutputResponse, error) {
-	return sdk.TerminalOutputResponse{}, sdk.NewMethodNotFound("terminal/output")
-}
-
-func (c *sdkClient) ReleaseTerminal(context.Context, sdk.ReleaseTerminalRequest) (sdk.ReleaseTerminalResponse, error) {
-	return sdk.ReleaseTerminalResponse{}, sdk.NewMethodNotFound("terminal/release")
-}
-
-func (c *sdkClient) WaitForTerminalExit(context.Context, sdk.WaitForTerminalExitRequest) (sdk.WaitForTerminalExitResponse, error) {
-	return sdk.WaitForTerminalExitResponse{}, sdk.NewMethodNotFound("terminal/wait_for_exit")
-}
-
-func (c *sdkClient) text() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := ""
-	for _, n := range c.updates {
-		if u := n.Update.AgentMessageChunk; u != nil && u.Content.Text != nil {
-			s += u.Content.Text.Text
-		}
-	}
-	return s
-}
 
 func TestInterop_CoderSDKClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -93,7 +34,7 @@ func TestInterop_CoderSDKClient(t *testing.T) {
 
 	asked := make(chan struct{}, 1)
 	release := make(chan sdk.RequestPermissionResponse, 1)
-	client := &sdkClient{permission: func(ctx context.Context, p sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
+	client := &acptest.SDKClient{Permission: func(ctx context.Context, p sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
 		asked <- struct{}{}
 		return <-release, nil
 	}}
@@ -112,7 +53,7 @@ func TestInterop_CoderSDKClient(t *testing.T) {
 	resp, err := cs.Prompt(ctx, sdk.PromptRequest{SessionId: sid, Prompt: []sdk.ContentBlock{sdk.TextBlock("echo interop works")}})
 	require.NoError(t, err)
 	assert.Equal(t, sdk.StopReasonEndTurn, resp.StopReason)
-	assert.Equal(t, "interop works", client.text())
+	assert.Equal(t, "interop works", client.Text())
 
 	// Permission granted.
 	release <- sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{Selected: &sdk.RequestPermissionOutcomeSelected{OptionId: "allow", Outcome: "selected"}}}
