@@ -54,6 +54,14 @@ func BenchmarkDaemon_SpawnToInitialize(b *testing.B) {
 // child started with vfork counts the parent's pages) and its CPU time.
 // Targets: ≤ 300 ms and ≤ 40 MB (the reference: 14.2 s and 323 MB).
 func BenchmarkDaemon_Turn1000ToolCalls(b *testing.B) {
+	// fragmented: arguments streamed in 8-byte pieces, the worst case
+	// (OpenAI, DashScope); whole: each call's arguments in one chunk (Gemini
+	// via OpenRouter, some vLLM builds).
+	b.Run("fragmented", func(b *testing.B) { benchTurn1000(b, false) })
+	b.Run("whole", func(b *testing.B) { benchTurn1000(b, true) })
+}
+
+func benchTurn1000(b *testing.B, whole bool) {
 	cwd := b.TempDir()
 	var script []modeltest.Response
 	for i := range 100 {
@@ -63,7 +71,7 @@ func BenchmarkDaemon_Turn1000ToolCalls(b *testing.B) {
 			require.NoError(b, os.WriteFile(p, []byte(strings.Repeat("line of text\n", 20)), 0o644))
 			calls = append(calls, readCall(p))
 		}
-		script = append(script, modeltest.Response{ToolCalls: calls})
+		script = append(script, modeltest.Response{ToolCalls: calls, WholeArguments: whole})
 	}
 	script = append(script, modeltest.Response{Text: "done"})
 	var peakKB int64

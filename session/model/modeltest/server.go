@@ -49,7 +49,10 @@ type Response struct {
 	// until the client goes away.
 	Hang       bool
 	OmitFinish bool // send no finish_reason
-	OmitDone   bool // end the body without data: [DONE]
+	// WholeArguments sends each call's arguments in one chunk (as Gemini and
+	// some routers do) instead of 8-byte fragments.
+	WholeArguments bool
+	OmitDone       bool // end the body without data: [DONE]
 	// Raw, when set, is written verbatim as the SSE body.
 	Raw string
 }
@@ -382,7 +385,11 @@ func chunks(resp Response) [][]byte {
 		if args == "" {
 			args = "{}"
 		}
-		for _, p := range split(args, 8) {
+		pieces := split(args, 8)
+		if resp.WholeArguments {
+			pieces = []string{args}
+		}
+		for _, p := range pieces {
 			out = append(out, chunk(map[string]any{"tool_calls": []any{map[string]any{
 				"index": i, "function": map[string]any{"arguments": p},
 			}}}, nil))
