@@ -112,8 +112,18 @@ func TestConn_CancelRequestAnswersMinus32800(t *testing.T) {
 		_, err := cc.Prompt(ctx, sid, "block")
 		done <- err
 	}()
-	_, err = cc.WaitUpdates(ctx, 1)
-	require.NoError(t, err)
+	// Wait for the turn to be running; if the prompt ends first, say how.
+	waited := make(chan error, 1)
+	go func() {
+		_, err := cc.WaitUpdates(ctx, 1)
+		waited <- err
+	}()
+	select {
+	case err := <-waited:
+		require.NoError(t, err, "lines so far: %q", cc.Lines())
+	case err := <-done:
+		t.Fatalf("the blocking prompt ended before its first update: %v; lines: %q", err, cc.Lines())
+	}
 	// acptest numbers requests from 1: session/new is 1, the prompt 2.
 	require.NoError(t, cc.Notify(acp.MethodCancelRequest, map[string]any{"requestId": 2}))
 	err = <-done
