@@ -261,15 +261,21 @@ func (r *AuthenticateRequest) Validate() error { return needID("methodId", r.Met
 // Validate accepts any logout params.
 func (r *LogoutRequest) Validate() error { return nil }
 
+// validateWorkspace checks what session/new, load and resume share: an
+// absolute cwd and additional directories, and well-formed MCP servers.
+func validateWorkspace(cwd string, extra []string, servers []MCPServer) error {
+	if err := absPath("cwd", cwd); err != nil {
+		return err
+	}
+	if err := absPaths("additionalDirectories", extra); err != nil {
+		return err
+	}
+	return validateServers(servers)
+}
+
 // Validate checks cwd, additionalDirectories and mcpServers.
 func (r *NewSessionRequest) Validate() error {
-	if err := absPath("cwd", r.Cwd); err != nil {
-		return err
-	}
-	if err := absPaths("additionalDirectories", r.AdditionalDirectories); err != nil {
-		return err
-	}
-	return validateServers(r.MCPServers)
+	return validateWorkspace(r.Cwd, r.AdditionalDirectories, r.MCPServers)
 }
 
 // Validate checks sessionId, cwd, additionalDirectories and mcpServers.
@@ -277,13 +283,7 @@ func (r *LoadSessionRequest) Validate() error {
 	if err := needID("sessionId", r.SessionID); err != nil {
 		return err
 	}
-	if err := absPath("cwd", r.Cwd); err != nil {
-		return err
-	}
-	if err := absPaths("additionalDirectories", r.AdditionalDirectories); err != nil {
-		return err
-	}
-	return validateServers(r.MCPServers)
+	return validateWorkspace(r.Cwd, r.AdditionalDirectories, r.MCPServers)
 }
 
 // Validate checks sessionId, cwd, additionalDirectories and mcpServers.
@@ -291,13 +291,7 @@ func (r *ResumeSessionRequest) Validate() error {
 	if err := needID("sessionId", r.SessionID); err != nil {
 		return err
 	}
-	if err := absPath("cwd", r.Cwd); err != nil {
-		return err
-	}
-	if err := absPaths("additionalDirectories", r.AdditionalDirectories); err != nil {
-		return err
-	}
-	return validateServers(r.MCPServers)
+	return validateWorkspace(r.Cwd, r.AdditionalDirectories, r.MCPServers)
 }
 
 // Validate checks that the optional cwd filter is absolute.
