@@ -82,7 +82,8 @@ func benchTurn1000(b *testing.B, whole bool) {
 		srv := modeltest.NewServer(b, script...)
 		cmd := exec.Command(acpdBin, "--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(),
 			"--model", "m", "--data-dir", b.TempDir(), "--log-level", "error", "--approval-mode", "yolo")
-		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+b.TempDir(), "ACPD_CPUPROFILE="+os.Getenv("BENCH_DAEMON_CPUPROFILE"))
+		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+b.TempDir(), "ACPD_CPUPROFILE="+os.Getenv("BENCH_DAEMON_CPUPROFILE"),
+			"ACPD_MEMPROFILE="+os.Getenv("BENCH_DAEMON_MEMPROFILE"))
 		stdin, err := cmd.StdinPipe()
 		require.NoError(b, err)
 		stdout, err := cmd.StdoutPipe()

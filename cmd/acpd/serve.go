@@ -36,6 +36,14 @@ func serve(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Wr
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if path := os.Getenv("ACPD_MEMPROFILE"); path != "" {
+		// The allocation profile of the whole serve, written at exit.
+		defer func() {
+			if err := writeHeapProfile(path); err != nil {
+				logger.Error("ACPD_MEMPROFILE", "err", err)
+			}
+		}()
+	}
 	// Sessions served over ACP are durable: recorded under the data
 	// directory and reopened by session/load after a restart or a crash.
 	st, err := store.Open(cfg.Session.DataDir, store.Options{Logger: logger})
@@ -96,4 +104,16 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 		Version:           versionString(),
 		Logger:            logger,
 	}, nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

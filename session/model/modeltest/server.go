@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -159,6 +160,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	responses []Response
+	frames    [][][]byte // responses[i] rendered as SSE events, ahead of time
 	next      int
 	requests  []Request
 }
@@ -167,7 +169,8 @@ type Server struct {
 // one per chat-completions request; it is closed when the test ends.
 func NewServer(t testing.TB, responses ...Response) *Server {
 	t.Helper()
-	s := &Server{responses: responses, closing: make(chan struct{})}
+	s := &Server{closing: make(chan struct{})}
+	s.Add(responses...)
 	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
 	s.URL = s.srv.URL
 	t.Cleanup(func() {
@@ -185,6 +188,9 @@ func (s *Server) Add(rs ...Response) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.responses = append(s.responses, rs...)
+	for _, r := range rs {
+		s.frames = append(s.frames, frames(r))
+	}
 }
 
 // Requests returns the chat-completions requests received so far.
@@ -218,7 +224,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req Request
-	body := new(bytes.Buffer)
+	// Sized from Content-Length up front: bodies carry the whole history and
+	// grow to hundreds of KiB, and doubling into them would cost the server
+	// more than the daemon spends writing them.
+	body := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 0)+bytes.MinRead))
 	if _, err := body.ReadFrom(r.Body); err != nil {
 		writeError(w, http.StatusBadRequest, "modeltest: read body: "+err.Error(), "")
 		return
@@ -240,8 +249,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	n := len(s.responses)
 	var resp Response
+	var evs [][]byte
 	if i < n {
-		resp = s.responses[i]
+		resp, evs = s.responses[i], s.frames[i]
 	}
 	s.mu.Unlock()
 	if i >= n {
@@ -269,7 +279,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		writeError(w, resp.Status, msg, resp.RetryAfter)
 		return
 	}
-	s.stream(w, r, resp)
+	s.stream(w, r, resp, evs)
 }
 
 func writeError(w http.ResponseWriter, status int, msg, retryAfter string) {
@@ -284,7 +294,7 @@ func writeError(w http.ResponseWriter, status int, msg, retryAfter string) {
 	_, _ = w.Write(b)
 }
 
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp Response) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp Response, events [][]byte) {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -309,9 +319,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp Response) {
 		return
 	}
 	sent := 0
-	// send writes one data event; false means stop (cut or hang done).
-	send := func(payload []byte) bool {
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", payload); err != nil {
+	// send writes one data event and flushes it, as a real server does;
+	// false means stop (cut or hang done).
+	send := func(event []byte) bool {
+		if _, err := w.Write(event); err != nil {
 			return false
 		}
 		sent++
@@ -326,8 +337,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp Response) {
 		flush()
 		return true
 	}
-	for _, c := range chunks(resp) {
-		if !send(c) {
+	for _, ev := range events {
+		if !send(ev) {
 			return
 		}
 	}
@@ -338,6 +349,21 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp Response) {
 	if !resp.OmitDone {
 		_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
 	}
+}
+
+// frames renders a streamed response's data events ahead of time, so that
+// serving costs the server one write and one flush per event; benchmarks
+// share the cores with the daemon it feeds.
+func frames(resp Response) [][]byte {
+	if resp.Raw != "" || (resp.Status != 0 && resp.Status != http.StatusOK) {
+		return nil
+	}
+	cs := chunks(resp)
+	out := make([][]byte, len(cs))
+	for i, c := range cs {
+		out[i] = slices.Concat([]byte("data: "), c, []byte("\n\n"))
+	}
+	return out
 }
 
 const chunkID = "chatcmpl-modeltest"
