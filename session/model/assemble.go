@@ -3,15 +3,15 @@ package model
 import (
 	"bytes"
 	"encoding/json"
-
 	"errors"
 	"fmt"
-	segjson "github.com/segmentio/encoding/json"
 	"io"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
+
+	segjson "github.com/segmentio/encoding/json"
 )
 
 // Assembler turns the chunks of one streamed chat completion into Events.

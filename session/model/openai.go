@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -69,7 +68,16 @@ func NewOpenAI(opts OpenAIOptions) *OpenAI {
 	opts.MaxRetries = max(opts.MaxRetries, 0)
 	o := &OpenAI{opts: opts, client: opts.HTTPClient, logger: opts.Logger}
 	if o.client == nil {
+		// The default transport's settings (proxy from the environment,
+		// HTTP/2, dial and TLS timeouts) with a write buffer that takes a
+		// request body, whose parts are mostly single messages, in 64 KiB
+		// writes rather than 4 KiB ones.
 		o.client = &http.Client{}
+		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+			t := dt.Clone()
+			t.WriteBufferSize = 64 << 10
+			o.client.Transport = t
+		}
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
@@ -130,7 +138,7 @@ func (o *OpenAI) Stream(ctx context.Context, req Request) iter.Seq2[Event, error
 
 // attempt runs one HTTP request and streams its events. emitted tells
 // whether anything reached the consumer before a failure.
-func (o *OpenAI) attempt(ctx context.Context, body []byte, yield func(Event, error) bool) (emitted bool, err error) {
+func (o *OpenAI) attempt(ctx context.Context, body requestBody, yield func(Event, error) bool) (emitted bool, err error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var idle *time.Timer
@@ -138,10 +146,12 @@ func (o *OpenAI) attempt(ctx context.Context, body []byte, yield func(Event, err
 		idle = time.AfterFunc(o.opts.RequestTimeout, func() { cancel(errIdle) })
 		defer idle.Stop()
 	}
-	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, o.url, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, o.url, nil)
 	if err != nil {
 		return false, fmt.Errorf("model request: %w", err)
 	}
+	hreq.Body, hreq.ContentLength = io.NopCloser(body.reader()), body.size
+	hreq.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.reader()), nil }
 	for k, vs := range o.opts.Header {
 		for _, v := range vs {
 			hreq.Header.Add(k, v)
@@ -192,6 +202,7 @@ func (e *readError) Unwrap() error { return e.err }
 // It returns errStopped when emit returns false.
 func streamSSE(body io.Reader, a *Assembler, tick func(), emit func(Event) bool) error {
 	sse := newSSEReader(body)
+	defer sse.release()
 	send := func(evs []Event) error {
 		for _, ev := range evs {
 			if !emit(ev) {

@@ -1,14 +1,15 @@
 package model
 
 import (
-	segjson "github.com/segmentio/encoding/json"
-
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
+
+	segjson "github.com/segmentio/encoding/json"
 )
 
 // Wire shapes of a chat.completions request (spec §2).
@@ -78,6 +79,8 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 type MessageCache struct {
 	mu  sync.Mutex
 	src []Message // a private deep copy: the caller's backing array may be rewritten
+	// enc[i] is src[i]'s wire encoding with a leading comma, ready to be
+	// laid after the message before it.
 	enc [][]byte
 }
 
@@ -96,7 +99,7 @@ func (c *MessageCache) prefix(msgs []Message) [][]byte {
 	return c.enc[:n:n]
 }
 
-func (c *MessageCache) store(msgs []Message, enc [][]byte) {
+func (c *MessageCache) store(msgs []Message, cached, fresh [][]byte) {
 	if c == nil {
 		return
 	}
@@ -112,6 +115,20 @@ func (c *MessageCache) store(msgs []Message, enc [][]byte) {
 	src := c.src[:n]
 	for _, m := range msgs[n:] {
 		src = append(src, cloneMessage(m))
+	}
+	// Bodies of requests in flight share c.enc's array: its first len
+	// elements are never rewritten. Appending at its end is safe; keeping
+	// less than all of it starts a new array.
+	enc := c.enc
+	if n < len(enc) {
+		enc = slices.Clip(enc[:n])
+	}
+	for i := n; i < len(msgs); i++ {
+		if i < len(cached) {
+			enc = append(enc, cached[i])
+		} else {
+			enc = append(enc, fresh[i-len(cached)])
+		}
 	}
 	c.src, c.enc = src, enc
 }
@@ -154,7 +171,7 @@ func sameMessage(a, b Message) bool {
 
 // buildRequest converts a Request to the wire body. Bad input is reported
 // with the offending field's path.
-func buildRequest(req Request) ([]byte, error) {
+func buildRequest(req Request) (requestBody, error) {
 	out := chatRequest{
 		Model:         req.Model,
 		Stream:        true,
@@ -163,19 +180,26 @@ func buildRequest(req Request) ([]byte, error) {
 		Temperature:   req.Temperature,
 	}
 	if req.MaxTokens < 0 {
-		return nil, fmt.Errorf("maxTokens: must not be negative, got %d", req.MaxTokens)
+		return requestBody{}, fmt.Errorf("maxTokens: must not be negative, got %d", req.MaxTokens)
 	}
 	// segmentio encodes about twice as fast as encoding/json, and messages
 	// already sent are taken from the cache: the history is re-sent on every
 	// model request.
-	encode := func(cm chatMessage) ([]byte, error) { return segjson.Marshal(cm) }
+	// Each message is encoded with a leading comma (see MessageCache).
+	encode := func(cm chatMessage) ([]byte, error) {
+		b, err := segjson.Marshal(cm)
+		if err != nil {
+			return nil, err
+		}
+		return append(append(make([]byte, 0, len(b)+1), ','), b...), nil
+	}
 	cached := req.Cache.prefix(req.Messages)
-	encoded := make([][]byte, 0, len(req.Messages))
+	fresh := make([][]byte, 0, len(req.Messages)-len(cached))
 	var system []byte
 	if req.System != "" {
 		b, err := encode(chatMessage{Role: string(RoleSystem), Content: req.System})
 		if err != nil {
-			return nil, err
+			return requestBody{}, err
 		}
 		system = b
 	}
@@ -207,7 +231,6 @@ func buildRequest(req Request) ([]byte, error) {
 					pending = pending[1:]
 				}
 			}
-			encoded = append(encoded, cached[i])
 			continue
 		}
 		field := fmt.Sprintf("messages[%d]", i)
@@ -224,7 +247,7 @@ func buildRequest(req Request) ([]byte, error) {
 				}
 				for j, img := range m.Images {
 					if img.MimeType == "" || img.Data == "" {
-						return nil, fmt.Errorf("%s.images[%d]: mimeType and data are required", field, j)
+						return requestBody{}, fmt.Errorf("%s.images[%d]: mimeType and data are required", field, j)
 					}
 					parts = append(parts, chatPart{Type: "image_url", ImageURL: &imageURL{
 						URL: "data:" + img.MimeType + ";base64," + img.Data,
@@ -251,7 +274,7 @@ func buildRequest(req Request) ([]byte, error) {
 			pending = pending[:0]
 			for j, tc := range m.ToolCalls {
 				if tc.Name == "" {
-					return nil, fmt.Errorf("%s.toolCalls[%d].name: required", field, j)
+					return requestBody{}, fmt.Errorf("%s.toolCalls[%d].name: required", field, j)
 				}
 				id := tc.ID
 				if id == "" {
@@ -267,30 +290,30 @@ func buildRequest(req Request) ([]byte, error) {
 			id := m.ToolCallID
 			if id == "" {
 				if len(pending) == 0 {
-					return nil, fmt.Errorf("%s.toolCallId: required (no preceding call without an id)", field)
+					return requestBody{}, fmt.Errorf("%s.toolCallId: required (no preceding call without an id)", field)
 				}
 				id, pending = pending[0], pending[1:]
 			}
 			cm = chatMessage{Role: string(RoleTool), Content: m.Content, ToolCallID: id}
 		default:
-			return nil, fmt.Errorf("%s.role: unknown role %q", field, m.Role)
+			return requestBody{}, fmt.Errorf("%s.role: unknown role %q", field, m.Role)
 		}
 		b, err := encode(cm)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
+			return requestBody{}, fmt.Errorf("%s: %w", field, err)
 		}
-		encoded = append(encoded, b)
+		fresh = append(fresh, b)
 	}
-	req.Cache.store(req.Messages, encoded)
+	req.Cache.store(req.Messages, cached, fresh)
 	for i, t := range req.Tools {
 		if t.Name == "" {
-			return nil, fmt.Errorf("tools[%d].name: required", i)
+			return requestBody{}, fmt.Errorf("tools[%d].name: required", i)
 		}
 		params := t.Parameters
 		if len(bytes.TrimSpace(params)) == 0 {
 			params = emptySchema
 		} else if !json.Valid(params) {
-			return nil, fmt.Errorf("tools[%d].parameters: not valid JSON", i)
+			return requestBody{}, fmt.Errorf("tools[%d].parameters: not valid JSON", i)
 		}
 		out.Tools = append(out.Tools, chatTool{Type: "function", Function: chatToolSpec{
 			Name: t.Name, Description: t.Description, Parameters: params,
@@ -298,34 +321,29 @@ func buildRequest(req Request) ([]byte, error) {
 	}
 	head, err := segjson.Marshal(out)
 	if err != nil {
-		return nil, err
+		return requestBody{}, err
 	}
 	// Splice the encoded messages in. `"messages":null` can only occur as
 	// the key: inside a JSON string its quotes would be escaped.
 	const hole = `"messages":null`
 	at := bytes.Index(head, []byte(hole))
 	if at < 0 {
-		return nil, fmt.Errorf("model request: messages field missing from %s", head)
+		return requestBody{}, fmt.Errorf("model request: messages field missing from %s", head)
 	}
-	size := len(head) + len(system) + 2
-	for _, b := range encoded {
-		size += len(b) + 1
+	// The body is not copied together: it is sent as lists of parts, and
+	// the cached encodings (immutable once stored) are shared with it. The
+	// first message in the array drops its leading comma.
+	first := [][]byte{head[:at], []byte(`"messages":[`)}
+	switch {
+	case system != nil:
+		first = append(first, system[1:])
+	case len(cached) > 0:
+		first, cached = append(first, cached[0][1:]), cached[1:]
+	case len(fresh) > 0:
+		first, fresh = append(first, fresh[0][1:]), fresh[1:]
 	}
-	body := make([]byte, 0, size)
-	body = append(body, head[:at]...)
-	body = append(body, `"messages":[`...)
-	if system != nil {
-		body = append(body, system...)
-	}
-	for i, b := range encoded {
-		if i > 0 || system != nil {
-			body = append(body, ',')
-		}
-		body = append(body, b...)
-	}
-	body = append(body, ']')
-	body = append(body, head[at+len(hole):]...)
-	return body, nil
+	last := [][]byte{closeBracket, head[at+len(hole):]}
+	return newRequestBody(first, cached, fresh, last), nil
 }
 
 // argumentsText is the arguments string echoed back in history: compact
@@ -346,4 +364,95 @@ func argumentsText(tc ToolCall) string {
 		return strings.TrimSpace(string(raw))
 	}
 	return buf.String()
+}
+
+var closeBracket = []byte{']'}
+
+// requestBody is a request's JSON body as lists of parts laid end to end.
+// The parts are never written to, so one body serves every attempt of a
+// request, and the cache's encodings are shared with it rather than copied.
+type requestBody struct {
+	lists [][][]byte
+	size  int64
+}
+
+func newRequestBody(lists ...[][]byte) requestBody {
+	var n int64
+	for _, l := range lists {
+		for _, p := range l {
+			n += int64(len(p))
+		}
+	}
+	return requestBody{lists: lists, size: n}
+}
+
+// reader returns a fresh reader over the body.
+func (b requestBody) reader() io.Reader { return &partsReader{lists: b.lists} }
+
+// bytes returns the body in one piece.
+func (b requestBody) bytes() []byte {
+	out := make([]byte, 0, b.size)
+	for _, l := range b.lists {
+		for _, p := range l {
+			out = append(out, p...)
+		}
+	}
+	return out
+}
+
+// partsReader reads lists of parts in order without changing them.
+type partsReader struct {
+	lists [][][]byte
+	l, p  int // current list and part
+	off   int // read offset in the current part
+}
+
+// next returns the unread rest of the current part, skipping empty and
+// finished parts; nil at the end.
+func (r *partsReader) next() []byte {
+	for r.l < len(r.lists) {
+		if r.p < len(r.lists[r.l]) {
+			if rest := r.lists[r.l][r.p][r.off:]; len(rest) > 0 {
+				return rest
+			}
+			r.p, r.off = r.p+1, 0
+			continue
+		}
+		r.l, r.p, r.off = r.l+1, 0, 0
+	}
+	return nil
+}
+
+func (r *partsReader) Read(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		rest := r.next()
+		if rest == nil {
+			break
+		}
+		c := copy(b[n:], rest)
+		n += c
+		r.off += c
+	}
+	if n == 0 && len(b) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// WriteTo hands w each part in turn (a bufio.Writer then coalesces them).
+func (r *partsReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		rest := r.next()
+		if rest == nil {
+			return total, nil
+		}
+		n, err := w.Write(rest)
+		total += int64(n)
+		r.off += n
+		if err != nil {
+			return total, err
+		}
+	}
 }

@@ -23,10 +23,10 @@ func TestBuildRequest_MessageCache(t *testing.T) {
 	}
 	for i := 0; i <= len(grow); i++ {
 		req := Request{Model: "m", System: "sys", Messages: msgs, Tools: []ToolSpec{{Name: "t", Parameters: json.RawMessage(`{"type":"object"}`)}}, Cache: cache}
-		got, err := buildRequest(req)
+		got, err := buildRequestBytes(req)
 		require.NoError(t, err)
 		req.Cache = nil
-		want, err := buildRequest(req)
+		want, err := buildRequestBytes(req)
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(got))
 		require.True(t, json.Valid(got))
@@ -37,9 +37,9 @@ func TestBuildRequest_MessageCache(t *testing.T) {
 	// An edited earlier message is re-encoded, not served from the cache.
 	edited := append([]Message(nil), msgs...)
 	edited[0].Content = "changed"
-	got, err := buildRequest(Request{Messages: edited, Cache: cache})
+	got, err := buildRequestBytes(Request{Messages: edited, Cache: cache})
 	require.NoError(t, err)
-	want, err := buildRequest(Request{Messages: edited})
+	want, err := buildRequestBytes(Request{Messages: edited})
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(got))
 }
@@ -48,9 +48,9 @@ func TestBuildRequest_MessageCache(t *testing.T) {
 // the same bytes.
 func requireCachedEqual(t *testing.T, cache *MessageCache, msgs []Message) {
 	t.Helper()
-	got, err := buildRequest(Request{Model: "m", Messages: msgs, Cache: cache})
+	got, err := buildRequestBytes(Request{Model: "m", Messages: msgs, Cache: cache})
 	require.NoError(t, err)
-	want, err := buildRequest(Request{Model: "m", Messages: msgs})
+	want, err := buildRequestBytes(Request{Model: "m", Messages: msgs})
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(got))
 }
@@ -129,12 +129,12 @@ func TestBuildRequest_MessageCacheConcurrent(t *testing.T) {
 	for _, conv := range convs {
 		go func() {
 			for n := 1; n <= len(conv); n++ {
-				got, err := buildRequest(Request{Messages: conv[:n], Cache: cache})
+				got, err := buildRequestBytes(Request{Messages: conv[:n], Cache: cache})
 				if err != nil {
 					errs <- err
 					return
 				}
-				want, _ := buildRequest(Request{Messages: conv[:n]})
+				want, _ := buildRequestBytes(Request{Messages: conv[:n]})
 				if string(got) != string(want) {
 					errs <- fmt.Errorf("cached body differs:\n got %s\nwant %s", got, want)
 					return

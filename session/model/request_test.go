@@ -1,8 +1,11 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -86,7 +89,7 @@ func TestBuildRequest_Messages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			body, err := buildRequest(Request{Model: "m", System: tt.system, Messages: tt.msgs})
+			body, err := buildRequestBytes(Request{Model: "m", System: tt.system, Messages: tt.msgs})
 			require.NoError(t, err)
 			var got struct {
 				Messages json.RawMessage `json:"messages"`
@@ -121,15 +124,51 @@ func TestBuildRequest_TopLevel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			body, err := buildRequest(tt.req)
+			body, err := buildRequestBytes(tt.req)
 			require.NoError(t, err)
 			assert.JSONEq(t, tt.want, string(body))
 		})
 	}
-	_, err := buildRequest(Request{MaxTokens: -1})
+	_, err := buildRequestBytes(Request{MaxTokens: -1})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "maxTokens")
-	_, err = buildRequest(Request{Messages: []Message{{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c"}}}}})
+	_, err = buildRequestBytes(Request{Messages: []Message{{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c"}}}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "messages[0].toolCalls[0].name")
+}
+
+// buildRequestBytes is buildRequest with the body in one piece.
+func buildRequestBytes(req Request) ([]byte, error) {
+	b, err := buildRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	return b.bytes(), nil
+}
+
+// Every attempt of a request reads the whole body afresh, through Read or
+// through WriteTo (which the HTTP transport uses), and reading never
+// changes the cached parts it shares.
+func TestRequestBody_ReadersAreIndependent(t *testing.T) {
+	t.Parallel()
+	cache := &MessageCache{}
+	msgs := []Message{{Role: RoleUser, Content: "hi"}, {Role: RoleAssistant, Content: "a"}, {Role: RoleUser, Content: "again"}}
+	body, err := buildRequest(Request{Model: "m", System: "sys", Messages: msgs, Cache: cache})
+	require.NoError(t, err)
+	want := body.bytes()
+	require.True(t, json.Valid(want), "%s", want)
+	require.Equal(t, int64(len(want)), body.size)
+	for range 3 {
+		got, err := io.ReadAll(body.reader())
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+		var buf bytes.Buffer
+		_, err = io.Copy(&buf, body.reader())
+		require.NoError(t, err)
+		require.Equal(t, string(want), buf.String())
+	}
+	require.NoError(t, iotest.TestReader(body.reader(), want))
+	again, err := buildRequest(Request{Model: "m", System: "sys", Messages: msgs, Cache: cache})
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(again.bytes()))
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // sseKind is what a dispatched server-sent event carries.
@@ -31,8 +32,21 @@ type sseReader struct {
 	comments int
 }
 
+// readers recycles the 64 KiB line buffers: a turn makes one model request
+// per tool round.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+
 func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(r, 64<<10)}
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &sseReader{r: br}
+}
+
+// release returns the buffer; s and the slices it returned are then dead.
+func (s *sseReader) release() {
+	s.r.Reset(nil)
+	readers.Put(s.r)
+	s.r = nil
 }
 
 var doneMarker = []byte("[DONE]")
