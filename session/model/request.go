@@ -82,6 +82,70 @@ type MessageCache struct {
 	// enc[i] is src[i]'s wire encoding with a leading comma, ready to be
 	// laid after the message before it.
 	enc [][]byte
+
+	headOf  headKey
+	headEnc []byte // never written to once stored
+}
+
+// head returns the request's fields other than the messages, encoded by
+// encode, or the encoding kept from the last request when those fields
+// (model, limits, tools) are the same: the tool schemas are re-sent on every
+// request and rarely change.
+func (c *MessageCache) head(req Request, encode func() ([]byte, error)) ([]byte, error) {
+	if c == nil {
+		return encode()
+	}
+	c.mu.Lock()
+	if c.headOf.same(req) {
+		h := c.headEnc
+		c.mu.Unlock()
+		return h, nil
+	}
+	c.mu.Unlock()
+	h, err := encode()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.headOf, c.headEnc = newHeadKey(req), h
+	c.mu.Unlock()
+	return h, nil
+}
+
+// headKey is a private copy of the fields a request head is encoded from.
+type headKey struct {
+	valid       bool
+	model       string
+	maxTokens   int
+	hasTemp     bool
+	temperature float64
+	tools       []ToolSpec
+}
+
+func newHeadKey(req Request) headKey {
+	k := headKey{valid: true, model: req.Model, maxTokens: req.MaxTokens, tools: make([]ToolSpec, len(req.Tools))}
+	if req.Temperature != nil {
+		k.hasTemp, k.temperature = true, *req.Temperature
+	}
+	for i, t := range req.Tools {
+		t.Parameters = bytes.Clone(t.Parameters)
+		k.tools[i] = t
+	}
+	return k
+}
+
+func (k headKey) same(req Request) bool {
+	if !k.valid || k.model != req.Model || k.maxTokens != req.MaxTokens ||
+		k.hasTemp != (req.Temperature != nil) || (k.hasTemp && k.temperature != *req.Temperature) ||
+		len(k.tools) != len(req.Tools) {
+		return false
+	}
+	for i, t := range req.Tools {
+		if k.tools[i].Name != t.Name || k.tools[i].Description != t.Description || !bytes.Equal(k.tools[i].Parameters, t.Parameters) {
+			return false
+		}
+	}
+	return true
 }
 
 // prefix returns the encodings of the longest prefix of msgs that is
@@ -305,21 +369,23 @@ func buildRequest(req Request) (requestBody, error) {
 		fresh = append(fresh, b)
 	}
 	req.Cache.store(req.Messages, cached, fresh)
-	for i, t := range req.Tools {
-		if t.Name == "" {
-			return requestBody{}, fmt.Errorf("tools[%d].name: required", i)
+	head, err := req.Cache.head(req, func() ([]byte, error) {
+		for i, t := range req.Tools {
+			if t.Name == "" {
+				return nil, fmt.Errorf("tools[%d].name: required", i)
+			}
+			params := t.Parameters
+			if len(bytes.TrimSpace(params)) == 0 {
+				params = emptySchema
+			} else if !json.Valid(params) {
+				return nil, fmt.Errorf("tools[%d].parameters: not valid JSON", i)
+			}
+			out.Tools = append(out.Tools, chatTool{Type: "function", Function: chatToolSpec{
+				Name: t.Name, Description: t.Description, Parameters: params,
+			}})
 		}
-		params := t.Parameters
-		if len(bytes.TrimSpace(params)) == 0 {
-			params = emptySchema
-		} else if !json.Valid(params) {
-			return requestBody{}, fmt.Errorf("tools[%d].parameters: not valid JSON", i)
-		}
-		out.Tools = append(out.Tools, chatTool{Type: "function", Function: chatToolSpec{
-			Name: t.Name, Description: t.Description, Parameters: params,
-		}})
-	}
-	head, err := segjson.Marshal(out)
+		return segjson.Marshal(out)
+	})
 	if err != nil {
 		return requestBody{}, err
 	}

@@ -179,3 +179,44 @@ func BenchmarkBuildRequest_1000Messages(b *testing.B) {
 		})
 	}
 }
+
+// The cached head (model, limits, tool schemas) is used only while those
+// fields are unchanged, and the caller may rewrite its tool schema bytes.
+func TestBuildRequest_HeadCache(t *testing.T) {
+	cache := &MessageCache{}
+	msgs := []Message{{Role: RoleUser, Content: "hi"}}
+	params := []byte(`{"type":"object","properties":{"a":{"type":"string"}}}`)
+	t0, t1 := 0.0, 0.5
+	reqs := []Request{
+		{Model: "m", Tools: []ToolSpec{{Name: "t", Parameters: params}}},
+		{Model: "m", Tools: []ToolSpec{{Name: "t", Parameters: params}}},
+		{Model: "m", Tools: []ToolSpec{{Name: "t", Description: "d", Parameters: params}}},
+		{Model: "m", Tools: []ToolSpec{{Name: "t", Description: "d", Parameters: params}, {Name: "u"}}},
+		{Model: "m2", Tools: []ToolSpec{{Name: "t", Parameters: params}}},
+		{Model: "m2", MaxTokens: 9, Tools: []ToolSpec{{Name: "t", Parameters: params}}},
+		{Model: "m2", MaxTokens: 9, Temperature: &t0},
+		{Model: "m2", MaxTokens: 9, Temperature: &t1},
+		{Model: "m2", MaxTokens: 9},
+	}
+	for i, req := range reqs {
+		req.Messages = msgs
+		req.Cache = cache
+		got, err := buildRequestBytes(req)
+		require.NoError(t, err)
+		req.Cache = nil
+		want, err := buildRequestBytes(req)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "request %d", i)
+	}
+	// Schema bytes edited in place after a request are noticed.
+	req := Request{Model: "m", Messages: msgs, Tools: []ToolSpec{{Name: "t", Parameters: params}}, Cache: cache}
+	_, err := buildRequestBytes(req)
+	require.NoError(t, err)
+	copy(params[len(`{"type":"object","properties":{"a":{"type":"`):], "number")
+	got, err := buildRequestBytes(req)
+	require.NoError(t, err)
+	require.Contains(t, string(got), `"type":"number"`)
+	// A bad schema is reported even right after a good head was cached.
+	_, err = buildRequestBytes(Request{Model: "m", Messages: msgs, Tools: []ToolSpec{{Name: "t", Parameters: []byte(`{`)}}, Cache: cache})
+	require.ErrorContains(t, err, "tools[0].parameters")
+}
