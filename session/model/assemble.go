@@ -37,6 +37,16 @@ type Assembler struct {
 	sawFinish bool
 	usage     *Usage
 	err       error
+
+	// Decode targets reused by every Feed: the decoder fills preallocated
+	// slices in place, where it would otherwise allocate room for ten
+	// choices and ten calls per chunk. Feed resets them before each chunk.
+	chunk   wireChunk
+	choice1 [1]wireChoice
+	call1   [1]wireToolDelta
+	fn1     wireFunction
+	// fresh decodes every chunk into new targets (a test's reference).
+	fresh bool
 }
 
 // NewAssembler returns an Assembler for one stream; logger may be nil.
@@ -73,12 +83,14 @@ type wireDelta struct {
 }
 
 type wireToolDelta struct {
-	Index    *int    `json:"index"`
-	ID       *string `json:"id"`
-	Function *struct {
-		Name      *string  `json:"name"`
-		Arguments wireArgs `json:"arguments"`
-	} `json:"function"`
+	Index    *int          `json:"index"`
+	ID       *string       `json:"id"`
+	Function *wireFunction `json:"function"`
+}
+
+type wireFunction struct {
+	Name      *string  `json:"name"`
+	Arguments wireArgs `json:"arguments"`
 }
 
 // wireArgs is a fragment of arguments. Normally a string; null (DashScope's
@@ -120,8 +132,8 @@ func (a *Assembler) Feed(data []byte) ([]Event, error) {
 	if a.err != nil {
 		return nil, a.err
 	}
-	var c wireChunk
-	if err := segjson.Unmarshal(data, &c); err != nil {
+	c := a.scratch()
+	if err := segjson.Unmarshal(data, c); err != nil {
 		a.err = fmt.Errorf("decode stream chunk: %w", err)
 		return nil, a.err
 	}
@@ -150,6 +162,19 @@ func (a *Assembler) Feed(data []byte) ([]Event, error) {
 		}
 	}
 	return a.events, nil
+}
+
+// scratch resets the reused decode targets. An absent "function" decodes
+// as the empty fn1, which fragment treats exactly like an absent one.
+func (a *Assembler) scratch() *wireChunk {
+	if a.fresh {
+		return new(wireChunk)
+	}
+	a.fn1.Name, a.fn1.Arguments = nil, a.fn1.Arguments[:0]
+	a.call1[0] = wireToolDelta{Function: &a.fn1}
+	a.choice1[0] = wireChoice{Delta: wireDelta{ToolCalls: a.call1[:0]}}
+	a.chunk = wireChunk{Choices: a.choice1[:0]}
+	return &a.chunk
 }
 
 // FeedError processes an SSE event that is an error by framing (the

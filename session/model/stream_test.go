@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,8 @@ func FuzzAssemble(f *testing.F) {
 		b, err := os.ReadFile(s)
 		if err == nil {
 			f.Add(b)
+			// The same chunks one per line, for the Feed-per-line half.
+			f.Add(bytes.ReplaceAll(b, []byte("data: "), nil))
 		}
 	}
 	f.Add([]byte(`{"choices":[{"index":9007199254740993,"delta":{"tool_calls":[{"index":-5,"id":"","function":{"arguments":7}}]}}]}`))
@@ -132,9 +135,16 @@ func FuzzAssemble(f *testing.F) {
 		}
 		_ = streamSSE(bytes.NewReader(data), NewAssembler(nil), func() {}, check)
 
-		a := NewAssembler(nil)
+		// The assembler reuses its decode targets from chunk to chunk; a
+		// twin decoding every chunk afresh must see exactly the same.
+		a, ref := NewAssembler(nil), NewAssembler(nil)
+		ref.fresh = true
 		for line := range bytes.SplitSeq(data, []byte{'\n'}) {
 			evs, err := a.Feed(line)
+			revs, rerr := ref.Feed(line)
+			if !reflect.DeepEqual(evs, revs) || fmt.Sprint(err) != fmt.Sprint(rerr) {
+				t.Fatalf("reused decode targets diverge on %q:\n%#v %v\n%#v %v", line, evs, err, revs, rerr)
+			}
 			if err != nil {
 				break
 			}
@@ -142,7 +152,11 @@ func FuzzAssemble(f *testing.F) {
 				check(ev)
 			}
 		}
-		evs, _ := a.Finish()
+		evs, err := a.Finish()
+		revs, rerr := ref.Finish()
+		if !reflect.DeepEqual(evs, revs) || fmt.Sprint(err) != fmt.Sprint(rerr) {
+			t.Fatalf("reused decode targets diverge at Finish:\n%#v %v\n%#v %v", evs, err, revs, rerr)
+		}
 		for _, ev := range evs {
 			check(ev)
 		}
