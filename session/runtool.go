@@ -48,6 +48,7 @@ func (t *turn) env(id string) *tools.Env {
 	return &tools.Env{
 		SessionID:      s.id,
 		Roots:          s.roots,
+		RootCache:      &s.rootCache,
 		Client:         s.m.client,
 		Caps:           caps,
 		ShellTimeout:   s.m.opts.ShellTimeout,

@@ -19,6 +19,8 @@ type Session struct {
 	m     *Manager
 	cwd   string
 	roots []string
+	// rootCache keeps the roots' resolution for the tools.
+	rootCache tools.RootCache
 	log   *slog.Logger
 	tools *tools.Registry
 

@@ -259,3 +259,34 @@ func TestConfinement_WalksDoNotFollowLinksOut(t *testing.T) {
 	assert.False(t, strings.Contains(res.LLMContent, sentinelText))
 	w.checkSentinel(t)
 }
+
+// The fast path (a path below a root resolved once) and the full resolution
+// agree on every path, with and without the root cache, including paths
+// through symlinks inside the workspace and paths that do not exist yet.
+func TestConfinement_FastPathAgrees(t *testing.T) {
+	w := newWorkspace(t)
+	w.write(t, "a/b/c.txt", "x")
+	require.NoError(t, os.Symlink(w.path("a/b"), w.path("link-in")))
+	require.NoError(t, os.Symlink(w.outside, w.path("link-out")))
+	require.NoError(t, os.Symlink(filepath.Join(w.root, "nowhere"), w.path("dangling")))
+	paths := []string{
+		w.root, w.path("a"), w.path("a/b/c.txt"), w.path("a/b/new.txt"), w.path("a/new/deeper/x.txt"),
+		w.path("link-in/c.txt"), w.path("link-in/new.txt"), w.path("link-out/secret.txt"), w.path("link-out/new.txt"),
+		w.path("dangling"), w.path("dangling/x"), w.path("a/b/c.txt/x"), w.root + "//a///b/c.txt", w.path("a/./b/c.txt"),
+	}
+	for _, env := range []*Env{{Roots: []string{w.root}}, {Roots: []string{w.root}, RootCache: &RootCache{}}, {Roots: []string{w.root + "/"}, RootCache: &RootCache{}}} {
+		for _, p := range paths {
+			clean := filepath.Clean(p)
+			want, wantErr := resolveExisting(clean)
+			if got, ok := resolveBelowRoot(env, clean); ok {
+				require.NoError(t, wantErr, p)
+				require.Equal(t, want, got, p)
+			}
+			// And confine gives the same verdict with and without the cache.
+			tg, err := confine(env, "file_path", p)
+			ref, refErr := confine(&Env{Roots: env.Roots}, "file_path", p)
+			require.Equal(t, refErr == nil, err == nil, "%s: %v / %v", p, err, refErr)
+			require.Equal(t, ref, tg, p)
+		}
+	}
+}

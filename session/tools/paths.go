@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // ErrOutsideWorkspace is wrapped by every confinement refusal.
@@ -51,9 +52,12 @@ func confine(env *Env, field, p string) (target, error) {
 	if inForbiddenTree(clean) {
 		return refuse("%q is in a system directory that tools may not touch", p)
 	}
-	real, err := resolveExisting(clean)
-	if err != nil {
-		return refuse("%q cannot be resolved: %v", p, err)
+	real, ok := resolveBelowRoot(env, clean)
+	if !ok {
+		var err error
+		if real, err = resolveExisting(clean); err != nil {
+			return refuse("%q cannot be resolved: %v", p, err)
+		}
 	}
 	if inForbiddenTree(real) {
 		return refuse("%q resolves to %q, a system directory that tools may not touch", p, real)
@@ -62,7 +66,7 @@ func confine(env *Env, field, p string) (target, error) {
 		return refuse("%q cannot be used: the session has no workspace directories", p)
 	}
 	for _, r := range env.Roots {
-		rr, err := filepath.EvalSymlinks(filepath.Clean(r))
+		rr, err := env.resolveRoot(r)
 		if err != nil {
 			continue
 		}
@@ -87,6 +91,84 @@ func (t target) recheck(env *Env, field string) error {
 		return fmt.Errorf("%w: %s %q changed since the call was validated (now resolves to %q)", ErrOutsideWorkspace, field, t.path, again.real)
 	}
 	return nil
+}
+
+// RootCache remembers where a session's workspace roots resolve to, so a
+// call resolves only the part of its path below the root. It changes no
+// check: confinement still resolves the whole path when anything below the
+// root is a symlink, and the use-time checks (os.Root, O_NOFOLLOW, the
+// opened file's real path) still refuse a file that is not below the
+// resolved root. The zero value is ready; safe for concurrent use.
+type RootCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// resolveRoot is root with symlinks resolved, from env.RootCache when set.
+// Failures are not remembered (a root may be created later).
+func (env *Env) resolveRoot(root string) (string, error) {
+	c := env.RootCache
+	if c == nil {
+		return filepath.EvalSymlinks(filepath.Clean(root))
+	}
+	c.mu.Lock()
+	rr, ok := c.m[root]
+	c.mu.Unlock()
+	if ok {
+		return rr, nil
+	}
+	rr, err := filepath.EvalSymlinks(filepath.Clean(root))
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]string{}
+	}
+	c.m[root] = rr
+	c.mu.Unlock()
+	return rr, nil
+}
+
+// resolveBelowRoot is resolveExisting's fast path for a path written below
+// a workspace root (as the model writes them): the root's resolution is
+// known, so only the components below it are looked at, one lstat each. It
+// gives up (false) on a symlink or any error other than a missing
+// component, and resolveExisting then decides.
+func resolveBelowRoot(env *Env, clean string) (string, bool) {
+	for _, r := range env.Roots {
+		rel, ok := within(filepath.Clean(r), clean)
+		if !ok {
+			continue
+		}
+		rr, err := env.resolveRoot(r)
+		if err != nil {
+			return "", false
+		}
+		if rel == "." {
+			return rr, true
+		}
+		cur := strings.TrimSuffix(rr, "/")
+		rest := rel
+		for rest != "" {
+			el, more, _ := strings.Cut(rest, "/")
+			cur += "/" + el
+			rest = more
+			fi, err := os.Lstat(cur)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				// Nothing below a missing component exists either.
+				if rest != "" {
+					cur += "/" + rest
+				}
+				return cur, true
+			case err != nil || fi.Mode()&fs.ModeSymlink != 0:
+				return "", false
+			}
+		}
+		return cur, true
+	}
+	return "", false
 }
 
 // resolveExisting resolves symlinks in the longest existing prefix of p and

@@ -21,6 +21,8 @@ type Env struct {
 	// Roots are the absolute workspace roots: the session cwd first, then
 	// additionalDirectories. Paths outside them are refused.
 	Roots []string
+	// RootCache, when set, keeps the roots' resolution for the session.
+	RootCache *RootCache
 	// Client is the editor connection; nil in unit tests without one.
 	Client acp.Client
 	// Caps are the client's capabilities; fs and terminal are used only when set.
