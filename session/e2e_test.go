@@ -36,6 +36,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build acpd: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// ACPD_BENCH_BIN runs another executable in its place (a wrapper that
+	// execs acpd under strace or perf, for performance work).
+	if b := os.Getenv("ACPD_BENCH_BIN"); b != "" {
+		acpdBin = b
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

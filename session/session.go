@@ -21,8 +21,8 @@ type Session struct {
 	roots []string
 	// rootCache keeps the roots' resolution for the tools.
 	rootCache tools.RootCache
-	log   *slog.Logger
-	tools *tools.Registry
+	log       *slog.Logger
+	tools     *tools.Registry
 
 	// turns is a one-slot semaphore: the running turn holds it. history,
 	// pendingLoopContext, toolCallIDs and the turn counter belong to the
