@@ -564,12 +564,20 @@ func (u SessionUpdate) MarshalJSON() ([]byte, error) {
 		if u.ToolCall == nil {
 			return nil, fmt.Errorf("acp: tool_call without ToolCall")
 		}
-		return mergeKind(u.Kind, u.ToolCall)
+		tc := u.ToolCall
+		return appendToolCallUpdate(make([]byte, 0, 512), &toolCallFields{
+			kind: u.Kind, id: tc.ToolCallID, title: &tc.Title, toolKind: tc.Kind, status: tc.Status,
+			content: tc.Content, locations: tc.Locations, rawInput: tc.RawInput, rawOutput: tc.RawOutput, meta: tc.Meta,
+		})
 	case UpdateToolCallUpdate:
 		if u.ToolCallUpdate == nil {
 			return nil, fmt.Errorf("acp: tool_call_update without ToolCallUpdate")
 		}
-		return mergeKind(u.Kind, u.ToolCallUpdate)
+		tu := u.ToolCallUpdate
+		return appendToolCallUpdate(make([]byte, 0, 512), &toolCallFields{
+			kind: u.Kind, id: tu.ToolCallID, title: tu.Title, toolKind: tu.Kind, status: tu.Status,
+			content: tu.Content, locations: tu.Locations, rawInput: tu.RawInput, rawOutput: tu.RawOutput, meta: tu.Meta,
+		})
 	case UpdatePlan:
 		m["entries"] = nonNil(u.Entries)
 	case UpdateAvailableCommands:
@@ -598,18 +606,6 @@ func (u SessionUpdate) MarshalJSON() ([]byte, error) {
 		m["_meta"] = u.Meta
 	}
 	return json.Marshal(m)
-}
-
-func mergeKind(kind string, v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	prefix := `{"sessionUpdate":"` + kind + `"`
-	if len(b) > 2 {
-		prefix += ","
-	}
-	return append([]byte(prefix), b[1:]...), nil
 }
 
 func nonNil[T any](s []T) []T {

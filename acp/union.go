@@ -24,6 +24,11 @@ const (
 // MarshalJSON writes only the fields of the variant selected by Type, and
 // always writes the variant's required fields (text may be empty).
 func (b ContentBlock) MarshalJSON() ([]byte, error) {
+	return appendContentBlock(nil, &b)
+}
+
+// marshalVariant is MarshalJSON through encoding/json.
+func (b ContentBlock) marshalVariant() ([]byte, error) {
 	switch b.Type {
 	case ContentText:
 		return json.Marshal(struct {
@@ -87,34 +92,7 @@ func (r EmbeddedResource) MarshalJSON() ([]byte, error) {
 
 // MarshalJSON writes only the fields of the variant selected by Type.
 func (c ToolCallContent) MarshalJSON() ([]byte, error) {
-	switch c.Type {
-	case ToolContentContent:
-		if c.Content == nil {
-			return nil, fmt.Errorf("acp: tool call content without content")
-		}
-		return json.Marshal(struct {
-			Type    string        `json:"type"`
-			Content *ContentBlock `json:"content"`
-		}{c.Type, c.Content})
-	case ToolContentDiff:
-		newText := ""
-		if c.NewText != nil {
-			newText = *c.NewText
-		}
-		return json.Marshal(struct {
-			Type    string  `json:"type"`
-			Path    string  `json:"path"`
-			OldText *string `json:"oldText,omitempty"`
-			NewText string  `json:"newText"`
-		}{c.Type, c.Path, c.OldText, newText})
-	case ToolContentTerminal:
-		return json.Marshal(struct {
-			Type       string `json:"type"`
-			TerminalID string `json:"terminalId"`
-		}{c.Type, c.TerminalID})
-	default:
-		return nil, fmt.Errorf("acp: unknown tool call content type %q", c.Type)
-	}
+	return appendToolCallContent(nil, &c)
 }
 
 // MarshalJSON writes the stdio variant (Type "", with args and env always
