@@ -37,6 +37,20 @@ func appendTextChunk(b []byte, n *SessionNotification) ([]byte, bool) {
 	return append(b, "}}}"...), true
 }
 
+// AppendJSONString appends s as a JSON string, byte for byte as
+// encoding/json writes it (see appendJSONString).
+func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s) }
+
+// AppendToolCallContent appends c's JSON, exactly as json.Marshal(c)
+// writes it, without encoding/json's second pass over the output.
+func AppendToolCallContent(b []byte, c *ToolCallContent) ([]byte, error) {
+	return appendToolCallContent(b, c)
+}
+
+// AppendJSONValue appends v as encoding/json writes it as a struct field:
+// a json.RawMessage compacted (and checked), anything else marshalled.
+func AppendJSONValue(b []byte, v any) ([]byte, error) { return appendAny(b, v) }
+
 // appendJSONString appends s as a JSON string, byte for byte as
 // encoding/json writes it: HTML-safe (<, >, & escaped), control characters
 // escaped, invalid UTF-8 replaced by U+FFFD, and U+2028/U+2029 escaped.

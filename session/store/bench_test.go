@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -159,6 +161,31 @@ func BenchmarkEndTurn10k(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := w.EndTurn(acp.StopEndTurn, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendToolResult is the record every completed tool call
+// writes: its frame's content and the text the model receives.
+func BenchmarkAppendToolResult(b *testing.B) {
+	st, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := st.Create(SessionMeta{ID: "bench", Cwd: "/w", CreatedAt: time.Now()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	text := strings.Repeat("    12\tline of text\n", 20)
+	rec := Record{Kind: KindToolResult, Tool: &ToolCallRecord{
+		ToolCallID: "call_1", Name: "read_file", Kind: acp.KindRead, Status: acp.StatusCompleted,
+		Locations: []acp.ToolCallLocation{{Path: "/w/f000_1.txt"}}, Content: []acp.ToolCallContent{acp.TextContent(text)}, ModelText: text,
+	}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.Append(rec); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -66,11 +65,11 @@ func (w *Writer) Append(rec Record) error {
 	if rec.Kind == KindMeta && rec.Meta.ID != w.id {
 		return fmt.Errorf("%w: field meta.id is %q, want %q", ErrInvalidRecord, rec.Meta.ID, w.id)
 	}
-	b, err := json.Marshal(rec)
+	b, err := rec.encode(w.buf[:0])
 	if err != nil {
 		return fmt.Errorf("append to session %s: encode %s record: %w", w.id, rec.Kind, err)
 	}
-	w.buf = append(append(w.buf[:0], b...), '\n')
+	w.buf = append(b, '\n')
 	if err := w.writeRaw(w.buf); err != nil {
 		return err
 	}

@@ -1,0 +1,92 @@
+package store
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/acpd/acpd/acp"
+)
+
+// encode is json.Marshal(r), with the records every tool call writes
+// (tool_call and tool_result) written by hand: encoding/json would scan
+// each content block's output a second time. The output is byte for byte
+// the same (TestEncode_MatchesMarshal).
+func (r *Record) encode(b []byte) ([]byte, error) {
+	if !r.toolOnly() || r.T.Year() < 0 || r.T.Year() > 9999 {
+		j, err := json.Marshal(r)
+		return append(b, j...), err
+	}
+	var err error
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(r.V), 10)
+	b = append(b, `,"t":"`...)
+	b = r.T.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","kind":`...)
+	b = acp.AppendJSONString(b, string(r.Kind))
+	b = append(b, `,"tool":{"toolCallId":`...)
+	t := r.Tool
+	b = acp.AppendJSONString(b, t.ToolCallID)
+	str := func(name, v string) {
+		if v != "" {
+			b = append(b, `,"`...)
+			b = append(b, name...)
+			b = append(b, `":`...)
+			b = acp.AppendJSONString(b, v)
+		}
+	}
+	str("name", t.Name)
+	str("title", t.Title)
+	str("kind", string(t.Kind))
+	str("status", string(t.Status))
+	if len(t.Locations) > 0 {
+		b = append(b, `,"locations":[`...)
+		for i, l := range t.Locations {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"path":`...)
+			b = acp.AppendJSONString(b, l.Path)
+			if l.Line != nil {
+				b = append(b, `,"line":`...)
+				b = strconv.AppendInt(b, int64(*l.Line), 10)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	for _, raw := range []struct {
+		name string
+		v    json.RawMessage
+	}{{"rawInput", t.RawInput}, {"rawOutput", t.RawOutput}} {
+		if len(raw.v) > 0 {
+			b = append(b, `,"`...)
+			b = append(b, raw.name...)
+			b = append(b, `":`...)
+			if b, err = acp.AppendJSONValue(b, raw.v); err != nil {
+				return b, err
+			}
+		}
+	}
+	if len(t.Content) > 0 {
+		b = append(b, `,"content":[`...)
+		for i := range t.Content {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = acp.AppendToolCallContent(b, &t.Content[i]); err != nil {
+				return b, err
+			}
+		}
+		b = append(b, ']')
+	}
+	str("modelText", t.ModelText)
+	return append(b, "}}"...), nil
+}
+
+// toolOnly reports a record whose only payload is Tool.
+func (r *Record) toolOnly() bool {
+	return r.Tool != nil && r.Meta == nil && len(r.Prompt) == 0 && r.Text == "" && r.MessageID == "" &&
+		len(r.ToolCalls) == 0 && len(r.Plan) == 0 && r.ModeID == "" && r.ModelID == "" && r.Loop == nil &&
+		r.Title == "" && r.StopReason == "" && r.Error == "" && r.Usage == nil && len(r.Data) == 0
+}
