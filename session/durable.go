@@ -334,6 +334,7 @@ func (s *Session) shutdown(ctx context.Context) error {
 func (s *Session) free() error {
 	s.freeOnce.Do(func() {
 		s.closeMCP()
+		s.rootCache.Close()
 		if s.w != nil {
 			if err := s.w.Close(); err != nil {
 				s.log.Error("closing session transcript failed", "err", err)

@@ -286,7 +286,69 @@ func TestConfinement_FastPathAgrees(t *testing.T) {
 			tg, err := confine(env, "file_path", p)
 			ref, refErr := confine(&Env{Roots: env.Roots}, "file_path", p)
 			require.Equal(t, refErr == nil, err == nil, "%s: %v / %v", p, err, refErr)
+			tg.roots = nil
 			require.Equal(t, ref, tg, p)
 		}
 	}
+}
+
+// The session keeps its roots open (RootCache): a root whose directory is
+// replaced is opened again, and a root path that now leads outside through
+// a symlink is refused before anything is read or created there.
+func TestConfinement_HeldRoots(t *testing.T) {
+	t.Run("root replaced by another directory", func(t *testing.T) {
+		w := newWorkspace(t)
+		w.write(t, "a.txt", "first\n")
+		_, res := run(t, t.Context(), w.env, NameReadFile, map[string]any{"file_path": w.path("a.txt")})
+		require.NoError(t, res.Err)
+		require.Contains(t, res.LLMContent, "first")
+		require.NoError(t, os.RemoveAll(w.root))
+		require.NoError(t, os.Mkdir(w.root, 0o755))
+		w.write(t, "a.txt", "second\n")
+		_, res = run(t, t.Context(), w.env, NameReadFile, map[string]any{"file_path": w.path("a.txt")})
+		require.NoError(t, res.Err)
+		require.Contains(t, res.LLMContent, "second")
+		_, res = run(t, t.Context(), w.env, NameWriteFile, map[string]any{"file_path": w.path("b.txt"), "content": "new\n"})
+		require.NoError(t, res.Err)
+		b, err := os.ReadFile(w.path("b.txt"))
+		require.NoError(t, err)
+		require.Equal(t, "new\n", string(b))
+	})
+	t.Run("root swapped for a symlink out", func(t *testing.T) {
+		w := newWorkspace(t)
+		w.write(t, "a.txt", "inside\n")
+		_, res := run(t, t.Context(), w.env, NameReadFile, map[string]any{"file_path": w.path("a.txt")})
+		require.NoError(t, res.Err)
+		require.NoError(t, os.Rename(w.root, w.root+"-old"))
+		require.NoError(t, os.Symlink(w.outside, w.root))
+		for _, tc := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{NameReadFile, map[string]any{"file_path": w.path("secret.txt")}},
+			{NameWriteFile, map[string]any{"file_path": w.path("new.txt"), "content": "pwned"}},
+			{NameWriteFile, map[string]any{"file_path": w.path("newdir/new.txt"), "content": "pwned"}},
+			{NameWriteFile, map[string]any{"file_path": w.path("secret.txt"), "content": "pwned"}},
+			{NameEdit, map[string]any{"file_path": w.path("secret.txt"), "old_string": "SENTINEL", "new_string": "pwned"}},
+		} {
+			c, err := tool(t, tc.tool).Build(w.env, args(t, tc.args))
+			if err != nil {
+				require.ErrorIs(t, err, ErrOutsideWorkspace)
+				continue
+			}
+			res := c.Execute(t.Context(), w.env)
+			require.Error(t, res.Err, tc.tool)
+			assert.Equal(t, ErrTypePathNotInWorkspace, res.ErrType, res.LLMContent)
+			assert.NotContains(t, res.LLMContent, sentinelText)
+		}
+		w.checkSentinel(t)
+	})
+	t.Run("closed cache still confines", func(t *testing.T) {
+		w := newWorkspace(t)
+		w.write(t, "a.txt", "inside\n")
+		w.env.RootCache.Close()
+		_, res := run(t, t.Context(), w.env, NameReadFile, map[string]any{"file_path": w.path("a.txt")})
+		require.NoError(t, res.Err)
+		require.Contains(t, res.LLMContent, "inside")
+	})
 }

@@ -84,13 +84,15 @@ func rootErr(err error) error {
 // openLocal opens t below its root without following a final symlink, and
 // checks where the opened file really is. Together with os.Root (which
 // refuses escapes in every component) this closes the window between the
-// check in Build and the use here.
+// check in Build and the use here. With the session's RootCache the root
+// stays open, and the real-path check is needed only when the directory at
+// the root's path is not verified to be the one held open.
 func (t target) openLocal(flag int, perm fs.FileMode) (*os.File, error) {
-	r, err := t.openRoot()
+	r, verified, done, err := t.useRoot()
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
+	defer done()
 	f, err := r.OpenFile(t.rel, flag|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
@@ -98,7 +100,7 @@ func (t target) openLocal(flag int, perm fs.FileMode) (*os.File, error) {
 		}
 		return nil, rootErr(err)
 	}
-	if runtime.GOOS == "linux" {
+	if !verified && runtime.GOOS == "linux" {
 		if real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd()))); err == nil {
 			if _, ok := within(t.root, real); !ok {
 				f.Close()
@@ -107,6 +109,24 @@ func (t target) openLocal(flag int, perm fs.FileMode) (*os.File, error) {
 		}
 	}
 	return f, nil
+}
+
+// useRoot returns t's root for one use: the session's held Root when it is
+// verified, else the root opened by its path (closed by done).
+func (t target) useRoot() (r *os.Root, verified bool, done func(), err error) {
+	if r, ok := t.roots.heldRoot(t.root); ok {
+		return r, true, func() {}, nil
+	}
+	// The root's path must still lead to itself: a root swapped for a
+	// symlink would have an open or mkdir below it act elsewhere before
+	// the real-path check could refuse it.
+	if now, err := filepath.EvalSymlinks(t.root); err == nil && now != t.root {
+		return nil, false, nil, fmt.Errorf("%w: the workspace root %s now resolves to %s", ErrOutsideWorkspace, t.root, now)
+	}
+	if r, err = t.openRoot(); err != nil {
+		return nil, false, nil, err
+	}
+	return r, false, func() { r.Close() }, nil
 }
 
 // readLocal reads the whole file at t (at most maxReadBytes).
@@ -142,12 +162,12 @@ func (e *tooLargeError) Error() string {
 // directories. The file is truncated only after the open was verified.
 func (t target) writeLocal(content string) error {
 	if dir := filepath.Dir(t.rel); dir != "." {
-		r, err := t.openRoot()
+		r, _, done, err := t.useRoot()
 		if err != nil {
 			return err
 		}
 		err = r.MkdirAll(dir, 0o755)
-		r.Close()
+		done()
 		if err != nil {
 			return rootErr(err)
 		}

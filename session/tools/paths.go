@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // ErrOutsideWorkspace is wrapped by every confinement refusal.
@@ -19,6 +20,8 @@ type target struct {
 	real string // symlinks resolved: used for local I/O
 	root string // the resolved workspace root holding real
 	rel  string // real relative to root; "." for the root itself
+	// roots, when set, holds the session's roots open (see heldRoot).
+	roots *RootCache
 }
 
 // forbiddenTrees are refused even when a workspace root contains them:
@@ -71,7 +74,7 @@ func confine(env *Env, field, p string) (target, error) {
 			continue
 		}
 		if rel, ok := within(rr, real); ok {
-			return target{path: clean, real: real, root: rr, rel: rel}, nil
+			return target{path: clean, real: real, root: rr, rel: rel, roots: env.RootCache}, nil
 		}
 	}
 	if real != clean {
@@ -100,8 +103,88 @@ func (t target) recheck(env *Env, field string) error {
 // opened file's real path) still refuse a file that is not below the
 // resolved root. The zero value is ready; safe for concurrent use.
 type RootCache struct {
-	mu sync.Mutex
-	m  map[string]string
+	mu     sync.Mutex
+	m      map[string]string
+	held   map[string]*held // by resolved root
+	closed bool
+}
+
+// held is a workspace root kept open, and the identity of that directory.
+type held struct {
+	r        *os.Root
+	dev, ino uint64
+}
+
+// heldRoot returns the session's open *os.Root for the resolved root rr,
+// opening it on first use. It is returned only while verified: the
+// directory now at rr is the one held open (same device and inode), and
+// when it was opened rr had no symlink in it, so a file opened below the
+// Root is below rr. Otherwise (a root whose path now names another
+// directory, a symlink, or nothing) ok is false and the caller opens the
+// root by path and checks the opened file's real path, as without a cache.
+// The caller must not close the Root.
+func (c *RootCache) heldRoot(rr string) (r *os.Root, ok bool) {
+	if c == nil {
+		return nil, false
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(rr, &st); err != nil {
+		c.drop(rr)
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, false
+	}
+	if h := c.held[rr]; h != nil {
+		if uint64(st.Dev) == h.dev && st.Ino == h.ino {
+			return h.r, true
+		}
+		h.r.Close()
+		delete(c.held, rr)
+	}
+	r, err := os.OpenRoot(rr)
+	if err != nil {
+		return nil, false
+	}
+	var id *syscall.Stat_t
+	if fi, err := r.Stat("."); err == nil {
+		id, _ = fi.Sys().(*syscall.Stat_t)
+	}
+	if id == nil || uint64(id.Dev) != uint64(st.Dev) || id.Ino != st.Ino {
+		r.Close() // changed between the stat and the open
+		return nil, false
+	}
+	if real, err := filepath.EvalSymlinks(rr); err != nil || real != rr {
+		r.Close() // rr goes through a symlink now
+		return nil, false
+	}
+	if c.held == nil {
+		c.held = map[string]*held{}
+	}
+	c.held[rr] = &held{r: r, dev: uint64(st.Dev), ino: st.Ino}
+	return r, true
+}
+
+func (c *RootCache) drop(rr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.held[rr]; h != nil {
+		h.r.Close()
+		delete(c.held, rr)
+	}
+}
+
+// Close releases the roots held open; later calls open roots per use.
+func (c *RootCache) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for k, h := range c.held {
+		h.r.Close()
+		delete(c.held, k)
+	}
 }
 
 // resolveRoot is root with symlinks resolved, from env.RootCache when set.
