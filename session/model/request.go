@@ -83,6 +83,8 @@ type MessageCache struct {
 	// laid after the message before it.
 	enc [][]byte
 
+	gen uint64 // counts stores
+
 	headOf  headKey
 	headEnc []byte // never written to once stored
 }
@@ -150,9 +152,9 @@ func (k headKey) same(req Request) bool {
 
 // prefix returns the encodings of the longest prefix of msgs that is
 // unchanged since the last store.
-func (c *MessageCache) prefix(msgs []Message) [][]byte {
+func (c *MessageCache) prefix(msgs []Message) ([][]byte, uint64) {
 	if c == nil {
-		return nil
+		return nil, 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -160,22 +162,27 @@ func (c *MessageCache) prefix(msgs []Message) [][]byte {
 	for n < len(msgs) && n < len(c.src) && sameMessage(c.src[n], msgs[n]) {
 		n++
 	}
-	return c.enc[:n:n]
+	return c.enc[:n:n], c.gen
 }
 
-func (c *MessageCache) store(msgs []Message, cached, fresh [][]byte) {
+func (c *MessageCache) store(msgs []Message, cached, fresh [][]byte, gen uint64) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// Recount the shared prefix (another request may have stored since
-	// prefix ran) and copy only what follows it, so a growing
-	// conversation costs only its new messages.
-	n := 0
-	for n < len(msgs) && n < len(c.src) && sameMessage(c.src[n], msgs[n]) {
-		n++
+	// Copy only what follows the shared prefix, so a growing conversation
+	// costs only its new messages. The prefix is recounted when another
+	// request stored since prefix ran (the generation moved on); msgs
+	// cannot have changed in between, buildRequest holds them.
+	n := len(cached)
+	if gen != c.gen {
+		n = 0
+		for n < len(msgs) && n < len(c.src) && sameMessage(c.src[n], msgs[n]) {
+			n++
+		}
 	}
+	c.gen++
 	src := c.src[:n]
 	for _, m := range msgs[n:] {
 		src = append(src, cloneMessage(m))
@@ -257,7 +264,7 @@ func buildRequest(req Request) (requestBody, error) {
 		}
 		return append(append(make([]byte, 0, len(b)+1), ','), b...), nil
 	}
-	cached := req.Cache.prefix(req.Messages)
+	cached, gen := req.Cache.prefix(req.Messages)
 	fresh := make([][]byte, 0, len(req.Messages)-len(cached))
 	var system []byte
 	if req.System != "" {
@@ -368,7 +375,7 @@ func buildRequest(req Request) (requestBody, error) {
 		}
 		fresh = append(fresh, b)
 	}
-	req.Cache.store(req.Messages, cached, fresh)
+	req.Cache.store(req.Messages, cached, fresh, gen)
 	head, err := req.Cache.head(req, func() ([]byte, error) {
 		for i, t := range req.Tools {
 			if t.Name == "" {
