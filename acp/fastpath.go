@@ -41,10 +41,40 @@ func appendTextChunk(b []byte, n *SessionNotification) ([]byte, bool) {
 // encoding/json writes it (see appendJSONString).
 func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s) }
 
-// AppendToolCallContent appends c's JSON, exactly as json.Marshal(c)
-// writes it, without encoding/json's second pass over the output.
-func AppendToolCallContent(b []byte, c *ToolCallContent) ([]byte, error) {
-	return appendToolCallContent(b, c)
+// AppendToolCallContents appends cs as a JSON array, exactly as
+// json.Marshal(cs) writes it (cs not nil), without encoding/json's second
+// pass over each element's output.
+func AppendToolCallContents(b []byte, cs []ToolCallContent) ([]byte, error) {
+	var err error
+	b = append(b, '[')
+	for i := range cs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if b, err = appendToolCallContent(b, &cs[i]); err != nil {
+			return b, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// AppendToolCallLocations appends ls as a JSON array, exactly as
+// json.Marshal(ls) writes it (ls not nil).
+func AppendToolCallLocations(b []byte, ls []ToolCallLocation) []byte {
+	b = append(b, '[')
+	for i, l := range ls {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"path":`...)
+		b = appendJSONString(b, l.Path)
+		if l.Line != nil {
+			b = append(b, `,"line":`...)
+			b = strconv.AppendInt(b, int64(*l.Line), 10)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 // AppendJSONValue appends v as encoding/json writes it as a struct field:
@@ -200,32 +230,14 @@ func appendToolCallUpdate(out []byte, f *toolCallFields) ([]byte, error) {
 		out = appendJSONString(out, string(f.status))
 	}
 	if len(f.content) > 0 {
-		out = append(out, `,"content":[`...)
-		for i := range f.content {
-			if i > 0 {
-				out = append(out, ',')
-			}
-			if out, err = appendToolCallContent(out, &f.content[i]); err != nil {
-				return out, err
-			}
+		out = append(out, `,"content":`...)
+		if out, err = AppendToolCallContents(out, f.content); err != nil {
+			return out, err
 		}
-		out = append(out, ']')
 	}
 	if len(f.locations) > 0 {
-		out = append(out, `,"locations":[`...)
-		for i, l := range f.locations {
-			if i > 0 {
-				out = append(out, ',')
-			}
-			out = append(out, `{"path":`...)
-			out = appendJSONString(out, l.Path)
-			if l.Line != nil {
-				out = append(out, `,"line":`...)
-				out = strconv.AppendInt(out, int64(*l.Line), 10)
-			}
-			out = append(out, '}')
-		}
-		out = append(out, ']')
+		out = append(out, `,"locations":`...)
+		out = AppendToolCallLocations(out, f.locations)
 	}
 	if f.rawInput != nil {
 		out = append(out, `,"rawInput":`...)

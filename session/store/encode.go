@@ -40,20 +40,8 @@ func (r *Record) encode(b []byte) ([]byte, error) {
 	str("kind", string(t.Kind))
 	str("status", string(t.Status))
 	if len(t.Locations) > 0 {
-		b = append(b, `,"locations":[`...)
-		for i, l := range t.Locations {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"path":`...)
-			b = acp.AppendJSONString(b, l.Path)
-			if l.Line != nil {
-				b = append(b, `,"line":`...)
-				b = strconv.AppendInt(b, int64(*l.Line), 10)
-			}
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+		b = append(b, `,"locations":`...)
+		b = acp.AppendToolCallLocations(b, t.Locations)
 	}
 	for _, raw := range []struct {
 		name string
@@ -69,16 +57,10 @@ func (r *Record) encode(b []byte) ([]byte, error) {
 		}
 	}
 	if len(t.Content) > 0 {
-		b = append(b, `,"content":[`...)
-		for i := range t.Content {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = acp.AppendToolCallContent(b, &t.Content[i]); err != nil {
-				return b, err
-			}
+		b = append(b, `,"content":`...)
+		if b, err = acp.AppendToolCallContents(b, t.Content); err != nil {
+			return b, err
 		}
-		b = append(b, ']')
 	}
 	str("modelText", t.ModelText)
 	return append(b, "}}"...), nil
