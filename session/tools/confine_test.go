@@ -321,6 +321,14 @@ func TestConfinement_HeldRoots(t *testing.T) {
 		require.NoError(t, res.Err)
 		require.NoError(t, os.Rename(w.root, w.root+"-old"))
 		require.NoError(t, os.Symlink(w.outside, w.root))
+		// Through the editor too: confinement refuses before any request
+		// (the fake client fails the test on any call).
+		editor := &Env{SessionID: "s1", Roots: w.env.Roots, RootCache: w.env.RootCache, Client: &fakeClient{t: t},
+			Caps: acp.ClientCapabilities{FS: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}}}
+		for _, p := range []string{w.path("secret.txt"), w.path("new.txt")} {
+			_, err := confine(editor, "file_path", p)
+			require.ErrorIs(t, err, ErrOutsideWorkspace, p)
+		}
 		for _, tc := range []struct {
 			tool string
 			args map[string]any

@@ -228,6 +228,15 @@ func resolveBelowRoot(env *Env, clean string) (string, bool) {
 		if err != nil {
 			return "", false
 		}
+		// The cached resolution is trusted only while the directory at rr
+		// is the one held open: lstat below would follow a root (or an
+		// ancestor) swapped for a symlink. The full resolution then
+		// compares against the cached root and refuses it.
+		if env.RootCache != nil {
+			if _, ok := env.RootCache.heldRoot(rr); !ok {
+				return "", false
+			}
+		}
 		if rel == "." {
 			return rr, true
 		}
