@@ -3,8 +3,9 @@
 // into tools.Tool values (named mcp__<server>__<tool>) that run through the
 // same guard, permission flow and frames as the built-in tools. stdio servers
 // run as child processes; HTTP servers use the streamable HTTP transport. A
-// server that dies mid-session is reported on its next call and restarted
-// once. It uses the official MCP Go SDK.
+// server that dies mid-session (a stdio child that exits, an HTTP server
+// that lost the session and answers 404) is reported on its next call and
+// restarted (a new MCP session) once. It uses the official MCP Go SDK.
 package mcp
 
 import (
