@@ -76,13 +76,19 @@ type interopError struct {
 // prompt cancelled while its permission request is pending, one cancelled
 // while its tool runs, a loop-stopped prompt and a prompt after it.
 func TestInterop_TypeScriptSDK(t *testing.T) {
+	// CI sets ACPD_REQUIRE_INTEROP so that a missing node or npm fails
+	// the run instead of skipping the test.
+	missing := t.Skipf
+	if os.Getenv("ACPD_REQUIRE_INTEROP") != "" {
+		missing = t.Fatalf
+	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("interop test skipped: node is not on PATH (CI has it)")
+		missing("the interop test needs node on PATH (CI has it)")
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		t.Skip("interop test skipped: npm is not on PATH (CI has it)")
+		missing("the interop test needs npm on PATH (CI has it)")
 	}
 	clientDir := interopClient(t, npm)
 
