@@ -122,7 +122,9 @@ type held struct {
 // Root is below rr. Otherwise (a root whose path now names another
 // directory, a symlink, or nothing) ok is false and the caller opens the
 // root by path and checks the opened file's real path, as without a cache.
-// The caller must not close the Root.
+// The caller must not close the Root. A session's calls run one at a time
+// and the cache is closed after its last; a Root closed under a concurrent
+// user would only make that user's open fail (os.ErrClosed).
 func (c *RootCache) heldRoot(rr string) (r *os.Root, ok bool) {
 	if c == nil {
 		return nil, false
