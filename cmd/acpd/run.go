@@ -246,7 +246,7 @@ func cmdRun(ctx context.Context, a *app) int {
 	}
 	// Headless sessions are durable like served ones, so a later
 	// `acpd run --session ID` (or an editor) can continue them.
-	st, err := store.Open(cfg.Session.DataDir, store.Options{Logger: logger})
+	st, err := store.Open(cfg.Session.DataDir, store.Options{Logger: logger, IndexInBackground: true})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "acpd run: configuration error: session.dataDir: %v\n", err)
 		return exitUsage

@@ -46,7 +46,7 @@ func serve(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Wr
 	}
 	// Sessions served over ACP are durable: recorded under the data
 	// directory and reopened by session/load after a restart or a crash.
-	st, err := store.Open(cfg.Session.DataDir, store.Options{Logger: logger})
+	st, err := store.Open(cfg.Session.DataDir, store.Options{Logger: logger, IndexInBackground: true})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	segjson "github.com/segmentio/encoding/json"
 )
 
 // SessionInfo is one session as listed.
@@ -83,6 +85,58 @@ type index struct {
 	sorted  []*entry // updatedAt desc, id asc; nil when stale
 	file    fileStamp
 	dir     fileStamp
+	// While Open's background load runs (IndexInBackground), writers do
+	// not wait for it: they leave the ids of the entries they would have
+	// put in pending, and the load puts them (rescanned) before it ends.
+	pendingMu sync.Mutex
+	loading   bool
+	pending   []string
+}
+
+// deferPut records that id's entry should be put once the background load
+// ends; false when no load is running (the caller puts it itself).
+func (x *index) deferPut(id string) bool {
+	x.pendingMu.Lock()
+	defer x.pendingMu.Unlock()
+	if !x.loading {
+		return false
+	}
+	x.pending = append(x.pending, id)
+	return true
+}
+
+// loadInBackground runs the full open, then the deferred puts; the caller
+// holds x.mu and set loading, and it releases both.
+func (x *index) loadInBackground() {
+	defer x.mu.Unlock()
+	if err := x.openLocked(); err != nil {
+		x.s.log.Warn("session index: opening failed; listing will retry", "dir", x.s.dir, "err", err)
+	}
+	for {
+		x.pendingMu.Lock()
+		ids := x.pending
+		x.pending = nil
+		if len(ids) == 0 {
+			x.loading = false
+			x.pendingMu.Unlock()
+			return
+		}
+		x.pendingMu.Unlock()
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+		err := x.withFileLock(func() error {
+			for _, id := range ids {
+				if e, err := x.scan(id); err == nil {
+					x.entries[id] = e
+				}
+			}
+			x.sorted = nil
+			return x.writeLocked()
+		})
+		if err != nil {
+			x.s.log.Warn("session index: update failed", "err", err)
+		}
+	}
 }
 
 func newIndex(s *Store) *index {
@@ -99,6 +153,10 @@ func newIndex(s *Store) *index {
 func (x *index) open() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	return x.openLocked()
+}
+
+func (x *index) openLocked() error {
 	return x.withFileLock(func() error {
 		x.readLocked()
 		return x.reconcileLocked(true)
@@ -141,7 +199,7 @@ func (x *index) readLocked() bool {
 	}
 	var f indexFile
 	if err == nil {
-		err = json.Unmarshal(data, &f)
+		err = segjson.Unmarshal(data, &f)
 	}
 	if err == nil && f.V != Version {
 		err = fmt.Errorf("index version %d, want %d", f.V, Version)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -255,4 +257,42 @@ func TestTitleFromPrompt(t *testing.T) {
 			assert.LessOrEqual(t, len([]rune(got)), MaxTitleLen)
 		})
 	}
+}
+
+// With IndexInBackground, Open returns before the index is read; the first
+// index operation waits for it and sees every session, including one
+// created while the index was loading.
+func TestOpen_IndexInBackground(t *testing.T) {
+	dir := t.TempDir()
+	seedSessions(t, dir, 300)
+	// Another process holds the index lock, so the load is sure to be
+	// running while the session is created and titled.
+	lock, err := os.OpenFile(filepath.Join(dir, indexLockName), os.O_RDWR|os.O_CREATE, 0o600)
+	require.NoError(t, err)
+	defer lock.Close()
+	require.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_EX))
+	s, err := Open(dir, Options{IndexInBackground: true})
+	require.NoError(t, err)
+	w, err := s.Create(SessionMeta{ID: "fresh", Cwd: "/w/new"})
+	require.NoError(t, err)
+	require.NoError(t, w.Append(Record{Kind: KindUser, Prompt: []acp.ContentBlock{acp.TextBlock("fresh task")}}))
+	s.idx.pendingMu.Lock()
+	pending := slices.Clone(s.idx.pending)
+	s.idx.pendingMu.Unlock()
+	assert.Equal(t, []string{"fresh", "fresh"}, pending, "the writer must not wait for the load")
+	require.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_UN))
+	all, _ := walk(t, s, ListOptions{Limit: 100})
+	require.Len(t, all, 301)
+	page, _, err := s.List(ListOptions{Cwd: "/w/new"})
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	assert.Equal(t, "fresh", page[0].ID)
+	assert.Equal(t, "fresh task", page[0].Title)
+	require.NoError(t, w.Close())
+	// A damaged index is rebuilt in the background too.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.json"), []byte("{not json"), 0o600))
+	s2, err := Open(dir, Options{IndexInBackground: true})
+	require.NoError(t, err)
+	all, _ = walk(t, s2, ListOptions{Limit: 100})
+	require.Len(t, all, 301)
 }

@@ -86,6 +86,11 @@ type Options struct {
 	// SyncInterval bounds the time a written record stays unsynced during a
 	// turn. Zero means DefaultSyncInterval.
 	SyncInterval time.Duration
+	// IndexInBackground loads and reconciles the index in a goroutine
+	// instead of in Open, so a daemon answers initialize without reading
+	// thousands of transcripts' sizes first; index operations wait for it.
+	// Its failure is logged and met again by the first operation.
+	IndexInBackground bool
 }
 
 // Store is a directory of session transcripts. It is safe for concurrent
@@ -134,6 +139,13 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open session store %s: %w", abs, err)
 	}
 	s.idx = newIndex(s)
+	if opts.IndexInBackground {
+		// Taken here, so every index operation waits for the load.
+		s.idx.mu.Lock()
+		s.idx.loading = true
+		go s.idx.loadInBackground()
+		return s, nil
+	}
 	if err := s.idx.open(); err != nil {
 		return nil, fmt.Errorf("open session store %s: %w", abs, err)
 	}
@@ -199,7 +211,8 @@ func (s *Store) Create(meta SessionMeta) (*Writer, error) {
 		os.Remove(p)
 		return nil, fmt.Errorf("create session %s: %w", meta.ID, err)
 	}
-	// The meta record already put the session in the index (Append).
+	// The meta record put the session in the index (Append), or left it
+	// to the background load still running.
 	syncDir(s.sessDir)
 	return w, nil
 }

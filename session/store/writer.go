@@ -94,7 +94,7 @@ func (w *Writer) Append(rec Record) error {
 		w.info.UpdatedAt = rec.T
 	}
 	w.scheduleSync()
-	if indexNow {
+	if indexNow && !w.s.idx.deferPut(w.id) {
 		if err := w.updateIndexLocked(); err != nil {
 			w.s.log.Warn("session index update failed", "session_id", w.id, "err", err)
 		}
