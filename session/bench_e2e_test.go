@@ -17,8 +17,8 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/acp/acptest"
-	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/model/modeltest"
+	"github.com/acpd/acpd/session/store"
 )
 
 // BenchmarkDaemon_SpawnToInitialize measures a cold start as an editor sees
