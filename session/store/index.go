@@ -3,10 +3,10 @@ package store
 import (
 	"cmp"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -294,12 +294,12 @@ func (x *index) scan(id string) (entry, error) {
 // index is a cache of the transcripts, so it is not fsynced: after a power
 // cut Open reconciles it with the files.
 func (x *index) writeLocked() error {
+	// Sorting the ids, not the entries: an entry is a large struct to swap.
 	f := indexFile{V: Version, Sessions: make([]entry, 0, len(x.entries))}
-	for _, e := range x.entries {
-		f.Sessions = append(f.Sessions, e)
+	for _, id := range slices.Sorted(maps.Keys(x.entries)) {
+		f.Sessions = append(f.Sessions, x.entries[id])
 	}
-	slices.SortFunc(f.Sessions, func(a, b entry) int { return strings.Compare(a.ID, b.ID) })
-	data, err := json.Marshal(f)
+	data, err := segjson.Marshal(f)
 	if err != nil {
 		return fmt.Errorf("encode session index: %w", err)
 	}
