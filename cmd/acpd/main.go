@@ -71,6 +71,9 @@ type command struct {
 	help func(w io.Writer, fs *flag.FlagSet)
 	// args lets positional arguments through to run in app.args.
 	args bool
+	// configErrOK runs the command even when the configuration fails to
+	// load; the error is in app.cfgErr (doctor reports it as a check).
+	configErrOK bool
 }
 
 // commands lists the subcommands; `acpd run` (headless mode) plugs in here.
@@ -78,6 +81,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"config": {summary: "print the effective configuration with each value's source", run: cmdConfig},
+		"doctor": doctorCommand(),
 		"run":    runCommand(),
 	}
 }
@@ -89,6 +93,7 @@ type app struct {
 	deps           deps
 	cfg            config.Config
 	src            config.Sources
+	cfgErr         error         // the configuration error, for commands with configErrOK
 	flags          *flag.FlagSet // every parsed flag, global and the command's
 	args           []string      // positional arguments, for commands that take them
 }
@@ -159,6 +164,9 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	})
 	cfg, src, err := config.Load(config.LoadOptions{ConfigPath: *configPath, Flags: setFlags, Getenv: d.getenv})
+	if err != nil && known && cmd.configErrOK {
+		return cmd.run(ctx, &app{stdin: stdin, stdout: stdout, stderr: stderr, deps: d, flags: fs, args: rest, cfgErr: err})
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "acpd: configuration error:\n%s\n", indent(err.Error()))
 		var ce *config.Error

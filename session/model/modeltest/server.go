@@ -163,6 +163,7 @@ type Server struct {
 	frames    [][][]byte // responses[i] rendered as SSE events, ahead of time
 	next      int
 	requests  []Request
+	models    []string // served by GET …/models
 }
 
 // NewServer starts a server on loopback that serves responses in order,
@@ -193,6 +194,33 @@ func (s *Server) Add(rs ...Response) {
 	}
 }
 
+// SetModels sets the model ids GET …/models lists (none by default).
+func (s *Server) SetModels(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models = append([]string(nil), ids...)
+}
+
+// serveModels answers GET …/models with an OpenAI-style model list.
+func (s *Server) serveModels(w http.ResponseWriter) {
+	type entry struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		OwnedBy string `json:"owned_by"`
+	}
+	s.mu.Lock()
+	list := struct {
+		Object string  `json:"object"`
+		Data   []entry `json:"data"`
+	}{Object: "list", Data: []entry{}}
+	for _, id := range s.models {
+		list.Data = append(list.Data, entry{ID: id, Object: "model", OwnedBy: "modeltest"})
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(list)
+}
+
 // Requests returns the chat-completions requests received so far.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -219,8 +247,12 @@ func (s *Server) Served() int {
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
+		s.serveModels(w)
+		return
+	}
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		writeError(w, http.StatusNotFound, "modeltest: only POST …/chat/completions is served", "")
+		writeError(w, http.StatusNotFound, "modeltest: only POST …/chat/completions and GET …/models are served", "")
 		return
 	}
 	var req Request

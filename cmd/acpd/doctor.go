@@ -1,0 +1,26 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/acpd/acpd/session/doctor"
+)
+
+func doctorCommand() command {
+	return command{
+		summary:     "check the configuration, API key, model endpoint and data folder; exit 1 if any check fails",
+		run:         cmdDoctor,
+		configErrOK: true,
+	}
+}
+
+// cmdDoctor prints one line per check of package doctor.
+func cmdDoctor(ctx context.Context, a *app) int {
+	env := &doctor.Env{Config: a.cfg, Sources: a.src, ConfigErr: a.cfgErr}
+	if !doctor.Run(ctx, env, doctor.Checks(), a.stdout) {
+		fmt.Fprintln(a.stderr, "acpd doctor: some checks failed")
+		return exitError
+	}
+	return exitOK
+}

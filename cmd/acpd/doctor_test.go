@@ -1,0 +1,72 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/model/modeltest"
+)
+
+// TestDoctorCmd_ScriptedServer runs `acpd doctor` against the scripted
+// model server: every check passes, one line each, exit 0.
+func TestDoctorCmd_ScriptedServer(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t)
+	srv.SetModels("m1")
+	e := newRunEnv(t)
+	cfgDir := filepath.Join(e.dir, "config", "acpd")
+	require.NoError(t, os.MkdirAll(cfgDir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cfgDir, "config.toml"),
+		[]byte("[model]\nname = \"m1\"\nbaseUrl = \""+srv.BaseURL()+"\"\n"), 0o644))
+	e.env = append(e.env, "OPENAI_API_KEY=sk-test")
+	o := e.run(t, "", "doctor")
+	require.Equal(t, 0, o.code, "stdout:\n%s\nstderr:\n%s", o.stdout, o.stderr)
+	lines := strings.Split(strings.TrimRight(o.stdout, "\n"), "\n")
+	require.Len(t, lines, 5, o.stdout)
+	for _, l := range lines {
+		assert.True(t, strings.HasPrefix(l, "ok  "), l)
+	}
+	assert.Contains(t, o.stdout, filepath.Join(cfgDir, "config.toml"))
+	assert.Contains(t, o.stdout, "m1 (from ")
+	assert.Contains(t, o.stdout, "read from OPENAI_API_KEY")
+	assert.Contains(t, o.stdout, srv.BaseURL()+"/models reachable, model m1 listed")
+	assert.Contains(t, o.stdout, filepath.Join(e.dir, "state", "acpd")+" is writable")
+}
+
+// TestDoctorCmd_ClosedPort: the endpoint check fails and doctor exits 1;
+// a fresh home without a model or key fails those checks too.
+func TestDoctorCmd_ClosedPort(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	e := newRunEnv(t)
+	o := e.run(t, "", "doctor", "--base-url", "http://"+addr+"/v1")
+	require.Equal(t, 1, o.code, "stdout:\n%s\nstderr:\n%s", o.stdout, o.stderr)
+	assert.Regexp(t, `(?m)^ok    configuration  valid`, o.stdout)
+	assert.Regexp(t, `(?m)^FAIL  model .*\[model\] name.*OPENAI_MODEL.*--model`, o.stdout)
+	assert.Regexp(t, `(?m)^FAIL  api key .*OPENAI_API_KEY is empty or unset`, o.stdout)
+	assert.Regexp(t, `(?m)^FAIL  endpoint .*GET http://`+addr+`/v1/models: .*connection refused`, o.stdout)
+	assert.Regexp(t, `(?m)^ok    data folder`, o.stdout)
+	assert.Contains(t, o.stderr, "some checks failed")
+}
+
+// TestDoctorCmd_BadConfig reports the configuration error as a failed check
+// (exit 1), where other commands exit 2.
+func TestDoctorCmd_BadConfig(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	bad := filepath.Join(e.dir, "bad.toml")
+	require.NoError(t, os.WriteFile(bad, []byte("[model]\nnmae = \"x\"\n"), 0o644))
+	o := e.run(t, "", "doctor", "--config", bad)
+	require.Equal(t, 1, o.code, o.stdout+o.stderr)
+	assert.Regexp(t, `^FAIL  configuration  .*bad.toml:2`, o.stdout)
+	assert.Equal(t, 5, strings.Count(o.stdout, "\n"))
+}

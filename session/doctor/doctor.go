@@ -1,0 +1,262 @@
+// Package doctor checks that acpd can run: the configuration, the model
+// settings, the provider's endpoint and the data folder. `acpd doctor` prints
+// one line per check. Checks run in the order of Checks; a package adding a
+// check appends it there.
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/acpd/acpd/config"
+)
+
+// Status is a check's outcome.
+type Status string
+
+// Outcomes. A skipped check does not fail the run: it could not be decided
+// (an earlier check failed) or it does not apply (no API key for a scripted
+// model).
+const (
+	OK   Status = "ok"
+	Fail Status = "FAIL"
+	Skip Status = "skip"
+)
+
+// Result is one check's outcome and a one-line detail.
+type Result struct {
+	Status Status
+	Detail string
+}
+
+// Env is what the checks look at.
+type Env struct {
+	Config  config.Config
+	Sources config.Sources
+	// ConfigErr is the error loading the configuration; Config is then
+	// unusable and the checks that need it skip.
+	ConfigErr error
+	// HTTP makes the endpoint request; nil means a client with Timeout.
+	HTTP *http.Client
+	// Timeout bounds the endpoint request; 0 means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// DefaultTimeout bounds `GET {baseUrl}/models`: long enough for a remote
+// provider, short enough that a wrong host does not hang the command.
+const DefaultTimeout = 5 * time.Second
+
+// Check is one named check.
+type Check struct {
+	Name string
+	Run  func(ctx context.Context, env *Env) Result
+}
+
+// Checks returns the checks in the order they run and print.
+func Checks() []Check {
+	return []Check{
+		{Name: "configuration", Run: checkConfig},
+		{Name: "model", Run: checkModelName},
+		{Name: "api key", Run: checkAPIKey},
+		{Name: "endpoint", Run: checkEndpoint},
+		{Name: "data folder", Run: checkDataDir},
+	}
+}
+
+// Run runs checks in order, printing one line per check to w, and reports
+// whether none failed.
+func Run(ctx context.Context, env *Env, checks []Check, w io.Writer) bool {
+	width := 0
+	for _, c := range checks {
+		width = max(width, len(c.Name))
+	}
+	ok := true
+	for _, c := range checks {
+		r := c.Run(ctx, env)
+		if r.Status == Fail {
+			ok = false
+		}
+		// Details are one line: a multi-line error (several config
+		// mistakes) is joined with "; ".
+		detail := strings.Join(strings.Fields(strings.ReplaceAll(r.Detail, "\n", " ; ")), " ")
+		fmt.Fprintf(w, "%-4s  %-*s  %s\n", r.Status, width, c.Name, detail)
+	}
+	return ok
+}
+
+func skipNoConfig() Result {
+	return Result{Status: Skip, Detail: "the configuration did not load"}
+}
+
+func checkConfig(_ context.Context, env *Env) Result {
+	if env.ConfigErr != nil {
+		return Result{Status: Fail, Detail: env.ConfigErr.Error()}
+	}
+	var files []string
+	seen := map[string]bool{}
+	for _, s := range env.Sources {
+		if s.Kind == config.SourceFile && !seen[s.File] {
+			seen[s.File] = true
+			files = append(files, s.File)
+		}
+	}
+	if len(files) == 0 {
+		return Result{Status: OK, Detail: "valid (no config file sets a value; defaults, environment and flags)"}
+	}
+	slices.Sort(files) // stable output
+	return Result{Status: OK, Detail: "valid (" + strings.Join(files, ", ") + ")"}
+}
+
+// ModelNotConfiguredHint names the three ways to choose a model; the
+// session host's prompt error and `acpd run` say the same.
+const ModelNotConfiguredHint = "set [model] name in the config file, the OPENAI_MODEL environment variable, or the --model flag"
+
+func checkModelName(_ context.Context, env *Env) Result {
+	if env.ConfigErr != nil {
+		return skipNoConfig()
+	}
+	m := env.Config.Model
+	if m.Provider == config.ProviderScript {
+		return Result{Status: OK, Detail: "scripted model " + m.Script}
+	}
+	if m.Name == "" {
+		return Result{Status: Fail, Detail: "no model configured: " + ModelNotConfiguredHint}
+	}
+	return Result{Status: OK, Detail: fmt.Sprintf("%s (from %s)", m.Name, env.Sources.Of("model.name"))}
+}
+
+func checkAPIKey(_ context.Context, env *Env) Result {
+	if env.ConfigErr != nil {
+		return skipNoConfig()
+	}
+	m := env.Config.Model
+	if m.Provider == config.ProviderScript {
+		return Result{Status: Skip, Detail: "not needed for a scripted model"}
+	}
+	if m.APIKeyEnv == "" {
+		return Result{Status: Fail, Detail: "model.apiKeyEnv is empty: set it to the environment variable holding the key"}
+	}
+	if m.APIKey == "" {
+		return Result{Status: Fail, Detail: fmt.Sprintf("environment variable %s is empty or unset (model.apiKeyEnv names it)", m.APIKeyEnv)}
+	}
+	return Result{Status: OK, Detail: fmt.Sprintf("read from %s (%d characters)", m.APIKeyEnv, len(m.APIKey))}
+}
+
+// checkEndpoint asks the provider for its model list (GET {baseUrl}/models,
+// which OpenAI, DashScope, OpenRouter, vLLM, Ollama and llama.cpp serve)
+// and looks for the configured model in it.
+func checkEndpoint(ctx context.Context, env *Env) Result {
+	if env.ConfigErr != nil {
+		return skipNoConfig()
+	}
+	m := env.Config.Model
+	if m.Provider == config.ProviderScript {
+		return Result{Status: Skip, Detail: "a scripted model has no endpoint"}
+	}
+	timeout := env.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	client := env.HTTP
+	if client == nil {
+		client = &http.Client{Timeout: timeout}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	url := strings.TrimRight(m.BaseURL, "/") + "/models"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return Result{Status: Fail, Detail: fmt.Sprintf("model.baseUrl %q: %v", m.BaseURL, err)}
+	}
+	if m.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+m.APIKey)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return Result{Status: Fail, Detail: fmt.Sprintf("GET %s: no answer within %v", url, timeout)}
+		}
+		return Result{Status: Fail, Detail: fmt.Sprintf("GET %s: %v", url, unwrapURLError(err))}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return Result{Status: Fail, Detail: fmt.Sprintf("GET %s: reading the answer: %v", url, err)}
+	}
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return Result{Status: Fail, Detail: fmt.Sprintf("GET %s: %s: the provider refused the key read from %s (%s)",
+			url, resp.Status, m.APIKeyEnv, emptiness(m.APIKey))}
+	case resp.StatusCode != http.StatusOK:
+		return Result{Status: Fail, Detail: fmt.Sprintf("GET %s: %s", url, resp.Status)}
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return Result{Status: Fail, Detail: fmt.Sprintf("GET %s: the answer is not a model list: %v", url, err)}
+	}
+	if m.Name == "" {
+		return Result{Status: OK, Detail: fmt.Sprintf("%s reachable, %d models listed (no model configured to look for)", url, len(list.Data))}
+	}
+	for _, d := range list.Data {
+		if d.ID == m.Name {
+			return Result{Status: OK, Detail: fmt.Sprintf("%s reachable, model %s listed", url, m.Name)}
+		}
+	}
+	return Result{Status: Fail, Detail: fmt.Sprintf("%s reachable, but model %s is not among its %d models", url, m.Name, len(list.Data))}
+}
+
+// emptiness says whether the key acpd sent was empty, for a 401/403.
+func emptiness(key string) string {
+	if key == "" {
+		return "it was empty or unset"
+	}
+	return "it was not empty"
+}
+
+// unwrapURLError drops *url.Error's repetition of method and URL.
+func unwrapURLError(err error) error {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) {
+		if inner := ue.Unwrap(); inner != nil {
+			return inner
+		}
+	}
+	return err
+}
+
+// checkDataDir makes sure sessions can be written: the folder exists (or
+// is created, as acpd would create it) and a file can be created in it.
+func checkDataDir(_ context.Context, env *Env) Result {
+	if env.ConfigErr != nil {
+		return skipNoConfig()
+	}
+	dir := env.Config.Session.DataDir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Result{Status: Fail, Detail: fmt.Sprintf("%s: %v", dir, err)}
+	}
+	f, err := os.CreateTemp(dir, ".doctor-*")
+	if err != nil {
+		return Result{Status: Fail, Detail: fmt.Sprintf("%s is not writable: %v", dir, err)}
+	}
+	name := f.Name()
+	_, werr := f.WriteString("acpd doctor\n")
+	cerr := f.Close()
+	rerr := os.Remove(name)
+	if err := errors.Join(werr, cerr, rerr); err != nil {
+		return Result{Status: Fail, Detail: fmt.Sprintf("%s: writing %s: %v", dir, filepath.Base(name), err)}
+	}
+	return Result{Status: OK, Detail: dir + " is writable"}
+}

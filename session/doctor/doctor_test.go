@@ -1,0 +1,151 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/config"
+	"github.com/acpd/acpd/session/model/modeltest"
+)
+
+func okConfig(t *testing.T, baseURL string) config.Config {
+	cfg := config.Default()
+	cfg.Model.Name = "m1"
+	cfg.Model.BaseURL = baseURL
+	cfg.Model.APIKey = "sk-test"
+	cfg.Session.DataDir = filepath.Join(t.TempDir(), "data")
+	return cfg
+}
+
+func run(t *testing.T, env *Env) (bool, []string) {
+	t.Helper()
+	var out bytes.Buffer
+	ok := Run(context.Background(), env, Checks(), &out)
+	return ok, strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+}
+
+// line returns the output line of the named check.
+func line(t *testing.T, lines []string, name string) string {
+	t.Helper()
+	for _, l := range lines {
+		if strings.Contains(l, "  "+name+"  ") {
+			return l
+		}
+	}
+	t.Fatalf("no line for %q in:\n%s", name, strings.Join(lines, "\n"))
+	return ""
+}
+
+func TestDoctor_AllPassAgainstScriptedServer(t *testing.T) {
+	srv := modeltest.NewServer(t)
+	srv.SetModels("other", "m1")
+	env := &Env{Config: okConfig(t, srv.BaseURL()), Sources: config.Sources{}}
+	ok, lines := run(t, env)
+	assert.True(t, ok, strings.Join(lines, "\n"))
+	require.Len(t, lines, len(Checks()), "one line per check")
+	for _, l := range lines {
+		assert.True(t, strings.HasPrefix(l, "ok  "), l)
+	}
+	assert.Contains(t, line(t, lines, "endpoint"), "model m1 listed")
+	assert.Contains(t, line(t, lines, "data folder"), "is writable")
+	entries, err := os.ReadDir(env.Config.Session.DataDir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "the probe file is removed")
+}
+
+func TestDoctor_ModelNotListed(t *testing.T) {
+	srv := modeltest.NewServer(t)
+	srv.SetModels("other")
+	ok, lines := run(t, &Env{Config: okConfig(t, srv.BaseURL())})
+	assert.False(t, ok)
+	assert.Regexp(t, `^FAIL  endpoint .*model m1 is not among its 1 models`, line(t, lines, "endpoint"))
+}
+
+func TestDoctor_ClosedPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	ok, lines := run(t, &Env{Config: okConfig(t, "http://"+addr+"/v1"), Timeout: 2 * time.Second})
+	assert.False(t, ok)
+	l1 := line(t, lines, "endpoint")
+	assert.True(t, strings.HasPrefix(l1, "FAIL"), l1)
+	assert.Contains(t, l1, "GET http://"+addr+"/v1/models")
+	assert.Contains(t, l1, "connection refused")
+}
+
+func TestDoctor_UnauthorizedNamesTheVariable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		assert.Equal(t, "Bearer sk-test", r.Header.Get("Authorization"))
+		http.Error(w, `{"error":{"message":"bad key"}}`, http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	cfg := okConfig(t, srv.URL)
+	cfg.Model.APIKeyEnv = "MY_KEY"
+	ok, lines := run(t, &Env{Config: cfg})
+	assert.False(t, ok)
+	assert.Contains(t, line(t, lines, "endpoint"), "401 Unauthorized: the provider refused the key read from MY_KEY (it was not empty)")
+}
+
+func TestDoctor_SlowEndpointTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	ok, lines := run(t, &Env{Config: okConfig(t, srv.URL), Timeout: 100 * time.Millisecond})
+	assert.False(t, ok)
+	assert.Contains(t, line(t, lines, "endpoint"), "no answer within 100ms")
+}
+
+func TestDoctor_MissingModelAndKey(t *testing.T) {
+	srv := modeltest.NewServer(t)
+	cfg := okConfig(t, srv.BaseURL())
+	cfg.Model.Name, cfg.Model.APIKey = "", ""
+	ok, lines := run(t, &Env{Config: cfg})
+	assert.False(t, ok)
+	m := line(t, lines, "model")
+	for _, want := range []string{"FAIL", "[model] name", "OPENAI_MODEL", "--model"} {
+		assert.Contains(t, m, want)
+	}
+	assert.Contains(t, line(t, lines, "api key"), "environment variable OPENAI_API_KEY is empty or unset")
+}
+
+func TestDoctor_ConfigErrorSkipsTheRest(t *testing.T) {
+	ok, lines := run(t, &Env{ConfigErr: errors.New("acpd.toml:3:1: unknown key \"modle\"\nsecond problem")})
+	assert.False(t, ok)
+	require.Len(t, lines, len(Checks()), "a multi-line error stays on one line")
+	assert.Contains(t, lines[0], `FAIL  configuration  acpd.toml:3:1: unknown key "modle" ; second problem`)
+	for _, l := range lines[1:] {
+		assert.True(t, strings.HasPrefix(l, "skip"), l)
+	}
+}
+
+func TestDoctor_DataFolderNotWritable(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root writes anywhere")
+	}
+	srv := modeltest.NewServer(t)
+	srv.SetModels("m1")
+	cfg := okConfig(t, srv.BaseURL())
+	require.NoError(t, os.MkdirAll(cfg.Session.DataDir, 0o500))
+	ok, lines := run(t, &Env{Config: cfg})
+	assert.False(t, ok)
+	assert.Contains(t, line(t, lines, "data folder"), "is not writable")
+}
