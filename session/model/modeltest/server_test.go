@@ -75,12 +75,20 @@ func TestServer_RawBodyAndUnknownPath(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "added", evs[0].Text)
 
-	resp, err := http.Get(srv.URL + "/v1/models")
+	resp, err := http.Get(srv.URL + "/v1/embeddings")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	assert.Contains(t, string(b), "only POST")
+
+	srv.SetModels("a", "b")
+	resp2, err := http.Get(srv.URL + "/v1/models")
+	require.NoError(t, err)
+	defer resp2.Body.Close()
+	b, _ = io.ReadAll(resp2.Body)
+	assert.Equal(t, http.StatusOK, resp2.StatusCode)
+	assert.JSONEq(t, `{"object":"list","data":[{"id":"a","object":"model","owned_by":"modeltest"},{"id":"b","object":"model","owned_by":"modeltest"}]}`, string(b))
 }
 
 func TestServer_OmitFinishIsATruncatedStream(t *testing.T) {
