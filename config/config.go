@@ -89,6 +89,11 @@ type ModelConfig struct {
 	ContextWindow int
 }
 
+// ModelNotConfiguredHint names the three ways to choose a model. `acpd
+// doctor`, the prompt error of a session without a model and `acpd run`
+// all say it.
+const ModelNotConfiguredHint = "set [model] name in a config file, the OPENAI_MODEL environment variable, or the --model flag"
+
 // ToolCapDisabled reports whether the per-turn tool-call cap is off
 // (a configured value ≤ 0, explicit or not; loop-detection.md Decision 4).
 func (m ModelConfig) ToolCapDisabled() bool { return m.MaxToolCallsPerTurn <= 0 }

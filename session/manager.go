@@ -71,6 +71,11 @@ type Options struct {
 	ShellTimeout   time.Duration
 	MaxOutputBytes int
 
+	// APIKeyEnv names the variable the provider's API key was read from
+	// and APIKeyEmpty says it was empty; a 401 or 403 names them.
+	APIKeyEnv   string
+	APIKeyEmpty bool
+
 	// AuthRequired makes session/new answer -32000 until authenticate succeeds.
 	AuthRequired bool
 
@@ -114,7 +119,13 @@ func NewManager(client acp.Client, opts Options) *Manager {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	if !slices.Contains(opts.Models, opts.Model) {
+	// Without a model name the first further model is the default; with
+	// neither (a first run) there is no model selector and a prompt
+	// explains how to configure one.
+	if opts.Model == "" && len(opts.Models) > 0 {
+		opts.Model = opts.Models[0]
+	}
+	if opts.Model != "" && !slices.Contains(opts.Models, opts.Model) {
 		opts.Models = append([]string{opts.Model}, opts.Models...)
 	}
 	return &Manager{client: client, opts: opts, log: opts.Logger, sessions: map[string]*Session{}}
@@ -226,6 +237,9 @@ func (m *Manager) NewSession(ctx context.Context, req *acp.NewSessionRequest) (*
 		// The starting mode and model are recorded so a reload restores them
 		// even if the daemon's defaults change in between.
 		for _, rec := range []store.Record{{Kind: store.KindMode, ModeID: s.mode}, {Kind: store.KindModel, ModelID: s.model}} {
+			if rec.Kind == store.KindModel && rec.ModelID == "" {
+				continue // no model configured yet: nothing to restore
+			}
 			if err := s.record(rec); err != nil {
 				_ = w.Close()
 				return nil, storeError(s.id, err)

@@ -112,10 +112,15 @@ func (s *Session) configOptions() []acp.SessionConfigOption {
 	for _, m := range s.m.opts.Models {
 		modelOpts = append(modelOpts, acp.SessionConfigSelectOption{Value: m, Name: m})
 	}
-	return []acp.SessionConfigOption{
+	opts := []acp.SessionConfigOption{
 		{ID: "mode", Name: "Mode", Category: "mode", Type: "select", CurrentValue: mode, Options: modeOpts},
-		{ID: "model", Name: "Model", Category: "model", Type: "select", CurrentValue: mdl, Options: modelOpts},
 	}
+	if mdl == "" {
+		// No model configured (a first run): a selector would have no
+		// value; the first prompt says how to set one.
+		return opts
+	}
+	return append(opts, acp.SessionConfigOption{ID: "model", Name: "Model", Category: "model", Type: "select", CurrentValue: mdl, Options: modelOpts})
 }
 
 // announceMode tells the client that the agent changed the session's mode
@@ -153,6 +158,9 @@ func (s *Session) cancelTurn() {
 // prompt admits a new prompt: it cancels the prompts before it, waits for
 // the running turn to answer, then runs.
 func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.PromptResponse, error) {
+	if s.getModel() == "" {
+		return nil, errModelNotConfigured()
+	}
 	msg, err := s.userMessage(blocks)
 	if err != nil {
 		return nil, err

@@ -95,7 +95,7 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 		}
 		if err != nil {
 			s.log.Error("model request failed", "err", err)
-			return nil, acp.ErrInternal(err.Error())
+			return nil, s.modelError(err)
 		}
 		ps := t.prepare(res.calls)
 		t.appendAssistant(res, ps)

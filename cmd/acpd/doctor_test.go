@@ -70,3 +70,23 @@ func TestDoctorCmd_BadConfig(t *testing.T) {
 	assert.Regexp(t, `^FAIL  configuration  .*bad.toml:2`, o.stdout)
 	assert.Equal(t, 5, strings.Count(o.stdout, "\n"))
 }
+
+// TestRunCmd_FreshHomeWithoutModel: `acpd run` in a home without any
+// configuration exits 2 with the message naming the three settings.
+func TestRunCmd_FreshHomeWithoutModel(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	o := e.run(t, "", "run", "--cwd", e.ws, "hi")
+	require.Equal(t, exitUsage, o.code, "stdout:\n%s\nstderr:\n%s", o.stdout, o.stderr)
+	for _, want := range []string{"No model is configured", "[model] name", "OPENAI_MODEL", "--model", "acpd doctor"} {
+		assert.Contains(t, o.stderr, want)
+	}
+	assert.NotContains(t, o.stderr, "writing the transcript failed")
+
+	o = e.run(t, "", "run", "--cwd", e.ws, "--output-format", "json", "hi")
+	require.Equal(t, exitUsage, o.code, o.stderr)
+	r := decodeResult(t, strings.TrimSpace(o.stdout))
+	require.NotNil(t, r.Error)
+	assert.Equal(t, -32603, r.Error.Code)
+	assert.JSONEq(t, `{"errorKind":"model_not_configured"}`, string(r.Error.Data))
+}

@@ -102,7 +102,7 @@ Output (--output-format):
 Exit status:
   0    the turn ended normally (stopReason end_turn)
   1    model or internal error
-  2    usage or configuration error
+  2    usage or configuration error (also: no model configured)
   3    loop protection stopped the turn (error data code LOOP_DETECTED)
   4    the model stopped early (stopReason max_tokens, refusal or
        max_turn_requests)
@@ -397,6 +397,9 @@ func (t turnOutcome) exitCode() int {
 		if loopCode(t.rpcErr) {
 			return exitLoop
 		}
+		if errorKind(t.rpcErr) == session.ErrorKindModelNotConfigured {
+			return exitUsage // a configuration error: no model to run
+		}
 		return exitError
 	case t.err != nil || t.resp == nil:
 		return exitError
@@ -421,6 +424,18 @@ func loopCode(e *jsonrpc2.Error) bool {
 		Code string `json:"code"`
 	}
 	return json.Unmarshal(*e.Data, &d) == nil && d.Code == "LOOP_DETECTED"
+}
+
+// errorKind is the data.errorKind of an agent error, "" when absent.
+func errorKind(e *jsonrpc2.Error) string {
+	if e.Data == nil {
+		return ""
+	}
+	var d struct {
+		ErrorKind string `json:"errorKind"`
+	}
+	_ = json.Unmarshal(*e.Data, &d)
+	return d.ErrorKind
 }
 
 // runClient is the editor side of the in-memory connection.

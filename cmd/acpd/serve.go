@@ -98,12 +98,23 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 		SkipLoopDetection: cfg.Model.SkipLoopDetection,
 		FailureGuard:      loopdetect.FailureMode(cfg.Tools.RepeatedToolFailureGuard),
 		ApprovalMode:      string(cfg.Tools.ApprovalMode),
+		APIKeyEnv:         apiKeyEnv(cfg),
+		APIKeyEmpty:       cfg.Model.APIKey == "",
 		Tools:             func() *tools.Registry { return tools.NewBuiltinRegistry(exclude) },
 		ShellTimeout:      cfg.Tools.ShellTimeout,
 		MaxOutputBytes:    cfg.Tools.MaxOutputBytes,
 		Version:           versionString(),
 		Logger:            logger,
 	}, nil
+}
+
+// apiKeyEnv is the variable the OpenAI provider read its key from; "" for
+// providers without a key.
+func apiKeyEnv(cfg config.Config) string {
+	if cfg.Model.Provider != config.ProviderOpenAI {
+		return ""
+	}
+	return cfg.Model.APIKeyEnv
 }
 
 func writeHeapProfile(path string) error {

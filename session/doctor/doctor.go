@@ -116,10 +116,6 @@ func checkConfig(_ context.Context, env *Env) Result {
 	return Result{Status: OK, Detail: "valid (" + strings.Join(files, ", ") + ")"}
 }
 
-// ModelNotConfiguredHint names the three ways to choose a model; the
-// session host's prompt error and `acpd run` say the same.
-const ModelNotConfiguredHint = "set [model] name in the config file, the OPENAI_MODEL environment variable, or the --model flag"
-
 func checkModelName(_ context.Context, env *Env) Result {
 	if env.ConfigErr != nil {
 		return skipNoConfig()
@@ -129,7 +125,7 @@ func checkModelName(_ context.Context, env *Env) Result {
 		return Result{Status: OK, Detail: "scripted model " + m.Script}
 	}
 	if m.Name == "" {
-		return Result{Status: Fail, Detail: "no model configured: " + ModelNotConfiguredHint}
+		return Result{Status: Fail, Detail: "no model configured: " + config.ModelNotConfiguredHint}
 	}
 	return Result{Status: OK, Detail: fmt.Sprintf("%s (from %s)", m.Name, env.Sources.Of("model.name"))}
 }
