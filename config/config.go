@@ -71,8 +71,12 @@ type ModelConfig struct {
 	MaxToolCallsPerTurnExplicit bool
 	// SkipLoopDetection skips the opt-in heuristic loop detectors.
 	SkipLoopDetection bool
-	MaxRetries        int
-	RequestTimeout    time.Duration
+	// StuckWindow narrows the adaptive cap's stuck signal to the turn's
+	// last StuckWindow tool calls; 0 (the default) keeps the reference's
+	// whole-turn signal (loopdetect.Cap.StuckWindow).
+	StuckWindow    int
+	MaxRetries     int
+	RequestTimeout time.Duration
 	// MaxTokens bounds a completion; 0 leaves it to the provider.
 	MaxTokens int
 	// Temperature is nil when unset (the provider's default applies).

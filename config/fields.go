@@ -69,6 +69,8 @@ var fields = []*field{
 	maxToolCallsField(),
 	boolField("model", "skipLoopDetection", func(c *Config) *bool { return &c.Model.SkipLoopDetection },
 		[]string{"ACPD_SKIP_LOOP_DETECTION"}, "skip-loop-detection", "skip the heuristic loop detectors (default true)"),
+	intField("model", "stuckWindow", 0, func(c *Config) *int { return &c.Model.StuckWindow },
+		[]string{"ACPD_STUCK_WINDOW"}, "stuck-window", "adaptive cap: judge 'stuck' on the last N tool calls only (0: the whole turn)"),
 	intField("model", "maxRetries", 0, func(c *Config) *int { return &c.Model.MaxRetries },
 		nil, "", ""),
 	durationField("model", "requestTimeout", func(c *Config) *time.Duration { return &c.Model.RequestTimeout },

@@ -86,6 +86,9 @@ const (
 type Record struct {
 	Kind     RecordKind
 	LoopType LoopType
+	// CapReason says which cap rule fired when LoopType is
+	// LoopTurnToolCallCap; "" otherwise.
+	CapReason CapReason
 }
 
 // Config configures a Detector.
@@ -108,9 +111,10 @@ type Config struct {
 type Detector struct {
 	cfg Config
 
-	loopDetected bool
-	disabled     bool
-	lastLoopType LoopType
+	loopDetected  bool
+	disabled      bool
+	lastLoopType  LoopType
+	lastCapReason CapReason
 
 	// always-on
 	cap         *CapTracker
@@ -145,6 +149,13 @@ func New(cfg Config) *Detector {
 // When several heuristics fire on one call, the last one evaluated wins.
 func (d *Detector) LastLoopType() LoopType { return d.lastLoopType }
 
+// LastCapReason is the cap rule behind the most recent turn_tool_call_cap
+// detection since Reset, or "" when the last detection was of another type.
+func (d *Detector) LastCapReason() CapReason { return d.lastCapReason }
+
+// CapMaxKeyRepeat is the highest count of one repeat key this turn.
+func (d *Detector) CapMaxKeyRepeat() int { return d.cap.MaxKeyRepeat() }
+
 // LoopDetected reports whether the latch is set.
 func (d *Detector) LoopDetected() bool { return d.loopDetected }
 
@@ -169,7 +180,14 @@ func (d *Detector) emit(r Record) {
 
 func (d *Detector) fire(t LoopType) {
 	d.lastLoopType = t
+	d.lastCapReason = ""
 	d.emit(Record{Kind: RecordLoopDetected, LoopType: t})
+}
+
+func (d *Detector) fireCap(r CapReason) {
+	d.lastLoopType = LoopTurnToolCallCap
+	d.lastCapReason = r
+	d.emit(Record{Kind: RecordLoopDetected, LoopType: LoopTurnToolCallCap, CapReason: r})
 }
 
 // Reset starts a new prompt: it clears every counter, the latch and the
@@ -177,6 +195,7 @@ func (d *Detector) fire(t LoopType) {
 func (d *Detector) Reset() {
 	d.loopDetected = false
 	d.lastLoopType = ""
+	d.lastCapReason = ""
 	d.cap.Reset()
 	d.resetStreaks()
 	d.content.reset()
@@ -279,8 +298,8 @@ func (d *Detector) CheckAlwaysOnSafeties(ev Event) bool {
 	}
 
 	d.cap.AddCalls(1)
-	if d.cap.ShouldHalt() {
-		d.fire(LoopTurnToolCallCap)
+	if r := d.cap.HaltReason(); r != "" {
+		d.fireCap(r)
 		d.loopDetected = true
 		return true
 	}

@@ -716,20 +716,20 @@ func TestShouldHaltOnTurnToolCallCap(t *testing.T) {
 		cap              Cap
 		want             bool
 	}{
-		{100, 0, Cap{100, false}, false},
-		{101, 5, Cap{100, false}, false},
-		{101, 6, Cap{100, false}, true},
-		{1000, 1, Cap{100, false}, false},
-		{1001, 1, Cap{100, false}, true},
-		{101, 1, Cap{100, true}, true},
-		{3, 1, Cap{2, true}, true},
-		{5000, 99, Cap{0, true}, false}, // +Infinity
-		{2, 1, Cap{1, false}, false},
-		{11, 1, Cap{1, false}, true},
+		{100, 0, Cap{Max: 100, Explicit: false}, false},
+		{101, 5, Cap{Max: 100, Explicit: false}, false},
+		{101, 6, Cap{Max: 100, Explicit: false}, true},
+		{1000, 1, Cap{Max: 100, Explicit: false}, false},
+		{1001, 1, Cap{Max: 100, Explicit: false}, true},
+		{101, 1, Cap{Max: 100, Explicit: true}, true},
+		{3, 1, Cap{Max: 2, Explicit: true}, true},
+		{5000, 99, Cap{Max: 0, Explicit: true}, false}, // +Infinity
+		{2, 1, Cap{Max: 1, Explicit: false}, false},
+		{11, 1, Cap{Max: 1, Explicit: false}, true},
 		// Decision 4: zero and negative caps disable, explicit or not.
-		{150, 99, Cap{0, false}, false},
-		{120, 99, Cap{-1, true}, false},
-		{math.MaxInt, 0, Cap{math.MaxInt, false}, false},
+		{150, 99, Cap{Max: 0, Explicit: false}, false},
+		{120, 99, Cap{Max: -1, Explicit: true}, false},
+		{math.MaxInt, 0, Cap{Max: math.MaxInt, Explicit: false}, false},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%d_%d_%+v", tt.total, tt.maxRepeat, tt.cap), func(t *testing.T) {
@@ -747,7 +747,7 @@ func TestCapTracker_BatchMode(t *testing.T) {
 		batches [][]string // keys per batch
 		halts   []bool     // after each batch
 	}{
-		{"91 explicit 3: a batch of 2 crosses", Cap{3, true}, [][]string{{"a", "b"}, {"c", "d"}}, []bool{false, true}},
+		{"91 explicit 3: a batch of 2 crosses", Cap{Max: 3, Explicit: true}, [][]string{{"a", "b"}, {"c", "d"}}, []bool{false, true}},
 		{"93 adaptive: 101 distinct in one batch", DefaultCap(), [][]string{distinctKeys("a", 101)}, []bool{false}},
 		{"94 adaptive: the backstop", DefaultCap(), batchesOf(10, 100, [][]string{{"last"}}), append(make([]bool, 10), true)},
 		{"95 adaptive: stuck key, then past the soft cap", DefaultCap(),

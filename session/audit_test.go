@@ -521,17 +521,27 @@ func TestUnknownAndClosingSession(t *testing.T) {
 }
 
 // §8: the loop rejection's data carries loopType only when one was
-// recorded.
+// recorded; issue 17 adds the guard's facts next to the reference fields.
 func TestLoopErrorShape(t *testing.T) {
+	capFacts := loopFacts{capReason: loopdetect.CapStuck, toolCalls: 101, maxKeyRepeat: 6,
+		cap: loopdetect.Cap{Max: 100}, repeatedTool: "read_file", repeatCount: 6}
 	tests := []struct {
-		lt   loopdetect.LoopType
-		want map[string]any
+		lt    loopdetect.LoopType
+		facts loopFacts
+		want  map[string]any
 	}{
-		{"", map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected"}},
-		{loopdetect.LoopTurnToolCallCap, map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected", "loopType": "turn_tool_call_cap"}},
+		{"", loopFacts{}, map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected",
+			"toolCalls": 0, "maxKeyRepeat": 0, "maxToolCallsPerTurn": 0, "explicit": false}},
+		{loopdetect.LoopTurnToolCallCap, capFacts, map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected",
+			"loopType": "turn_tool_call_cap", "capReason": "stuck", "toolCalls": 101, "maxKeyRepeat": 6,
+			"maxToolCallsPerTurn": 100, "explicit": false, "repeatedTool": "read_file", "repeatCount": 6}},
+		{loopdetect.LoopTurnToolCallCap, loopFacts{capReason: loopdetect.CapExplicit, toolCalls: 4, maxKeyRepeat: 1,
+			cap: loopdetect.Cap{Max: 3, Explicit: true, StuckWindow: 50}, windowRepeat: 1}, map[string]any{
+			"code": "LOOP_DETECTED", "errorKind": "loop_detected", "loopType": "turn_tool_call_cap", "capReason": "explicit",
+			"toolCalls": 4, "maxKeyRepeat": 1, "maxToolCallsPerTurn": 3, "explicit": true, "stuckWindow": 50, "windowKeyRepeat": 1}},
 	}
 	for _, tt := range tests {
-		e := codeOf(t, loopError(tt.lt))
+		e := codeOf(t, loopError(tt.lt, tt.facts))
 		assert.Equal(t, acp.CodeInternalError, e.Code)
 		assert.Equal(t, loopdetect.LoopDetectedTurnErrorMessage, e.Message)
 		assert.Equal(t, tt.want, e.Data)
@@ -674,9 +684,9 @@ func TestGuardWarnTexts(t *testing.T) {
 		run  func(g *guard)
 		want string
 	}{
-		{"cap", Options{Cap: loopdetect.Cap{Max: 3, Explicit: true}}, func(g *guard) { g.recordBatch([]string{"a", "b", "c", "d"}) },
+		{"cap", Options{Cap: loopdetect.Cap{Max: 3, Explicit: true}}, func(g *guard) { g.recordBatch([]string{"a", "b", "c", "d"}, nil) },
 			"Stopping ACP turn after 4 tool calls in one turn."},
-		{"global duplicate", Options{Cap: loopdetect.Cap{Max: 100}}, func(g *guard) { g.recordBatch([]string{"k", "k", "k", "k", "k", "k"}) },
+		{"global duplicate", Options{Cap: loopdetect.Cap{Max: 100}}, func(g *guard) { g.recordBatch([]string{"k", "k", "k", "k", "k", "k"}, nil) },
 			"Stopping ACP turn after the same tool call repeated 6 times."},
 		{"invalid params", Options{Cap: loopdetect.Cap{Max: 100}, SkipLoopDetection: true}, func(g *guard) {
 			for range 3 {
@@ -694,7 +704,7 @@ func TestGuardWarnTexts(t *testing.T) {
 			assert.True(t, g.detected)
 			assert.Contains(t, buf.String(), fmt.Sprintf("msg=%q", tt.want))
 			before := buf.Len()
-			g.recordBatch([]string{"z"})
+			g.recordBatch([]string{"z"}, nil)
 			g.recordInvalidParams("x", "y")
 			assert.Equal(t, before, buf.Len(), "later detections change nothing")
 		})

@@ -115,7 +115,12 @@ func TestInterop_GoSDKAgainstBinary(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, -32603, re.Code)
 	assert.Equal(t, loopdetect.LoopDetectedTurnErrorMessage, re.Message)
-	assert.Equal(t, map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected", "loopType": "turn_tool_call_cap"}, re.Data)
+	data, ok := re.Data.(map[string]any)
+	require.True(t, ok, "data is %T", re.Data)
+	for k, v := range map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected", "loopType": "turn_tool_call_cap",
+		"capReason": "explicit", "toolCalls": float64(2), "maxToolCallsPerTurn": float64(1), "explicit": true} {
+		assert.Equal(t, v, data[k], k)
+	}
 
 	// The session goes on.
 	resp, err = cs.Prompt(ctx, sdk.PromptRequest{SessionId: sid, Prompt: []sdk.ContentBlock{sdk.TextBlock("after")}})

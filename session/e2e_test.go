@@ -49,11 +49,12 @@ func TestMain(m *testing.M) {
 // daemon is the built acpd running against a loopback scripted model, driven
 // by a schema-validating ACP client over its real stdin/stdout.
 type daemon struct {
-	cc    *acptest.ClientConn
-	model *modeltest.Server
-	cwd   string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
+	cc      *acptest.ClientConn
+	model   *modeltest.Server
+	cwd     string
+	dataDir string
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
 	// waited is set by a test that reaped the process itself.
 	waited bool
 }
@@ -62,9 +63,10 @@ func startDaemon(t *testing.T, fc *acptest.FakeClient, responses []modeltest.Res
 	t.Helper()
 	srv := modeltest.NewServer(t, responses...)
 	cwd := t.TempDir()
+	dataDir := t.TempDir()
 	args := append([]string{
 		"--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
-		"--data-dir", t.TempDir(), "--log-level", "warn", "--approval-mode", "yolo",
+		"--data-dir", dataDir, "--log-level", "warn", "--approval-mode", "yolo",
 	}, flags...)
 	cmd := exec.Command(acpdBin, args...)
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "OPENAI_API_KEY=test-key")
@@ -84,7 +86,7 @@ func startDaemon(t *testing.T, fc *acptest.FakeClient, responses []modeltest.Res
 		terms.Install(fc)
 		t.Cleanup(terms.Close)
 	}
-	d := &daemon{model: srv, cwd: cwd, cmd: cmd, stdin: stdin}
+	d := &daemon{model: srv, cwd: cwd, dataDir: dataDir, cmd: cmd, stdin: stdin}
 	d.cc = acptest.NewClientConn(t, fc, stdout, stdin)
 	t.Cleanup(func() {
 		_ = stdin.Close()
@@ -190,16 +192,24 @@ func TestE2E_MeasuredTable(t *testing.T) {
 		loop      loopdetect.LoopType
 		completed int
 		failed    int
+		// facts are the issue-17 fields of the error data and the
+		// transcript's loop_stop record, as JSON object members.
+		facts string
 	}{
-		{"150 distinct, default", 150, distinct, nil, "", 150, 0},
-		{"120 alternating, default", 120, alternating, nil, loopdetect.LoopTurnToolCallCap, 100, 1},
-		{"12 repeat-6, default", 12, alternating, nil, "", 12, 0},
-		{"60 distinct, cap 50", 60, distinct, []string{"--max-tool-calls-per-turn", "50"}, loopdetect.LoopTurnToolCallCap, 50, 1},
-		{"15x4 distinct, cap 50", 15, batchOf(4), []string{"--max-tool-calls-per-turn", "50"}, loopdetect.LoopTurnToolCallCap, 48, 4},
-		{"12 repeat-6, skipLoopDetection=false", 12, alternating, []string{"--skip-loop-detection=false"}, loopdetect.LoopGlobalToolCallDuplicate, 10, 1},
-		{"150 distinct, cap 0", 150, distinct, []string{"--max-tool-calls-per-turn", "0"}, "", 150, 0},
-		{"120 alternating, cap -1", 120, alternating, []string{"--max-tool-calls-per-turn=-1"}, "", 120, 0},
-		{"105x10 distinct, default", 105, batchOf(10), nil, loopdetect.LoopTurnToolCallCap, 1000, 10},
+		{"150 distinct, default", 150, distinct, nil, "", 150, 0, ""},
+		{"120 alternating, default", 120, alternating, nil, loopdetect.LoopTurnToolCallCap, 100, 1,
+			`"capReason":"stuck","toolCalls":101,"maxKeyRepeat":51,"maxToolCallsPerTurn":100,"explicit":false,"repeatedTool":"read_file","repeatCount":51`},
+		{"12 repeat-6, default", 12, alternating, nil, "", 12, 0, ""},
+		{"60 distinct, cap 50", 60, distinct, []string{"--max-tool-calls-per-turn", "50"}, loopdetect.LoopTurnToolCallCap, 50, 1,
+			`"capReason":"explicit","toolCalls":51,"maxKeyRepeat":1,"maxToolCallsPerTurn":50,"explicit":true`},
+		{"15x4 distinct, cap 50", 15, batchOf(4), []string{"--max-tool-calls-per-turn", "50"}, loopdetect.LoopTurnToolCallCap, 48, 4,
+			`"capReason":"explicit","toolCalls":52,"maxKeyRepeat":1,"maxToolCallsPerTurn":50,"explicit":true`},
+		{"12 repeat-6, skipLoopDetection=false", 12, alternating, []string{"--skip-loop-detection=false"}, loopdetect.LoopGlobalToolCallDuplicate, 10, 1,
+			`"toolCalls":11,"maxKeyRepeat":6,"maxToolCallsPerTurn":100,"explicit":false,"repeatedTool":"read_file","repeatCount":6`},
+		{"150 distinct, cap 0", 150, distinct, []string{"--max-tool-calls-per-turn", "0"}, "", 150, 0, ""},
+		{"120 alternating, cap -1", 120, alternating, []string{"--max-tool-calls-per-turn=-1"}, "", 120, 0, ""},
+		{"105x10 distinct, default", 105, batchOf(10), nil, loopdetect.LoopTurnToolCallCap, 1000, 10,
+			`"capReason":"backstop","toolCalls":1010,"maxKeyRepeat":1,"maxToolCallsPerTurn":100,"explicit":false`},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
@@ -221,13 +231,46 @@ func TestE2E_MeasuredTable(t *testing.T) {
 				assert.Equal(t, acp.CodeInternalError, e.Code)
 				assert.Equal(t, loopdetect.LoopDetectedTurnErrorMessage, e.Message)
 				data, _ := json.Marshal(e.Data)
-				assert.JSONEq(t, fmt.Sprintf(`{"code":"LOOP_DETECTED","errorKind":"loop_detected","loopType":%q}`, row.loop), string(data))
+				assert.JSONEq(t, fmt.Sprintf(`{"code":"LOOP_DETECTED","errorKind":"loop_detected","loopType":%q,%s}`, row.loop, row.facts), string(data))
+				// The transcript's loop record holds the same facts.
+				stop := loopStopRecord(t, d.dataDir, sid)
+				assert.JSONEq(t, fmt.Sprintf(`{"loopType":%q,"message":%q,%s}`, row.loop, loopdetect.LoopDetectedContextMessage,
+					strings.ReplaceAll(row.facts, `"explicit":false`, `"explicit":null`)), withNullExplicit(stop))
 			}
 			completed, failed := statusCounts(d.cc.Updates())
 			assert.Equal(t, row.completed, completed, "completed")
 			assert.Equal(t, row.failed, failed, "failed")
 		})
 	}
+}
+
+// loopStopRecord returns the loop member of the last loop_stop record in a
+// session's transcript, read straight from the file.
+func loopStopRecord(t *testing.T, dataDir, sid string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dataDir, "sessions", sid+".jsonl"))
+	require.NoError(t, err)
+	var loop json.RawMessage
+	for _, line := range strings.Split(string(raw), "\n") {
+		var r struct {
+			Kind string          `json:"kind"`
+			Loop json.RawMessage `json:"loop"`
+		}
+		if json.Unmarshal([]byte(line), &r) == nil && r.Kind == "loop_stop" {
+			loop = r.Loop
+		}
+	}
+	require.NotNil(t, loop, "no loop_stop record")
+	return string(loop)
+}
+
+// withNullExplicit adds "explicit":null when the record omits a false
+// explicit (omitempty), so it compares with the error data's members.
+func withNullExplicit(obj string) string {
+	if strings.Contains(obj, `"explicit"`) {
+		return obj
+	}
+	return strings.TrimSuffix(obj, "}") + `,"explicit":null}`
 }
 
 // After a loop stop, the next prompt's first user message starts with the

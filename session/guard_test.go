@@ -83,13 +83,33 @@ func TestGuard_MeasuredTable(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, acp.StopEndTurn, resp.StopReason)
 			} else {
-				requireLoopError(t, err, tt.loop)
+				data := requireLoopError(t, err, tt.loop)
+				delete(data, "code")
+				delete(data, "errorKind")
+				delete(data, "loopType")
+				assert.Equal(t, measuredFacts[tt.name], data, "issue 17 facts")
 			}
 			completed, failed := h.client.counts()
 			assert.Equal(t, tt.completed, completed, "completed")
 			assert.Equal(t, tt.failed, failed, "failed")
 		})
 	}
+}
+
+// measuredFacts are the issue-17 facts of the measured table's loop stops:
+// which cap rule fired (explicit, stuck, backstop), the turn's counted total
+// (the skipped batch included) and the repeated call.
+var measuredFacts = map[string]map[string]any{
+	"120 alternating, default": {"capReason": "stuck", "toolCalls": 101, "maxKeyRepeat": 51,
+		"maxToolCallsPerTurn": 100, "explicit": false, "repeatedTool": "read_file", "repeatCount": 51},
+	"60 distinct, cap 50": {"capReason": "explicit", "toolCalls": 51, "maxKeyRepeat": 1,
+		"maxToolCallsPerTurn": 50, "explicit": true},
+	"15 batches of 4, cap 50": {"capReason": "explicit", "toolCalls": 52, "maxKeyRepeat": 1,
+		"maxToolCallsPerTurn": 50, "explicit": true},
+	"12 repeat script, skipLoopDetection=false": {"toolCalls": 11, "maxKeyRepeat": 6,
+		"maxToolCallsPerTurn": 100, "explicit": false, "repeatedTool": "read_file", "repeatCount": 6},
+	"105 batches of 10, default": {"capReason": "backstop", "toolCalls": 1010, "maxKeyRepeat": 1,
+		"maxToolCallsPerTurn": 100, "explicit": false},
 }
 
 // After a loop stop the skipped call's result in history is the exact skip
@@ -122,4 +142,65 @@ func TestGuard_ContextAfterLoopStop(t *testing.T) {
 	assert.True(t, strings.HasPrefix(users[1].Content, loopdetect.LoopDetectedContextMessage), users[1].Content)
 	assert.True(t, strings.HasSuffix(users[1].Content, "second"))
 	assert.False(t, strings.Contains(users[0].Content, loopdetect.LoopDetectedContextMessage))
+}
+
+// The stuck-window vectors through the daemon guard (issue 17): a turn
+// re-running the same test six times spread over 300 calls is productive
+// with model.stuckWindow = 50 and stuck without it; a tight loop is stuck
+// either way.
+func TestGuard_StuckWindow(t *testing.T) {
+	spread := func() [][]model.Event {
+		var rs [][]model.Event
+		for i := range 300 {
+			if (i+1)%50 == 0 {
+				rs = append(rs, callsResp(read("/w/run-tests")))
+			} else {
+				rs = append(rs, callsResp(read(fmt.Sprintf("/w/edit_%d.go", i))))
+			}
+		}
+		return append(rs, textResp("done"))
+	}
+	tight := func() [][]model.Event {
+		rs := distinctSingles(100)[:100]
+		for i := range 20 {
+			rs = append(rs, callsResp(read("/w/run-tests")), callsResp(read(fmt.Sprintf("/w/f_%d", i))))
+		}
+		return append(rs, textResp("done"))
+	}
+	tests := []struct {
+		name      string
+		script    [][]model.Event
+		window    int
+		stuckAt   int // the turn's counted total at the stop; 0: end_turn
+		completed int
+	}{
+		{"spread, whole turn", spread(), 0, 300, 299},
+		{"spread, W=50", spread(), 50, 0, 300},
+		{"tight, whole turn", tight(), 0, 111, 110},
+		{"tight, W=50", tight(), 50, 111, 110},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, Options{Cap: loopdetect.Cap{Max: 100, StuckWindow: tt.window}, SkipLoopDetection: true}, tt.script...)
+			resp, err := h.prompt(t, "go")
+			completed, _ := h.client.counts()
+			assert.Equal(t, tt.completed, completed)
+			if tt.stuckAt == 0 {
+				require.NoError(t, err)
+				assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+				return
+			}
+			data := requireLoopError(t, err, loopdetect.LoopTurnToolCallCap)
+			assert.Equal(t, "stuck", data["capReason"])
+			assert.Equal(t, tt.stuckAt, data["toolCalls"])
+			assert.Equal(t, 6, data["maxKeyRepeat"])
+			assert.Equal(t, "read_file", data["repeatedTool"])
+			if tt.window > 0 {
+				assert.Equal(t, tt.window, data["stuckWindow"])
+				assert.Equal(t, 6, data["windowKeyRepeat"])
+			} else {
+				assert.NotContains(t, data, "stuckWindow")
+			}
+		})
+	}
 }

@@ -265,13 +265,31 @@ func (h *harness) prompt(t *testing.T, text string) (*acp.PromptResponse, error)
 	return h.m.Prompt(t.Context(), &acp.PromptRequest{SessionID: h.sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
 }
 
-func requireLoopError(t *testing.T, err error, lt loopdetect.LoopType) {
+// requireLoopError checks the reference's rejection (code, message and the
+// data fields code, errorKind and loopType, exactly as before issue 17) and
+// that every other data field is one of the guard's facts; it returns the
+// data for the caller to check those.
+func requireLoopError(t *testing.T, err error, lt loopdetect.LoopType) map[string]any {
 	t.Helper()
 	var e *acp.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, acp.CodeInternalError, e.Code)
 	require.Equal(t, loopdetect.LoopDetectedTurnErrorMessage, e.Message)
-	require.Equal(t, map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected", "loopType": string(lt)}, e.Data)
+	data, ok := e.Data.(map[string]any)
+	require.True(t, ok, "data is %T", e.Data)
+	ref := map[string]any{}
+	for k, v := range data {
+		switch k {
+		case "code", "errorKind", "loopType":
+			ref[k] = v
+		case "capReason", "toolCalls", "maxKeyRepeat", "maxToolCallsPerTurn", "explicit",
+			"stuckWindow", "windowKeyRepeat", "repeatedTool", "repeatCount":
+		default:
+			t.Fatalf("unexpected data field %q", k)
+		}
+	}
+	require.Equal(t, map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected", "loopType": string(lt)}, ref)
+	return data
 }
 
 const (

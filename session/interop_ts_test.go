@@ -183,7 +183,8 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 				assert.True(t, s.Error.RequestError, "the SDK rejects with its RequestError")
 				assert.Equal(t, acp.CodeInternalError, s.Error.Code)
 				assert.Equal(t, loopdetect.LoopDetectedTurnErrorMessage, s.Error.Message)
-				assert.JSONEq(t, `{"code":"LOOP_DETECTED","errorKind":"loop_detected","loopType":"turn_tool_call_cap"}`, string(s.Error.Data))
+				assert.JSONEq(t, `{"code":"LOOP_DETECTED","errorKind":"loop_detected","loopType":"turn_tool_call_cap",`+
+					`"capReason":"explicit","toolCalls":2,"maxKeyRepeat":1,"maxToolCallsPerTurn":1,"explicit":true}`, string(s.Error.Data))
 			} else {
 				require.Nil(t, s.Error, "prompt failed")
 				assert.Equal(t, tc.stopReason, s.StopReason)

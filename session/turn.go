@@ -29,12 +29,15 @@ type turn struct {
 	recErr error
 }
 
-// loopError is the foreground rejection of a loop-stopped turn (§8).
-func loopError(t loopdetect.LoopType) error {
+// loopError is the foreground rejection of a loop-stopped turn (§8): the
+// reference's data (code, errorKind, loopType) and message, unchanged, plus
+// the guard's facts (issue 17).
+func loopError(t loopdetect.LoopType, f loopFacts) error {
 	data := map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected"}
 	if t != "" {
 		data["loopType"] = string(t)
 	}
+	f.data(data)
 	return &acp.Error{Code: acp.CodeInternalError, Message: loopdetect.LoopDetectedTurnErrorMessage, Data: data}
 }
 
@@ -132,13 +135,13 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 			// every other loop stop makes the next prompt carry the context.
 			// The loop_stop record carries that context (none for the
 			// repeated-failure stop), so a reloaded session does the same.
-			stop := &store.LoopStop{LoopType: string(t.g.loopType)}
+			stop := t.g.facts.record(t.g.loopType)
 			if t.g.loopType != loopdetect.LoopRepeatedToolExecutionFailure {
 				s.pendingLoopContext = true
 				stop.Message = loopdetect.LoopDetectedContextMessage
 			}
 			t.rec(store.Record{Kind: store.KindLoopStop, Loop: stop})
-			return nil, loopError(t.g.loopType)
+			return nil, loopError(t.g.loopType, t.g.facts)
 		case out.permissionStop:
 			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
 		}
@@ -365,12 +368,14 @@ func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 
 	// The daemon guard counts the whole response before anything runs.
 	keys := make([]string, 0, len(ps))
+	names := make([]string, 0, len(ps))
 	for _, p := range ps {
 		if !p.dup {
 			keys = append(keys, p.key)
+			names = append(names, p.Name)
 		}
 	}
-	if t.g.recordBatch(keys) {
+	if t.g.recordBatch(keys, names) {
 		out.messages = t.skipAll(ctx, ps, loopdetect.LoopDetectedSkipMessage)
 		return out
 	}

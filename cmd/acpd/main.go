@@ -208,7 +208,7 @@ func cmdServe(ctx context.Context, a *app) int {
 	logger.Info("acpd starting", "version", versionString(), "pid", os.Getpid(),
 		"model", a.cfg.Model.Name, "provider", a.cfg.Model.Provider,
 		"max_tool_calls_per_turn", a.cfg.Model.MaxToolCallsPerTurn,
-		"max_tool_calls_explicit", a.cfg.Model.MaxToolCallsPerTurnExplicit)
+		"max_tool_calls_explicit", a.cfg.Model.MaxToolCallsPerTurnExplicit, "stuck_window", a.cfg.Model.StuckWindow)
 	err = a.deps.serve(ctx, a.cfg, a.stdin, a.stdout, logger)
 	switch {
 	case err == nil, ctx.Err() != nil && errors.Is(err, context.Canceled):

@@ -868,14 +868,32 @@ func prefix(s string) string {
 }
 
 // describeError is the one-line stderr form of an error, naming the loop
-// type when loop protection stopped the turn.
+// type, the cap rule that fired and the turn's tool calls when loop
+// protection stopped the turn.
 func describeError(e *resultError) string {
 	var d struct {
-		Code     string `json:"code"`
-		LoopType string `json:"loopType"`
+		Code         string `json:"code"`
+		LoopType     string `json:"loopType"`
+		CapReason    string `json:"capReason"`
+		ToolCalls    *int   `json:"toolCalls"`
+		RepeatedTool string `json:"repeatedTool"`
+		RepeatCount  int    `json:"repeatCount"`
 	}
 	if len(e.Data) > 0 && json.Unmarshal(e.Data, &d) == nil && d.Code == "LOOP_DETECTED" {
 		if d.LoopType != "" {
+			var why []string
+			if d.CapReason != "" {
+				why = append(why, d.CapReason+" cap")
+			}
+			if d.ToolCalls != nil {
+				why = append(why, fmt.Sprintf("%d tool calls", *d.ToolCalls))
+			}
+			if d.RepeatedTool != "" {
+				why = append(why, fmt.Sprintf("%s repeated %d times", d.RepeatedTool, d.RepeatCount))
+			}
+			if len(why) > 0 {
+				return fmt.Sprintf("loop protection stopped the turn (%s; %s): %s", d.LoopType, strings.Join(why, ", "), e.Message)
+			}
 			return fmt.Sprintf("loop protection stopped the turn (%s): %s", d.LoopType, e.Message)
 		}
 		return "loop protection stopped the turn: " + e.Message

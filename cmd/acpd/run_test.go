@@ -245,19 +245,20 @@ func TestRunCmd_ExitCodes(t *testing.T) {
 			}},
 		{name: "loop protection: hard cap", script: threeReads,
 			args: []string{"--max-tool-calls-per-turn", "2", "--output-format", "json", "hi"}, code: 3,
-			stderr: "loop protection stopped the turn (turn_tool_call_cap)",
+			stderr: "loop protection stopped the turn (turn_tool_call_cap; explicit cap, 3 tool calls)",
 			check: func(t *testing.T, r jsonResult) {
 				require.NotNil(t, r.Error)
 				assert.Equal(t, -32603, r.Error.Code)
 				assert.Contains(t, r.Error.Message, "Tool-call loop protection stopped this turn")
-				assert.JSONEq(t, `{"code":"LOOP_DETECTED","errorKind":"loop_detected","loopType":"turn_tool_call_cap"}`, string(r.Error.Data))
+				assert.JSONEq(t, `{"code":"LOOP_DETECTED","errorKind":"loop_detected","loopType":"turn_tool_call_cap",`+
+					`"capReason":"explicit","toolCalls":3,"maxKeyRepeat":3,"maxToolCallsPerTurn":2,"explicit":true}`, string(r.Error.Data))
 				require.Len(t, r.ToolCalls, 3)
 				assert.Equal(t, "completed", string(r.ToolCalls[1].Status))
 				assert.Equal(t, "failed", string(r.ToolCalls[2].Status), "the call past the cap never runs")
 			}},
 		{name: "loop protection in text mode", script: threeReads,
 			args: []string{"--max-tool-calls-per-turn", "2", "hi"}, code: 3,
-			stderr: "acpd run: loop protection stopped the turn (turn_tool_call_cap)"},
+			stderr: "acpd run: loop protection stopped the turn (turn_tool_call_cap; explicit cap, 3 tool calls)"},
 		{name: "max_tokens", script: `{"text":"cut sho","finish":"length"}`, args: []string{"--output-format", "json", "hi"}, code: 4,
 			check: func(t *testing.T, r jsonResult) { assert.Equal(t, "max_tokens", r.StopReason) }},
 		{name: "refusal", script: `{"text":"no","finish":"content_filter"}`, args: []string{"hi"}, code: 4,

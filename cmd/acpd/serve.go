@@ -87,14 +87,15 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 	}
 	exclude := cfg.Tools.Exclude
 	return session.Options{
-		Provider:          prov,
-		Model:             cfg.Model.Name,
-		Models:            cfg.Model.Models,
-		ContextWindow:     cfg.Model.ContextWindow,
-		SystemPrompt:      cfg.Model.SystemPrompt,
-		MaxTokens:         cfg.Model.MaxTokens,
-		Temperature:       cfg.Model.Temperature,
-		Cap:               loopdetect.Cap{Max: cfg.Model.MaxToolCallsPerTurn, Explicit: cfg.Model.MaxToolCallsPerTurnExplicit},
+		Provider:      prov,
+		Model:         cfg.Model.Name,
+		Models:        cfg.Model.Models,
+		ContextWindow: cfg.Model.ContextWindow,
+		SystemPrompt:  cfg.Model.SystemPrompt,
+		MaxTokens:     cfg.Model.MaxTokens,
+		Temperature:   cfg.Model.Temperature,
+		Cap: loopdetect.Cap{Max: cfg.Model.MaxToolCallsPerTurn, Explicit: cfg.Model.MaxToolCallsPerTurnExplicit,
+			StuckWindow: cfg.Model.StuckWindow},
 		SkipLoopDetection: cfg.Model.SkipLoopDetection,
 		FailureGuard:      loopdetect.FailureMode(cfg.Tools.RepeatedToolFailureGuard),
 		ApprovalMode:      string(cfg.Tools.ApprovalMode),

@@ -99,6 +99,21 @@ type ToolCallRecord struct {
 type LoopStop struct {
 	LoopType string `json:"loopType"`
 	Message  string `json:"message,omitempty"`
+	// The guard's facts at the stop (issue 17), absent in older records:
+	// which cap rule fired (explicit, stuck, backstop; cap stops only), the
+	// turn's total counted, the highest repeat of one (tool, args) key, the
+	// cap in force, and the windowed signal when model.stuckWindow is set.
+	CapReason           string `json:"capReason,omitempty"`
+	ToolCalls           int    `json:"toolCalls,omitempty"`
+	MaxKeyRepeat        int    `json:"maxKeyRepeat,omitempty"`
+	MaxToolCallsPerTurn int    `json:"maxToolCallsPerTurn,omitempty"`
+	Explicit            bool   `json:"explicit,omitempty"`
+	StuckWindow         int    `json:"stuckWindow,omitempty"`
+	WindowKeyRepeat     int    `json:"windowKeyRepeat,omitempty"`
+	// RepeatedTool and RepeatCount name the repeated call of a
+	// global-duplicate or stuck stop.
+	RepeatedTool string `json:"repeatedTool,omitempty"`
+	RepeatCount  int    `json:"repeatCount,omitempty"`
 }
 
 // Usage is token accounting: one model response's tokens and, when known,
