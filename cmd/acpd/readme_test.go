@@ -62,5 +62,5 @@ func TestReadmeFirstCommand(t *testing.T) {
 		strings.Repeat("[tool] grep 'func ShouldHaltOnTurnToolCallCap' in . … completed\n", 3) +
 		strings.Repeat("[tool] grep_search … failed\n", 2)
 	assert.Contains(t, stderr.String(), want)
-	assert.Contains(t, stderr.String(), "loop protection stopped the turn (turn_tool_call_cap)")
+	assert.Contains(t, stderr.String(), "loop protection stopped the turn (turn_tool_call_cap; explicit cap, 6 tool calls)")
 }
