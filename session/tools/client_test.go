@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func editorEnv(w *workspace, c *fakeClient, fs, terminal bool) *Env {
 
 func TestEditorFS_ReadsGoThroughClient(t *testing.T) {
 	w := newWorkspace(t)
-	p := w.path("unsaved.go") // exists only as an editor buffer
+	p := w.write(t, "unsaved.go", "saved text\n") // the editor's buffer differs
 	var got []*acp.ReadTextFileRequest
 	fc := &fakeClient{t: t, ReadTextFileFunc: func(_ context.Context, req *acp.ReadTextFileRequest) (*acp.ReadTextFileResponse, error) {
 		got = append(got, req)
@@ -48,11 +49,62 @@ func TestEditorFS_ReadsGoThroughClient(t *testing.T) {
 		return nil, acp.ErrResourceNotFound("file://" + p)
 	}
 	_, res = run(t, t.Context(), env, NameReadFile, map[string]any{"file_path": p})
+	assert.Equal(t, ErrTypeFileNotFound, res.ErrType, "-32002 from the editor is not found")
+	assert.Equal(t, "Error: File not found: "+p, res.LLMContent)
+	require.Len(t, fc.Calls(), 3)
+}
+
+// TestEditorFS_MissingFileIsNotFound: Zed answers a read of a missing file
+// inside the project with empty content; acpd checks the disk first and
+// never asks.
+func TestEditorFS_MissingFileIsNotFound(t *testing.T) {
+	w := newWorkspace(t)
+	fc := &fakeClient{t: t, ReadTextFileFunc: func(context.Context, *acp.ReadTextFileRequest) (*acp.ReadTextFileResponse, error) {
+		return &acp.ReadTextFileResponse{Content: ""}, nil // Zed's answer for a missing file
+	}}
+	env := editorEnv(w, fc, true, false)
+	missing := w.path("missing.go")
+	_, res := run(t, t.Context(), env, NameReadFile, map[string]any{"file_path": missing})
 	assert.Equal(t, ErrTypeFileNotFound, res.ErrType)
+	assert.Equal(t, "Error: File not found: "+missing, res.LLMContent)
+	_, res = run(t, t.Context(), env, NameEdit, map[string]any{"file_path": missing, "old_string": "a", "new_string": "b"})
+	require.Error(t, res.Err, "an edit of a missing file is not an edit of an empty one")
+	assert.Empty(t, fc.Calls())
+}
+
+// TestEditorFS_WriteCreatesFolders: before fs/write_text_file into a folder
+// that does not exist, acpd creates it (confined like a local write); the
+// file itself is left to the editor.
+func TestEditorFS_WriteCreatesFolders(t *testing.T) {
+	w := newWorkspace(t)
+	fc := &fakeClient{t: t, WriteTextFileFunc: func(_ context.Context, req *acp.WriteTextFileRequest) error {
+		fi, err := os.Stat(filepath.Dir(req.Path))
+		if err != nil || !fi.IsDir() {
+			return acp.ErrInternal("invalid path") // a client that creates no folders
+		}
+		return os.WriteFile(req.Path, []byte(req.Content), 0o644)
+	}}
+	env := editorEnv(w, fc, true, false)
+	p := w.path("a/b/c/new.txt")
+	_, res := run(t, t.Context(), env, NameWriteFile, map[string]any{"file_path": p, "content": "x\n"})
+	require.NoError(t, res.Err, res.LLMContent)
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	assert.Equal(t, "x\n", string(b))
+	assert.Equal(t, []string{acp.MethodFSWriteTextFile}, fc.Calls(), "a missing file is not read through the editor")
+
+	// A folder path leading out of the workspace through a symlink is
+	// refused before anything is created.
+	outside := t.TempDir()
+	require.NoError(t, os.Symlink(outside, w.path("link")))
+	_, err = tool(t, NameWriteFile).Build(env, args(t, map[string]any{"file_path": w.path("link/d/new.txt"), "content": "x"}))
+	require.ErrorIs(t, err, ErrOutsideWorkspace)
+	assert.NoDirExists(t, filepath.Join(outside, "d"))
 }
 
 func TestEditorFS_WritesAndEditsGoThroughClient(t *testing.T) {
 	w := newWorkspace(t)
+	w.write(t, "a.go", "on disk\n")
 	files := map[string]string{w.path("a.go"): "a foo b\n"}
 	var mu sync.Mutex
 	fc := &fakeClient{t: t,
@@ -91,13 +143,14 @@ func TestEditorFS_WritesAndEditsGoThroughClient(t *testing.T) {
 
 	assert.Equal(t, []string{
 		acp.MethodFSReadTextFile, acp.MethodFSWriteTextFile, // edit
-		acp.MethodFSReadTextFile,                            // Prepare
-		acp.MethodFSReadTextFile, acp.MethodFSWriteTextFile, // write_file
+		acp.MethodFSWriteTextFile, // write_file: the new file is not read
 	}, fc.Calls())
-	_, err = os.Stat(w.path("a.go"))
-	assert.True(t, os.IsNotExist(err), "nothing written locally")
+	b, err := os.ReadFile(w.path("a.go"))
+	require.NoError(t, err)
+	assert.Equal(t, "on disk\n", string(b), "nothing written locally")
 	_, err = os.Stat(newFile)
 	assert.True(t, os.IsNotExist(err), "nothing written locally")
+	assert.DirExists(t, w.path("sub"), "the new file's folder was created for the editor")
 }
 
 func TestEditorFS_WithoutCapabilitiesUsesLocal(t *testing.T) {

@@ -200,10 +200,7 @@ func readWhole(ctx context.Context, env *Env, t target) (string, error) {
 		return "", fmt.Errorf("%s is a directory: %w", t.path, syscall.EISDIR)
 	}
 	if clientReads(env) {
-		if err := t.recheck(env, "file_path"); err != nil {
-			return "", err
-		}
-		resp, err := env.Client.ReadTextFile(ctx, &acp.ReadTextFileRequest{SessionID: env.SessionID, Path: t.path})
+		resp, err := clientRead(ctx, env, t, &acp.ReadTextFileRequest{SessionID: env.SessionID, Path: t.path})
 		if err != nil {
 			return "", err
 		}
@@ -219,10 +216,7 @@ func readWhole(ctx context.Context, env *Env, t target) (string, error) {
 // writeWhole writes content to t, through the editor when it offers fs writes.
 func writeWhole(ctx context.Context, env *Env, t target, content string) error {
 	if clientWrites(env) {
-		if err := t.recheck(env, "file_path"); err != nil {
-			return err
-		}
-		return env.Client.WriteTextFile(ctx, &acp.WriteTextFileRequest{SessionID: env.SessionID, Path: t.path, Content: content})
+		return clientWrite(ctx, env, t, content)
 	}
 	return t.writeLocal(content)
 }

@@ -116,15 +116,12 @@ func (c *readFileCall) load(ctx context.Context, env *Env) (string, int, int, er
 		if c.t.isDirLocal() {
 			return "", 0, 0, fmt.Errorf("%s is a directory, not a file", c.t.path)
 		}
-		if err := c.t.recheck(env, "file_path"); err != nil {
-			return "", 0, 0, err
-		}
 		req := &acp.ReadTextFileRequest{SessionID: env.SessionID, Path: c.t.path}
 		if c.ranged {
 			line, limit := c.offset+1, c.limit
 			req.Line, req.Limit = &line, &limit
 		}
-		resp, err := env.Client.ReadTextFile(ctx, req)
+		resp, err := clientRead(ctx, env, c.t, req)
 		if err != nil {
 			return "", 0, 0, err
 		}
