@@ -116,6 +116,9 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 			meta[k] = v
 		}
 	}
+	if pc, ok := call.(*tools.ExitPlanModeCall); ok {
+		return t.runExitPlanMode(ctx, p, tool, pc, meta)
+	}
 	conf := call.Confirmation()
 	title := call.Title()
 	mode := s.getMode()

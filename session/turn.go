@@ -219,7 +219,7 @@ func (t *turn) stream(ctx context.Context) (streamResult, error) {
 		Model:       s.getModel(),
 		System:      s.systemPrompt(),
 		Messages:    s.history,
-		Tools:       s.tools.Specs(),
+		Tools:       s.toolSpecs(), // exit_plan_mode only in plan mode
 		MaxTokens:   s.m.opts.MaxTokens,
 		Temperature: s.m.opts.Temperature,
 		Cache:       &s.msgCache,

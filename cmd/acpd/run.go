@@ -693,7 +693,13 @@ func (o *runOutput) refuse(params json.RawMessage) *acp.RequestPermissionRespons
 	}
 	o.mu.Lock()
 	o.breakLine()
-	fmt.Fprintf(o.stderr, "acpd run: refused %q: approval mode %q asks permission for it and nobody can answer; allow such calls with --yolo (or --approval-mode auto-edit for file edits)\n", title, o.mode)
+	if req.ToolCall.Kind == acp.KindSwitchMode {
+		// exit_plan_mode: a headless run keeps the approval mode it was
+		// started with, so a plan-mode run stays a plan.
+		fmt.Fprintf(o.stderr, "acpd run: kept plan mode for %q: a headless run stays in its approval mode %q; run again with --approval-mode default, auto-edit or --yolo to carry the plan out\n", title, o.mode)
+	} else {
+		fmt.Fprintf(o.stderr, "acpd run: refused %q: approval mode %q asks permission for it and nobody can answer; allow such calls with --yolo (or --approval-mode auto-edit for file edits)\n", title, o.mode)
+	}
 	o.mu.Unlock()
 	for _, kind := range []acp.PermissionOptionKind{acp.RejectOnce, acp.RejectAlways} {
 		for _, opt := range req.Options {

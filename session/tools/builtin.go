@@ -24,6 +24,7 @@ func Builtin() []Tool {
 		&grepSearchTool{grepSearchSpec},
 		&runShellCommandTool{runShellCommandSpec},
 		&todoWriteTool{todoWriteSpec},
+		&exitPlanModeTool{exitPlanModeSpec},
 	}
 }
 

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/acpd/acpd/acp"
@@ -19,6 +20,7 @@ func TestBuiltin_NamesKindsAndSchemas(t *testing.T) {
 		NameReadFile: acp.KindRead, NameWriteFile: acp.KindEdit, NameEdit: acp.KindEdit,
 		NameListDirectory: acp.KindSearch, NameGlob: acp.KindSearch, NameGrepSearch: acp.KindSearch,
 		NameRunShellCommand: acp.KindExecute, NameTodoWrite: acp.KindThink,
+		NameExitPlanMode: acp.KindSwitchMode,
 	}
 	specs := NewBuiltinRegistry(nil).Specs()
 	require.Len(t, specs, len(want))
@@ -39,7 +41,7 @@ func TestNewBuiltinRegistry_Exclude(t *testing.T) {
 	assert.False(t, ok)
 	_, ok = r.Get(NameReadFile)
 	assert.True(t, ok)
-	assert.Len(t, r.Tools(), 6)
+	assert.Len(t, r.Tools(), len(Builtin())-2)
 }
 
 func TestBuild_SchemaErrorsNameTheParameter(t *testing.T) {
@@ -70,6 +72,10 @@ func TestBuild_SchemaErrorsNameTheParameter(t *testing.T) {
 		{NameTodoWrite, `{"todos": [{"id": "1", "content": "x", "status": "done"}]}`, []string{"params/todos/0/status"}},
 		{NameTodoWrite, `{"todos": [{"id": "1", "status": "pending"}]}`, []string{"params/todos/0", "content"}},
 		{NameTodoWrite, `{"todos": [{"id": "1", "content": "a", "status": "pending"}, {"id": "1", "content": "b", "status": "pending"}]}`, []string{"params/todos/1/id", "duplicate"}},
+		{NameExitPlanMode, `{}`, []string{"exit_plan_mode", "plan"}},
+		{NameExitPlanMode, `{"plan": ""}`, []string{"params/plan"}},
+		{NameExitPlanMode, `{"plan": "  \n "}`, []string{"params/plan"}},
+		{NameExitPlanMode, `{"plan": 3}`, []string{"params/plan", "string"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool+" "+tt.args, func(t *testing.T) {
@@ -80,6 +86,21 @@ func TestBuild_SchemaErrorsNameTheParameter(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestExitPlanMode_TitleAndConfirmation(t *testing.T) {
+	w := newWorkspace(t)
+	c, err := tool(t, NameExitPlanMode).Build(w.env, json.RawMessage(`{"plan":"## Add a cache\n1. write cache.go\n2. test it"}`))
+	require.NoError(t, err)
+	assert.Equal(t, "Plan: Add a cache", c.Title())
+	assert.Empty(t, c.Locations())
+	conf := c.Confirmation()
+	assert.Equal(t, ConfirmSwitchMode, conf.Kind)
+	assert.Equal(t, []acp.ToolCallContent{acp.TextContent("## Add a cache\n1. write cache.go\n2. test it")}, conf.Content)
+	long := strings.Repeat("x", 200)
+	c, err = tool(t, NameExitPlanMode).Build(w.env, json.RawMessage(`{"plan":"`+long+`"}`))
+	require.NoError(t, err)
+	assert.Equal(t, "Plan: "+strings.Repeat("x", 79)+"…", c.Title())
 }
 
 func TestTodoWrite_BecomesPlan(t *testing.T) {

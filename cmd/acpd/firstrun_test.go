@@ -90,3 +90,19 @@ func TestRunCmd_FreshHomeWithoutModel(t *testing.T) {
 	assert.Equal(t, -32603, r.Error.Code)
 	assert.JSONEq(t, `{"errorKind":"model_not_configured"}`, string(r.Error.Data))
 }
+
+// TestRunCmd_PlanModeStaysHeadless: a headless run follows its approval
+// mode; in plan mode exit_plan_mode is answered "keep planning".
+func TestRunCmd_PlanModeStaysHeadless(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	script := e.script(t, `{"toolCalls":[{"id":"p1","name":"exit_plan_mode","arguments":{"plan":"1. write it"}}]}
+{"text":"Staying in plan mode."}
+`)
+	o := e.run(t, "", append(e.scripted(script, "--approval-mode", "plan", "--output-format", "json"), "plan it")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	assert.Contains(t, o.stderr, `kept plan mode for "Plan: 1. write it"`)
+	r := decodeResult(t, strings.TrimSpace(o.stdout))
+	require.Len(t, r.ToolCalls, 1)
+	assert.Equal(t, toolCallSummary{ToolCallID: "p1", Title: "Plan: 1. write it", Kind: "switch_mode", Status: "failed"}, r.ToolCalls[0])
+}
