@@ -42,13 +42,13 @@ type Env struct {
 type ConfirmKind int
 
 const (
-	ConfirmNone ConfirmKind = iota // read-only: never asks
-	ConfirmInfo                    // informational
-	ConfirmEdit                    // modifies files: asks in default mode
-	ConfirmExec                    // runs a command: asks in default and auto-edit
-	ConfirmMCP                     // calls an MCP tool: asks in default and auto-edit
-	ConfirmSwitchMode              // leaves plan mode (exit_plan_mode): always asks
-	ConfirmFetch                   // fetches a URL: asks in default and auto-edit
+	ConfirmNone       ConfirmKind = iota // read-only: never asks
+	ConfirmInfo                          // informational
+	ConfirmEdit                          // modifies files: asks in default mode
+	ConfirmExec                          // runs a command: asks in default and auto-edit
+	ConfirmMCP                           // calls an MCP tool: asks in default and auto-edit
+	ConfirmSwitchMode                    // leaves plan mode (exit_plan_mode): always asks
+	ConfirmFetch                         // fetches a URL: asks in default and auto-edit
 )
 
 // ShellClass classifies a shell command for plan mode.
