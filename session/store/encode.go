@@ -70,5 +70,6 @@ func (r *Record) encode(b []byte) ([]byte, error) {
 func (r *Record) toolOnly() bool {
 	return r.Tool != nil && r.Meta == nil && len(r.Prompt) == 0 && r.Text == "" && r.MessageID == "" &&
 		len(r.ToolCalls) == 0 && len(r.Plan) == 0 && r.ModeID == "" && r.ModelID == "" && r.Loop == nil &&
-		r.Title == "" && r.StopReason == "" && r.Error == "" && r.Usage == nil && len(r.Data) == 0
+		r.Title == "" && r.StopReason == "" && r.Error == "" && r.Usage == nil && len(r.Data) == 0 &&
+		r.Compaction == nil
 }

@@ -33,6 +33,7 @@ const (
 	KindTurnEnd    Kind = "turn_end"    // StopReason, Error
 	KindUsage      Kind = "usage"       // Usage
 	KindExt        Kind = "ext"         // Data: host-defined payload the store does not interpret
+	KindCompaction Kind = "compaction"  // Compaction: the model's history was compacted (see Compaction)
 )
 
 // maxRecordTitleLen bounds a title record so the index stays small.
@@ -61,6 +62,7 @@ type Record struct {
 	Error      string             `json:"error,omitempty"`
 	Usage      *Usage             `json:"usage,omitempty"`
 	Data       json.RawMessage    `json:"data,omitempty"`
+	Compaction *Compaction        `json:"compaction,omitempty"`
 }
 
 // SessionMeta identifies a session and its roots.
@@ -218,6 +220,13 @@ func (r *Record) validate() error {
 	case KindExt:
 		if len(r.Data) == 0 || !json.Valid(r.Data) {
 			return invalid(r.Kind, "field data is not JSON")
+		}
+	case KindCompaction:
+		if r.Compaction == nil {
+			return invalid(r.Kind, "field compaction is missing")
+		}
+		if err := r.Compaction.validate(); err != nil {
+			return invalid(r.Kind, "field compaction.%v", err)
 		}
 	case "":
 		return fmt.Errorf("%w: field kind is empty", ErrInvalidRecord)

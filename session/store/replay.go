@@ -94,6 +94,14 @@ func (tr *Transcript) Updates() []acp.SessionUpdate {
 			}
 		case KindTurnEnd, KindLoopStop:
 			closeOpen()
+		case KindCompaction:
+			if c := r.Compaction; c.ToolCallID != "" && c.Title != "" {
+				tc := &acp.ToolCall{ToolCallID: c.ToolCallID, Title: c.Title, Kind: acp.KindThink, Status: acp.StatusCompleted}
+				if c.Detail != "" {
+					tc.Content = []acp.ToolCallContent{acp.TextContent(c.Detail)}
+				}
+				out = append(out, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: tc})
+			}
 		}
 	}
 	closeOpen()
@@ -203,6 +211,17 @@ func (tr *Transcript) Messages(toUser func([]acp.ContentBlock) (model.Message, e
 		case KindLoopStop:
 			closeCalls()
 			loopNote = r.Loop.Message
+		case KindCompaction:
+			// Recorded before a model request, when every call is answered.
+			closeCalls()
+			compacted, moved, ok := r.Compaction.Apply(out)
+			if !ok {
+				continue // does not fit this history: keep it whole
+			}
+			out = compacted
+			if turnStart >= 0 {
+				turnStart = max(moved(turnStart), -1)
+			}
 		case KindTurnEnd:
 			closeCalls()
 			if r.StopReason == acp.StopRefusal && turnStart >= 0 {

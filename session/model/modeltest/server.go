@@ -102,6 +102,13 @@ type Request struct {
 	} `json:"stream_options"`
 	MaxTokens   int      `json:"max_tokens"`
 	Temperature *float64 `json:"temperature"`
+
+	// Tokens is the request's size as the server counted it (CountTokens);
+	// 0 unless SetTokenLimit or SetReportUsage enabled counting.
+	Tokens int `json:"-"`
+	// Refused is set when the request was answered with the
+	// context_length_exceeded 400 (it was larger than the token limit).
+	Refused bool `json:"-"`
 }
 
 // Message is one request message.
@@ -164,6 +171,79 @@ type Server struct {
 	next      int
 	requests  []Request
 	models    []string // served by GET …/models
+
+	// tokenLimit > 0 refuses larger requests as OpenAI does; count makes
+	// every request counted and every response report usage.
+	tokenLimit int
+	count      bool
+	responder  func(Request) (Response, bool)
+}
+
+// SetTokenLimit makes the server a model with a context window of limit
+// tokens: a request counted (CountTokens) above it is answered with
+// OpenAI's real 400 context_length_exceeded body and uses no scripted
+// response. It also turns on SetReportUsage. 0 turns the limit off.
+func (s *Server) SetTokenLimit(limit int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokenLimit = limit
+	if limit > 0 {
+		s.count = true
+	}
+}
+
+// SetReportUsage makes every streamed response without a scripted Usage
+// report the request's counted prompt_tokens and its completion's tokens.
+func (s *Server) SetReportUsage(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count = on
+}
+
+// SetResponder installs f, asked first for every request (decoded): when it
+// returns true its response is served and the script is not advanced. Tests
+// use it for requests they cannot place in the script, such as a
+// compaction's summary request.
+func (s *Server) SetResponder(f func(Request) (Response, bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.responder = f
+}
+
+// CountTokens is the server's tokenizer: about 3.5 characters a token over
+// every message's text, reasoning, tool-call names and arguments and tool
+// call ids, 4 tokens of framing per message and 8 per call, 1,600 per image,
+// and the tool schemas' JSON. Real tokenizers count code and JSON denser
+// than the 4 characters a token clients estimate, so this one does too.
+func CountTokens(req Request) int {
+	tok := func(n int) int { return (n*2 + 6) / 7 }
+	n := 0
+	for _, m := range req.Messages {
+		chars := len(m.Text()) + len(m.ToolCallID)
+		if m.ReasoningContent != nil {
+			chars += len(*m.ReasoningContent)
+		}
+		n += 4 + 1600*bytes.Count(m.Content, []byte(`"image_url"`))
+		for _, c := range m.ToolCalls {
+			chars += len(c.ID) + len(c.Function.Name) + len(c.Function.Arguments)
+			n += 8
+		}
+		n += tok(chars)
+	}
+	if len(req.Tools) > 0 {
+		b, _ := json.Marshal(req.Tools)
+		n += tok(len(b))
+	}
+	return n
+}
+
+// contextLengthExceeded is OpenAI's body for a request over the window.
+func contextLengthExceeded(limit, n int) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"message": fmt.Sprintf("This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.", limit, n),
+		"type":    "invalid_request_error", "param": "messages", "code": "context_length_exceeded",
+	}})
+	return b
 }
 
 // NewServer starts a server on loopback that serves responses in order,
@@ -233,7 +313,7 @@ func (s *Server) Requests() []Request {
 		if err := json.Unmarshal(r.Body, &req); err != nil {
 			panic(fmt.Sprintf("modeltest: request %d is not a valid chat request: %v", i, err))
 		}
-		req.Header, req.Body = r.Header, r.Body
+		req.Header, req.Body, req.Tokens, req.Refused = r.Header, r.Body, r.Tokens, r.Refused
 		out[i] = req
 	}
 	return out
@@ -274,6 +354,43 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	req.Body = json.RawMessage(body.Bytes())
 
 	s.mu.Lock()
+	limit, count, responder := s.tokenLimit, s.count, s.responder
+	s.mu.Unlock()
+	var decoded Request
+	if count || responder != nil {
+		if err := json.Unmarshal(req.Body, &decoded); err != nil {
+			writeError(w, http.StatusBadRequest, "modeltest: "+err.Error(), "")
+			return
+		}
+		if count {
+			req.Tokens = CountTokens(decoded)
+		}
+		decoded.Header, decoded.Body, decoded.Tokens = req.Header, req.Body, req.Tokens
+	}
+	if limit > 0 && req.Tokens > limit {
+		req.Refused = true
+		s.mu.Lock()
+		s.requests = append(s.requests, req)
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write(contextLengthExceeded(limit, req.Tokens))
+		return
+	}
+	if responder != nil {
+		if resp, ok := responder(decoded); ok {
+			s.mu.Lock()
+			s.requests = append(s.requests, req)
+			s.mu.Unlock()
+			if count && resp.Usage == nil {
+				resp.Usage = usageFor(req.Tokens, resp)
+			}
+			s.serve(w, r, resp, frames(resp))
+			return
+		}
+	}
+
+	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	i := s.next
 	if i < len(s.responses) {
@@ -291,7 +408,25 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("modeltest: script exhausted after %d responses", n), "")
 		return
 	}
+	if count && resp.Usage == nil {
+		resp.Usage = usageFor(req.Tokens, resp)
+		evs = frames(resp)
+	}
+	s.serve(w, r, resp, evs)
+}
 
+// usageFor is the usage a counting server reports for resp.
+func usageFor(prompt int, resp Response) *model.Usage {
+	out := len(resp.Text) + len(resp.Reasoning)
+	for _, c := range resp.ToolCalls {
+		out += len(c.Name) + len(c.Arguments)
+	}
+	completion := (out*2 + 6) / 7
+	return &model.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
+}
+
+// serve answers one request with resp (events: resp's pre-rendered frames).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, resp Response, evs [][]byte) {
 	if resp.Delay > 0 {
 		t := time.NewTimer(resp.Delay)
 		defer t.Stop()

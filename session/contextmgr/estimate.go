@@ -1,0 +1,120 @@
+package contextmgr
+
+import "github.com/acpd/acpd/session/model"
+
+// Token estimates of agent-features.md §1.3.
+const (
+	// CharsPerToken is the estimate's ratio.
+	CharsPerToken = 4
+	// ImageTokens is what one inline image is counted as.
+	ImageTokens = 1600
+	// messageOverhead covers a message's role and framing.
+	messageOverhead = 4
+	// callOverhead covers a tool call's id, type and framing.
+	callOverhead = 8
+)
+
+// tokens is chars/4, rounded up.
+func tokens(chars int) int { return (chars + CharsPerToken - 1) / CharsPerToken }
+
+// EstimateMessage is the estimated token count of one message. It reads
+// only lengths, so it costs the same for any message size.
+func EstimateMessage(m *model.Message) int {
+	chars := len(m.Content) + len(m.ToolCallID)
+	if len(m.ToolCalls) > 0 {
+		// Reasoning is echoed back only next to tool calls.
+		chars += len(m.Reasoning)
+	}
+	n := messageOverhead + len(m.Images)*ImageTokens
+	for i := range m.ToolCalls {
+		c := &m.ToolCalls[i]
+		chars += len(c.ID) + len(c.Name) + len(c.Arguments)
+		n += callOverhead
+	}
+	return n + tokens(chars)
+}
+
+// EstimateText is the estimated token count of a text.
+func EstimateText(s string) int { return tokens(len(s)) }
+
+// Accounting is a session's token count: the last request's
+// provider-reported prompt_tokens plus estimates of the messages appended
+// since, kept current incrementally: bringing it up to date costs only the
+// messages appended since the last call, never a rescan of the history.
+// The zero value is ready. Not safe for concurrent use (the turn owns it).
+type Accounting struct {
+	n   int // history[:n] is accounted
+	sum int // estimate of history[:n]
+
+	// prompt is the provider's prompt_tokens for the last request, which
+	// carried messages estimated at atSum; 0 when there is no usable count
+	// (none yet, or the history was rewritten since).
+	prompt, atSum int
+	// sentSum is the estimate of the request in flight.
+	sentSum int
+	// overhead is what a request costs besides its messages (system prompt,
+	// tool schemas, the tokenizer's difference from the estimate): from the
+	// last provider count, else SetOverhead's estimate.
+	overhead     int
+	overheadSeen bool
+}
+
+// Sync accounts the messages appended to history since the last call. A
+// history shorter than what was accounted was rewritten without Reset, and
+// is recounted.
+func (a *Accounting) Sync(history []model.Message) {
+	if len(history) < a.n {
+		a.Reset()
+	}
+	for i := a.n; i < len(history); i++ {
+		a.sum += EstimateMessage(&history[i])
+	}
+	a.n = len(history)
+}
+
+// Reset forgets the accounted history (it was rewritten: compacted, or a
+// refused turn removed): the next Sync recounts it, and the estimate stands
+// until the provider reports a count again.
+func (a *Accounting) Reset() {
+	a.n, a.sum, a.prompt, a.atSum = 0, 0, 0, 0
+}
+
+// SetOverhead sets the estimated cost of a request besides its messages,
+// used until a provider count calibrates it.
+func (a *Accounting) SetOverhead(tokens int) {
+	if !a.overheadSeen {
+		a.overhead = max(tokens, 0)
+	}
+}
+
+// Used is the size of the next request: the last provider count plus the
+// estimate of what was appended since, or the estimate of the whole history
+// plus the overhead when there is no count. Call Sync first.
+func (a *Accounting) Used() int {
+	if a.prompt > 0 {
+		return max(a.prompt+a.sum-a.atSum, 0)
+	}
+	return a.sum + a.overhead
+}
+
+// Estimated reports whether Used is an estimate only (no provider count
+// since the history was last rewritten).
+func (a *Accounting) Estimated() bool { return a.prompt == 0 }
+
+// Sent marks the synced history as the request being sent.
+func (a *Accounting) Sent() { a.sentSum = a.sum }
+
+// Observe takes the provider's prompt_tokens for the request last Sent.
+func (a *Accounting) Observe(promptTokens int) {
+	if promptTokens <= 0 {
+		return
+	}
+	a.prompt, a.atSum = promptTokens, a.sentSum
+	a.overhead, a.overheadSeen = max(promptTokens-a.sentSum, 0), true
+}
+
+// Messages is the estimate of the accounted messages alone.
+func (a *Accounting) Messages() int { return a.sum }
+
+// Overhead is the current estimate of a request's cost besides messages.
+func (a *Accounting) Overhead() int { return a.overhead }

@@ -1,0 +1,69 @@
+package model
+
+import (
+	"errors"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// overflowMarkers are the texts providers use to refuse a request whose
+// input is longer than the model's context window (matched lower-case
+// against the error's message, code and type). The list and its sources are
+// in README.md ("Context overflow").
+var overflowMarkers = []string{
+	"context_length_exceeded",                      // OpenAI code (and DeepSeek, Groq, OpenRouter)
+	"maximum context length",                       // OpenAI, vLLM, DeepSeek, Mistral message
+	"range of input length should be",              // DashScope
+	"exceed_context_size_error",                    // llama.cpp type
+	"exceeds the available context size",           // llama.cpp message
+	"input exceeds the context window",             // OpenAI Responses-style message
+	"prompt is too long",                           // Anthropic-compatible gateways
+	"exceeds the maximum number of tokens allowed", // Gemini's OpenAI endpoint
+	"input is too long",                            // Bedrock and generic gateways
+	"reduce the length of the messages",
+}
+
+// IsContextOverflow reports whether err is a provider's refusal of a
+// request as longer than the model's context window: a 400 (or 413) whose
+// message, code or type says so.
+func IsContextOverflow(err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	if ae.Status == http.StatusRequestEntityTooLarge {
+		return true
+	}
+	if ae.Status != http.StatusBadRequest && ae.Status != http.StatusOK {
+		return false
+	}
+	text := strings.ToLower(ae.Message + " " + ae.Code + " " + ae.Type)
+	for _, m := range overflowMarkers {
+		if strings.Contains(text, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// overflowCount finds the request's size in an overflow message:
+// "resulted in 52130 tokens", "you requested 52130 tokens", "prompt is too
+// long: 52130 tokens", "input token count (52130)".
+var overflowCount = regexp.MustCompile(`(?i)(?:resulted in|requested|too long:|token count \(|prompt contains)\s*(\d+)`)
+
+// OverflowTokens is the request size an overflow error reports, 0 when it
+// names none.
+func OverflowTokens(err error) int {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return 0
+	}
+	m := overflowCount.FindStringSubmatch(ae.Message)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}

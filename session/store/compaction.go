@@ -1,0 +1,135 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/acpd/acpd/session/model"
+)
+
+// Compaction records that the model's history was compacted: what the
+// history became, expressed against the history rebuilt from the records
+// before it, so a reload (Transcript.Messages) restores exactly the
+// compacted view the live session had. The editor's replay is not
+// affected: it still shows the whole conversation, plus one finished
+// "Compacting conversation" tool call per compaction (Title, Detail).
+//
+// Applying it: first every tool result named in Stubs gets the stub text in
+// place of its content; then, when Cut > 0, the messages before Cut are
+// replaced by Head, followed by the message at Pinned (the current prompt,
+// kept verbatim although it lies before Cut) when Pinned ≥ 0.
+type Compaction struct {
+	// Method is "stub", "summary" or "drop": the last stage that ran.
+	Method string `json:"method"`
+	// Trigger is "auto", "overflow" (the provider refused the request as
+	// too long) or "manual".
+	Trigger string `json:"trigger,omitempty"`
+	Stubs   []Stub `json:"stubs,omitempty"`
+	Cut     int    `json:"cut,omitempty"`
+	// Pinned is the index of a message before Cut kept after Head; -1 none.
+	Pinned int           `json:"pinned"`
+	Head   []HeadMessage `json:"head,omitempty"`
+	// Summary is the summary text when Method is "summary" (also in Head).
+	Summary string `json:"summary,omitempty"`
+	// Before and After are the request's tokens before and after.
+	Before int    `json:"before"`
+	After  int    `json:"after"`
+	Title  string `json:"title,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// ToolCallID is the id of the compaction's tool call frame.
+	ToolCallID string `json:"toolCallId,omitempty"`
+}
+
+// Stub replaces one tool result's content.
+type Stub struct {
+	ToolCallID string `json:"toolCallId"`
+	Text       string `json:"text"`
+}
+
+// HeadMessage is a message a compaction puts at the start of the history.
+type HeadMessage struct {
+	Role model.Role `json:"role"`
+	Text string     `json:"text"`
+}
+
+func (c *Compaction) validate() error {
+	switch c.Method {
+	case "stub", "summary", "drop":
+	default:
+		return fmt.Errorf("method: unknown method %q", c.Method)
+	}
+	if c.Cut < 0 {
+		return errors.New("cut: negative")
+	}
+	if c.Pinned >= 0 && c.Pinned >= c.Cut {
+		return fmt.Errorf("pinned: %d is not before cut %d", c.Pinned, c.Cut)
+	}
+	for i, h := range c.Head {
+		if h.Role != model.RoleUser && h.Role != model.RoleAssistant {
+			return fmt.Errorf("head[%d].role: %q is not user or assistant", i, h.Role)
+		}
+	}
+	for i, s := range c.Stubs {
+		if s.ToolCallID == "" {
+			return fmt.Errorf("stubs[%d].toolCallId: empty", i)
+		}
+	}
+	return nil
+}
+
+// Apply returns msgs compacted as c says, and where the message at index i
+// of msgs is now (-1: summarised or dropped). msgs itself is not changed.
+// ok is false when c does not fit msgs (Cut beyond its end, or a cut that
+// would separate a tool call from its result); msgs is then returned as is.
+func (c *Compaction) Apply(msgs []model.Message) (out []model.Message, moved func(int) int, ok bool) {
+	same := func(i int) int { return i }
+	if c.Cut > len(msgs) || (c.Cut > 0 && c.Cut < len(msgs) && msgs[c.Cut].Role == model.RoleTool) {
+		return msgs, same, false
+	}
+	stubs := make(map[string]string, len(c.Stubs))
+	for _, s := range c.Stubs {
+		stubs[s.ToolCallID] = s.Text
+	}
+	if c.Cut == 0 {
+		out = make([]model.Message, len(msgs))
+		copy(out, msgs)
+		stubAll(out, stubs)
+		return out, same, true
+	}
+	out = make([]model.Message, 0, len(c.Head)+1+len(msgs)-c.Cut)
+	for _, h := range c.Head {
+		out = append(out, model.Message{Role: h.Role, Content: h.Text})
+	}
+	base := len(out)
+	pinned := c.Pinned >= 0 && c.Pinned < len(msgs)
+	if pinned {
+		out = append(out, msgs[c.Pinned])
+		base++
+	}
+	out = append(out, msgs[c.Cut:]...)
+	stubAll(out, stubs)
+	cut, pin, head := c.Cut, c.Pinned, len(c.Head)
+	return out, func(i int) int {
+		switch {
+		case pinned && i == pin:
+			return head
+		case i >= cut:
+			return base + i - cut
+		}
+		return -1
+	}, true
+}
+
+func stubAll(msgs []model.Message, stubs map[string]string) {
+	if len(stubs) == 0 {
+		return
+	}
+	for i := range msgs {
+		if msgs[i].Role != model.RoleTool {
+			continue
+		}
+		if t, ok := stubs[msgs[i].ToolCallID]; ok {
+			msgs[i].Content = t
+		}
+	}
+}

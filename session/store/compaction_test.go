@@ -1,0 +1,67 @@
+package store
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/model"
+)
+
+// A compaction record rebuilds the compacted history on reload; records
+// after it append to it, and a refused turn after it is still undone.
+func TestTranscript_MessagesAppliesCompaction(t *testing.T) {
+	tr := &Transcript{Records: []Record{
+		{Kind: KindUser, Prompt: []acp.ContentBlock{acp.TextBlock("one")}},
+		{Kind: KindToolCalls, ToolCalls: []ToolCall{{ID: "c1", Name: "read_file"}}},
+		{Kind: KindToolResult, Tool: &ToolCallRecord{ToolCallID: "c1", Name: "read_file", ModelText: "big result"}},
+		{Kind: KindText, Text: "answer one"},
+		{Kind: KindTurnEnd, StopReason: acp.StopEndTurn},
+		{Kind: KindUser, Prompt: []acp.ContentBlock{acp.TextBlock("two")}},
+		{Kind: KindToolCalls, ToolCalls: []ToolCall{{ID: "c2", Name: "read_file"}}},
+		{Kind: KindToolResult, Tool: &ToolCallRecord{ToolCallID: "c2", Name: "read_file", ModelText: "second result"}},
+		{Kind: KindCompaction, Compaction: &Compaction{Method: "summary", Cut: 5, Pinned: 4,
+			Stubs: []Stub{{ToolCallID: "c1", Text: "stub"}},
+			Head:  []HeadMessage{{Role: model.RoleUser, Text: "summary"}, {Role: model.RoleAssistant, Text: "ok"}},
+			Title: "Compacting conversation (10 → 5 tokens)", ToolCallID: "compact"}},
+		{Kind: KindText, Text: "answer two"},
+		{Kind: KindTurnEnd, StopReason: acp.StopEndTurn},
+	}}
+	msgs := tr.Messages(nil)
+	var got []string
+	for _, m := range msgs {
+		got = append(got, string(m.Role)+":"+m.Content)
+	}
+	assert.Equal(t, []string{"user:summary", "assistant:ok", "user:two", "assistant:", "tool:second result", "assistant:answer two"}, got)
+
+	ups := tr.Updates()
+	var compaction *acp.ToolCall
+	for _, u := range ups {
+		if u.ToolCall != nil && u.ToolCall.ToolCallID == "compact" {
+			compaction = u.ToolCall
+		}
+	}
+	require.NotNil(t, compaction, "the replay shows the compaction")
+	assert.Equal(t, acp.KindThink, compaction.Kind)
+	assert.Equal(t, acp.StatusCompleted, compaction.Status)
+}
+
+func TestCompaction_ApplyRefusesABadCut(t *testing.T) {
+	msgs := []model.Message{
+		{Role: model.RoleUser, Content: "p"},
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c"}}},
+		{Role: model.RoleTool, ToolCallID: "c"},
+	}
+	c := &Compaction{Method: "drop", Cut: 2, Pinned: -1}
+	out, _, ok := c.Apply(msgs)
+	assert.False(t, ok, "a cut between a call and its result")
+	assert.Equal(t, msgs, out)
+	_, _, ok = (&Compaction{Method: "drop", Cut: 9, Pinned: -1}).Apply(msgs)
+	assert.False(t, ok)
+	r := Record{V: Version, Kind: KindCompaction, Compaction: &Compaction{Method: "other", Pinned: -1}}
+	assert.ErrorIs(t, r.validate(), ErrInvalidRecord)
+	r.Compaction.Method, r.Compaction.Pinned, r.Compaction.Cut = "summary", 3, 2
+	assert.ErrorContains(t, r.validate(), "pinned")
+}
