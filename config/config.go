@@ -88,9 +88,18 @@ type ModelConfig struct {
 	// Models are further model ids offered in the session's model selector
 	// (the configured Name is always offered first).
 	Models []string
-	// ContextWindow is the model's context size in tokens, reported as the
-	// `size` of usage_update; 0 means 131072.
+	// ContextWindow is the context window of Name in tokens; 0 takes it
+	// from the known-model table (session/contextmgr), else 131072.
 	ContextWindow int
+	// ContextWindows are the windows of the selector's other models (and of
+	// CompactionModel), by model id.
+	ContextWindows map[string]int
+	// CompactThreshold is the fraction of the window at which the history
+	// is compacted before a model request, in (0, 1]; default 0.85.
+	CompactThreshold float64
+	// CompactionModel answers compaction summary requests; "" uses the
+	// session's model.
+	CompactionModel string
 }
 
 // ModelNotConfiguredHint names the three ways to choose a model. `acpd
@@ -156,6 +165,8 @@ func Default() Config {
 			MaxRetries:          3,
 			RequestTimeout:      120 * time.Second,
 			Models:              []string{},
+			ContextWindows:      map[string]int{},
+			CompactThreshold:    0.85,
 		},
 		Tools: ToolsConfig{
 			ApprovalMode:             ApprovalDefault,

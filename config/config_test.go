@@ -200,6 +200,9 @@ script = "scripts/turns.json"
 systemPrompt = "be brief"
 models = ["m-large", "m-small"]
 contextWindow = 65536
+contextWindows = { "m-large" = 200000, "m-small" = 32768 }
+compactThreshold = 0.7
+compactionModel = "m-small"
 [tools]
 approvalMode = "yolo"
 exclude = ["web_fetch", "run_shell_command"]
@@ -220,7 +223,8 @@ trace = true
 					MaxToolCallsPerTurn: 7, MaxToolCallsPerTurnExplicit: true, SkipLoopDetection: false, MaxRetries: 0,
 					RequestTimeout: 30 * time.Second, MaxTokens: 4096, Temperature: &zero,
 					Script: filepath.Join(dir, "scripts", "turns.json"), SystemPrompt: "be brief",
-					Models: []string{"m-large", "m-small"}, ContextWindow: 65536},
+					Models: []string{"m-large", "m-small"}, ContextWindow: 65536,
+					ContextWindows: map[string]int{"m-large": 200000, "m-small": 32768}, CompactThreshold: 0.7, CompactionModel: "m-small"},
 				Tools: ToolsConfig{ApprovalMode: ApprovalYolo, Exclude: []string{"web_fetch", "run_shell_command"},
 					ShellTimeout: 90 * time.Second, MaxOutputBytes: 1024, RepeatedToolFailureGuard: GuardWarn},
 				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state")},

@@ -78,6 +78,10 @@ var fields = []*field{
 	stringListField("model", "models", func(c *Config) *[]string { return &c.Model.Models },
 		nil, "", ""),
 	intField("model", "contextWindow", 0, func(c *Config) *int { return &c.Model.ContextWindow },
+		nil, "context-window", "context window of the model in tokens (default: known model table, else 131072)"),
+	contextWindowsField(),
+	compactThresholdField(),
+	stringField("model", "compactionModel", func(c *Config) *string { return &c.Model.CompactionModel },
 		nil, "", ""),
 	intField("model", "maxTokens", 0, func(c *Config) *int { return &c.Model.MaxTokens },
 		nil, "", ""),
@@ -477,4 +481,103 @@ func quote(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// compactThresholdField is model.compactThreshold: a fraction in (0, 1].
+func compactThresholdField() *field {
+	return &field{
+		table: "model", name: "compactThreshold",
+		decode: func(c *Config, raw any, fromText bool, _ resolver) error {
+			var t float64
+			switch v := raw.(type) {
+			case float64:
+				t = v
+			case int64:
+				t = float64(v)
+			case string:
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if !fromText || err != nil {
+					return typeErr("a number", raw)
+				}
+				t = f
+			default:
+				return typeErr("a number", raw)
+			}
+			if math.IsNaN(t) || t <= 0 || t > 1 {
+				return fmt.Errorf("must be greater than 0 and at most 1, got %s", rawText(t))
+			}
+			c.Model.CompactThreshold = t
+			return nil
+		},
+		encode: func(c *Config) (string, bool) {
+			s := strconv.FormatFloat(c.Model.CompactThreshold, 'f', -1, 64)
+			if !strings.Contains(s, ".") {
+				s += ".0"
+			}
+			return s, true
+		},
+	}
+}
+
+// contextWindowsField is model.contextWindows: a table of model id →
+// window in tokens (TOML `contextWindows = { "gpt-4o" = 128000 }`), or
+// "id=tokens,id=tokens" from the environment or a flag.
+func contextWindowsField() *field {
+	return &field{
+		table: "model", name: "contextWindows",
+		decode: func(c *Config, raw any, fromText bool, _ resolver) error {
+			out := map[string]int{}
+			set := func(id string, v any, text bool) error {
+				n, ok := integral(v, text)
+				if !ok {
+					return fmt.Errorf("model %q: %w", id, typeErr("an integer", v))
+				}
+				if n < 1 {
+					return fmt.Errorf("model %q: must be at least 1, got %d", id, n)
+				}
+				out[id] = n
+				return nil
+			}
+			switch v := raw.(type) {
+			case map[string]any:
+				for id, w := range v {
+					if err := set(id, w, false); err != nil {
+						return err
+					}
+				}
+			case string:
+				if !fromText {
+					return typeErr("a table of model ids to token counts", raw)
+				}
+				for part := range strings.SplitSeq(v, ",") {
+					if part = strings.TrimSpace(part); part == "" {
+						continue
+					}
+					id, n, ok := strings.Cut(part, "=")
+					if !ok || strings.TrimSpace(id) == "" {
+						return fmt.Errorf("%q: want model=tokens", part)
+					}
+					if err := set(strings.TrimSpace(id), strings.TrimSpace(n), true); err != nil {
+						return err
+					}
+				}
+			default:
+				return typeErr("a table of model ids to token counts", raw)
+			}
+			c.Model.ContextWindows = out
+			return nil
+		},
+		encode: func(c *Config) (string, bool) {
+			ids := make([]string, 0, len(c.Model.ContextWindows))
+			for id := range c.Model.ContextWindows {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			parts := make([]string, len(ids))
+			for i, id := range ids {
+				parts[i] = quote(id) + " = " + strconv.Itoa(c.Model.ContextWindows[id])
+			}
+			return "{" + strings.Join(parts, ", ") + "}", true
+		},
+	}
 }

@@ -53,8 +53,17 @@ type Options struct {
 	SystemPrompt string
 	MaxTokens    int
 	Temperature  *float64
-	// ContextWindow is the `size` of usage_update; 0 means 131072.
+	// ContextWindow is the window of Model in tokens; 0 takes it from the
+	// known-model table (contextmgr.KnownWindow), else 131072.
 	ContextWindow int
+	// ContextWindows are the windows of other models (the selector's); a
+	// model not listed gets its known or default window.
+	ContextWindows map[string]int
+	// CompactThreshold is the fraction of the window at which the history
+	// is compacted before a request (0: contextmgr.DefaultThreshold).
+	CompactThreshold float64
+	// CompactionModel answers summary requests; "" uses the session's model.
+	CompactionModel string
 
 	// Cap is the per-turn tool-call cap (Explicit from config provenance).
 	Cap loopdetect.Cap
@@ -111,9 +120,6 @@ func NewManager(client acp.Client, opts Options) *Manager {
 	}
 	if opts.ApprovalMode == "" {
 		opts.ApprovalMode = ModeDefault
-	}
-	if opts.ContextWindow <= 0 {
-		opts.ContextWindow = 131072
 	}
 	opts.FailureGuard = loopdetect.ResolveFailureMode(string(opts.FailureGuard))
 	if opts.Version == "" {

@@ -34,6 +34,8 @@ type Session struct {
 	toolSeq            int
 	// msgCache keeps the wire encoding of history already sent to the model.
 	msgCache model.MessageCache
+	// cm is the context accounting and compaction state (compact.go).
+	cm compactState
 	// title is what the editor shows for the session: set from the first
 	// prompt (announced with session_info_update) or the transcript.
 	title string

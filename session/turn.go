@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -27,6 +28,9 @@ type turn struct {
 	// recErr is the first transcript write that failed in this turn; the
 	// turn stops at its next step and answers -32603 naming it.
 	recErr error
+	// start is the index of the turn's prompt in the history (moved by a
+	// compaction; -1 outside a prompt turn).
+	start int
 }
 
 // loopError is the foreground rejection of a loop-stopped turn (§8): the
@@ -65,7 +69,7 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 		msg.Content = loopdetect.LoopDetectedContextMessage + "\n\n" + msg.Content
 		s.pendingLoopContext = false
 	}
-	turnStart := len(s.history)
+	t.start = len(s.history)
 	s.history = append(s.history, msg)
 	if s.title == "" {
 		// Editors list sessions by title: announce the one session/list
@@ -85,7 +89,7 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 		if ctx.Err() != nil {
 			return cancelled, nil
 		}
-		res, err := t.stream(ctx)
+		res, err := t.request(ctx)
 		if ctx.Err() != nil {
 			// The response stays in history, and its calls, which will
 			// never run, are answered as cancelled (with their frames, sent
@@ -97,6 +101,11 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 			return cancelled, nil
 		}
 		if err != nil {
+			var ae *acp.Error
+			if errors.As(err, &ae) {
+				s.log.Error("prompt failed", "err", err)
+				return nil, ae
+			}
 			s.log.Error("model request failed", "err", err)
 			return nil, s.modelError(err)
 		}
@@ -113,7 +122,8 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 				// ACP: after a refusal, the prompt and everything after it
 				// is left out of the next prompt. The transcript rebuilds
 				// the history the same way (store.Transcript.Messages).
-				s.history = s.history[:turnStart]
+				s.history = s.history[:t.start]
+				s.cm.acct.Reset()
 				s.pendingLoopContext = hadLoopContext
 				return &acp.PromptResponse{StopReason: acp.StopRefusal}, nil
 			}
@@ -146,6 +156,31 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
 		}
 	}
+}
+
+// request runs one model request of the turn: the history is compacted
+// first when it would cross the threshold, and a provider refusal of the
+// request as too long compacts and retries once.
+func (t *turn) request(ctx context.Context) (streamResult, error) {
+	s := t.s
+	if err := t.fit(ctx, "auto"); err != nil {
+		return streamResult{}, err
+	}
+	res, err := t.stream(ctx)
+	if err == nil || ctx.Err() != nil || !model.IsContextOverflow(err) {
+		return res, err
+	}
+	s.log.Warn("the provider refused the request as too long; compacting and retrying once", "err", err)
+	// The refused request was at least the window; the provider may say how large.
+	s.cm.acct.Observe(max(model.OverflowTokens(err), s.window()+1))
+	if err := t.fit(ctx, "overflow"); err != nil {
+		return res, err
+	}
+	res, err = t.stream(ctx)
+	if err != nil && ctx.Err() == nil && model.IsContextOverflow(err) {
+		return res, contextOverflowError("the model refused the conversation as too long even after compaction: " + err.Error())
+	}
+	return res, err
 }
 
 // streamResult is one model response after its stream ended.
@@ -224,6 +259,8 @@ func (t *turn) stream(ctx context.Context) (streamResult, error) {
 		Temperature: s.m.opts.Temperature,
 		Cache:       &s.msgCache,
 	}
+	s.used() // the accounting knows what this request carries
+	s.cm.acct.Sent()
 	var r streamResult
 	var text, reasoning strings.Builder
 	var usage *model.Usage
@@ -257,13 +294,14 @@ func (t *turn) stream(ctx context.Context) (streamResult, error) {
 	}
 	r.text, r.reasoning = text.String(), reasoning.String()
 	if usage != nil {
+		s.cm.acct.Observe(usage.PromptTokens)
 		used := usage.TotalTokens
 		if used == 0 {
 			used = usage.PromptTokens + usage.CompletionTokens
 		}
 		u := store.Usage{
 			PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, TotalTokens: usage.TotalTokens,
-			Used: uint64(max(used, 0)), Size: uint64(s.m.opts.ContextWindow),
+			Used: uint64(max(used, 0)), Size: uint64(s.window()),
 		}
 		t.rec(store.Record{Kind: store.KindUsage, Usage: &u})
 		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateUsage, Used: u.Used, Size: u.Size})

@@ -87,13 +87,16 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 	}
 	exclude := cfg.Tools.Exclude
 	return session.Options{
-		Provider:      prov,
-		Model:         cfg.Model.Name,
-		Models:        cfg.Model.Models,
-		ContextWindow: cfg.Model.ContextWindow,
-		SystemPrompt:  cfg.Model.SystemPrompt,
-		MaxTokens:     cfg.Model.MaxTokens,
-		Temperature:   cfg.Model.Temperature,
+		Provider:         prov,
+		Model:            cfg.Model.Name,
+		Models:           cfg.Model.Models,
+		ContextWindow:    cfg.Model.ContextWindow,
+		ContextWindows:   cfg.Model.ContextWindows,
+		CompactThreshold: cfg.Model.CompactThreshold,
+		CompactionModel:  cfg.Model.CompactionModel,
+		SystemPrompt:     cfg.Model.SystemPrompt,
+		MaxTokens:        cfg.Model.MaxTokens,
+		Temperature:      cfg.Model.Temperature,
 		Cap: loopdetect.Cap{Max: cfg.Model.MaxToolCallsPerTurn, Explicit: cfg.Model.MaxToolCallsPerTurnExplicit,
 			StuckWindow: cfg.Model.StuckWindow},
 		SkipLoopDetection: cfg.Model.SkipLoopDetection,
