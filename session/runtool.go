@@ -233,8 +233,8 @@ func nameOr(n string) string {
 // writes. Unknown shell commands are not blocked; they must be confirmed.
 func planBlocked(c tools.Confirmation) bool {
 	switch c.Kind {
-	case tools.ConfirmNone, tools.ConfirmInfo:
-		return false
+	case tools.ConfirmNone, tools.ConfirmInfo, tools.ConfirmFetch:
+		return false // web_fetch reads; it still asks in plan mode
 	case tools.ConfirmExec:
 		return c.Shell == tools.ShellWrite
 	}
@@ -262,7 +262,7 @@ func (s *Session) needsConfirmation(mode string, c tools.Confirmation) bool {
 	}
 	switch mode {
 	case ModeAutoEdit:
-		return c.Kind == tools.ConfirmExec || c.Kind == tools.ConfirmMCP
+		return c.Kind == tools.ConfirmExec || c.Kind == tools.ConfirmMCP || c.Kind == tools.ConfirmFetch
 	case ModePlan:
 		return !(c.Kind == tools.ConfirmExec && c.Shell == tools.ShellReadOnly)
 	}
@@ -290,6 +290,11 @@ func permissionOptions(c tools.Confirmation) []acp.PermissionOption {
 	case tools.ConfirmEdit:
 		return []acp.PermissionOption{
 			{OptionID: optProceedAlways, Name: "Allow All Edits", Kind: acp.AllowAlways}, allow, reject,
+		}
+	case tools.ConfirmFetch:
+		// "Always" is remembered for the host, for the session.
+		return []acp.PermissionOption{
+			{OptionID: optProceedAlways, Name: "Always Allow fetching from " + c.Label, Kind: acp.AllowAlways}, allow, reject,
 		}
 	case tools.ConfirmInfo:
 		return []acp.PermissionOption{

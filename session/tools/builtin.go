@@ -25,6 +25,7 @@ func Builtin() []Tool {
 		&runShellCommandTool{runShellCommandSpec},
 		&todoWriteTool{todoWriteSpec},
 		&exitPlanModeTool{exitPlanModeSpec},
+		&webFetchTool{webFetchSpec},
 	}
 }
 

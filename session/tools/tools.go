@@ -31,6 +31,9 @@ type Env struct {
 	ShellTimeout time.Duration
 	// MaxOutputBytes truncates large outputs (with a note saying how much was cut).
 	MaxOutputBytes int
+	// WebFetch tunes web_fetch (limits, and test hooks for the resolver
+	// and dialer); nil uses the defaults.
+	WebFetch *WebFetchOptions
 	// Update sends an intermediate tool_call_update for the running call
 	// (the host fills ToolCallID); e.g. to embed a terminal. May be nil.
 	Update func(ctx context.Context, u acp.ToolCallUpdate) error

@@ -20,7 +20,7 @@ func TestBuiltin_NamesKindsAndSchemas(t *testing.T) {
 		NameReadFile: acp.KindRead, NameWriteFile: acp.KindEdit, NameEdit: acp.KindEdit,
 		NameListDirectory: acp.KindSearch, NameGlob: acp.KindSearch, NameGrepSearch: acp.KindSearch,
 		NameRunShellCommand: acp.KindExecute, NameTodoWrite: acp.KindThink,
-		NameExitPlanMode: acp.KindSwitchMode,
+		NameExitPlanMode: acp.KindSwitchMode, NameWebFetch: acp.KindFetch,
 	}
 	specs := NewBuiltinRegistry(nil).Specs()
 	require.Len(t, specs, len(want))
@@ -76,6 +76,10 @@ func TestBuild_SchemaErrorsNameTheParameter(t *testing.T) {
 		{NameExitPlanMode, `{"plan": ""}`, []string{"params/plan"}},
 		{NameExitPlanMode, `{"plan": "  \n "}`, []string{"params/plan"}},
 		{NameExitPlanMode, `{"plan": 3}`, []string{"params/plan", "string"}},
+		{NameWebFetch, `{"url": "https://example.com"}`, []string{"web_fetch", "prompt"}},
+		{NameWebFetch, `{"prompt": "p"}`, []string{"web_fetch", "url"}},
+		{NameWebFetch, `{"url": "", "prompt": "p"}`, []string{"params/url"}},
+		{NameWebFetch, `{"url": "https://example.com", "prompt": 1}`, []string{"params/prompt", "string"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool+" "+tt.args, func(t *testing.T) {
