@@ -11,12 +11,10 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/sourcegraph/jsonrpc2 v0.2.3
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/net v0.55.0
 )
 
-require (
-	github.com/JohannesKaufmann/dom v0.3.1 // indirect
-	golang.org/x/net v0.55.0 // indirect
-)
+require github.com/JohannesKaufmann/dom v0.3.1 // indirect
 
 require (
 	github.com/google/jsonschema-go v0.4.3 // indirect

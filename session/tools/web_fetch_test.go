@@ -103,6 +103,15 @@ func TestWebFetch_TextAndJSONPassThroughBinaryRefused(t *testing.T) {
 		case "/nul":
 			w.Header().Set("Content-Type", "text/plain")
 			_, _ = w.Write([]byte("text\x00with a NUL"))
+		case "/latin1":
+			w.Header().Set("Content-Type", "text/html; charset=iso-8859-1")
+			_, _ = w.Write([]byte("<p>caf\xe9</p>"))
+		case "/meta":
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = w.Write([]byte("<html><head><meta charset=\"windows-1252\"></head><body><p>na\xefve \x93quoted\x94</p></body></html>"))
+		case "/latin1.txt":
+			w.Header().Set("Content-Type", "text/plain; charset=latin1")
+			_, _ = w.Write([]byte("gar\xe7on\n"))
 		case "/404":
 			http.NotFound(w, r)
 		}
@@ -115,6 +124,15 @@ func TestWebFetch_TextAndJSONPassThroughBinaryRefused(t *testing.T) {
 	res = fetch(t, env, srv.URL+"/t")
 	require.NoError(t, res.Err)
 	assert.True(t, strings.HasSuffix(res.LLMContent, "\n\n<b>not html</b>\n"), res.LLMContent)
+	res = fetch(t, env, srv.URL+"/latin1")
+	require.NoError(t, res.Err)
+	assert.True(t, strings.HasSuffix(res.LLMContent, "\n\ncafé"), res.LLMContent)
+	res = fetch(t, env, srv.URL+"/meta")
+	require.NoError(t, res.Err)
+	assert.True(t, strings.HasSuffix(res.LLMContent, "\n\nnaïve “quoted”"), res.LLMContent)
+	res = fetch(t, env, srv.URL+"/latin1.txt")
+	require.NoError(t, res.Err)
+	assert.True(t, strings.HasSuffix(res.LLMContent, "\n\ngarçon\n"), res.LLMContent)
 	for _, p := range []string{"/png", "/sniff", "/nul"} {
 		res = fetch(t, env, srv.URL+p)
 		require.Error(t, res.Err, p)
