@@ -185,6 +185,28 @@ func (t *CapTracker) HaltReason() CapReason {
 	return TurnToolCallCapReason(t.total, t.StuckRepeat(), t.cap)
 }
 
+// RecordBatch is the daemon guard's per-batch decision
+// (recordDaemonToolCalls, loop-detection.md §7.2): it counts every call of
+// one model response (keys are their repeat keys) before any runs, then
+// checks once: the cap first, then, unless skipLoopDetection, the global
+// duplicate (one key GlobalDuplicateThreshold times in the whole turn). A
+// non-empty loop type means the whole batch is skipped and the turn stops;
+// the cap reason is set for LoopTurnToolCallCap. The daemon and `acpd stats`
+// replaying a transcript both decide through it.
+func (t *CapTracker) RecordBatch(keys []string, skipLoopDetection bool) (LoopType, CapReason) {
+	for _, k := range keys {
+		t.ObserveKey(k)
+	}
+	t.AddCalls(len(keys))
+	if r := t.HaltReason(); r != "" {
+		return LoopTurnToolCallCap, r
+	}
+	if !skipLoopDetection && t.maxRepeat >= GlobalDuplicateThreshold {
+		return LoopGlobalToolCallDuplicate, ""
+	}
+	return "", ""
+}
+
 // Finished commits the current total as the rollback floor: a model
 // response completed, so its calls stay counted even if a later one retries.
 func (t *CapTracker) Finished() { t.committed = t.total }

@@ -73,6 +73,33 @@ func (w *keySink) toolName(name string) {
 // rawJSON parses args and writes their canonical form.
 func (w *keySink) rawJSON(args []byte) error {
 	var p jsonParser
+	return w.rawJSONWith(&p, args)
+}
+
+// RepeatKeyer computes ToolCallRepeatKeyJSON keys reusing its parse and
+// hash buffers, for a caller that keys many calls in a row (`acpd stats`
+// re-keying recorded turns): the one-shot function's buffers escape to the
+// heap on every call. The zero value is ready; a RepeatKeyer is not safe
+// for concurrent use.
+type RepeatKeyer struct {
+	w keySink
+	p jsonParser
+}
+
+// KeyJSON is ToolCallRepeatKeyJSON.
+func (k *RepeatKeyer) KeyJSON(toolName string, args []byte) (string, error) {
+	w := &k.w
+	w.h = nil
+	w.buf = w.arr[:0]
+	w.toolName(toolName)
+	if err := w.rawJSONWith(&k.p, args); err != nil {
+		return "", err
+	}
+	return w.sum(), nil
+}
+
+// rawJSONWith is rawJSON with the caller's parser.
+func (w *keySink) rawJSONWith(p *jsonParser, args []byte) error {
 	p.init(args)
 	p.skipSpace()
 	if p.pos == len(args) {
@@ -243,6 +270,7 @@ type jsonParser struct {
 
 func (p *jsonParser) init(src []byte) {
 	p.src = src
+	p.pos = 0
 	p.nodes = p.nodeBuf[:0]
 	p.members = p.memberBuf[:0]
 	p.stackM = p.stackMBuf[:0]

@@ -94,6 +94,20 @@ func TestToolCallRepeatKeyJSON_Golden(t *testing.T) {
 	}
 }
 
+// One RepeatKeyer reused over every golden case (big and small, errors in
+// between) gives the one-shot function's keys.
+func TestRepeatKeyer_Golden(t *testing.T) {
+	var k RepeatKeyer
+	for i, c := range loadGolden(t) {
+		args := c.argBytes(t)
+		got, err := k.KeyJSON(c.Name, args)
+		require.NoError(t, err, "case %d", i)
+		assert.Equal(t, c.Key, got, "case %d", i)
+		_, err = k.KeyJSON("t", []byte(`{"a":1,}`))
+		require.Error(t, err)
+	}
+}
+
 var loneSurrogateEscape = regexp.MustCompile(`(?i)\\ud[89a-f]`)
 
 // TestToolCallRepeatKey_GoldenDecoded checks the decoded-value entry point

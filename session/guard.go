@@ -139,27 +139,24 @@ func (g *guard) recordBatch(keys, names []string) bool {
 		return true
 	}
 	for i, k := range keys {
-		g.cap.ObserveKey(k)
 		if i < len(names) {
 			if _, ok := g.keyNames[k]; !ok {
 				g.keyNames[k] = names[i]
 			}
 		}
 	}
-	g.cap.AddCalls(len(keys))
-	if r := g.cap.HaltReason(); r != "" {
+	lt, r := g.cap.RecordBatch(keys, g.skipLoop)
+	switch lt {
+	case loopdetect.LoopTurnToolCallCap:
 		f := g.currentFacts(r)
 		if r == loopdetect.CapStuck {
 			f.repeatedTool, f.repeatCount = g.repeated()
 		}
-		return g.latch(loopdetect.LoopTurnToolCallCap, f,
-			fmt.Sprintf("Stopping ACP turn after %d tool calls in one turn.", g.cap.Total()))
-	}
-	if !g.skipLoop && g.cap.MaxKeyRepeat() >= loopdetect.GlobalDuplicateThreshold {
+		return g.latch(lt, f, fmt.Sprintf("Stopping ACP turn after %d tool calls in one turn.", g.cap.Total()))
+	case loopdetect.LoopGlobalToolCallDuplicate:
 		f := g.currentFacts("")
 		f.repeatedTool, f.repeatCount = g.repeated()
-		return g.latch(loopdetect.LoopGlobalToolCallDuplicate, f,
-			fmt.Sprintf("Stopping ACP turn after the same tool call repeated %d times.", g.cap.MaxKeyRepeat()))
+		return g.latch(lt, f, fmt.Sprintf("Stopping ACP turn after the same tool call repeated %d times.", g.cap.MaxKeyRepeat()))
 	}
 	return false
 }

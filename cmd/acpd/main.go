@@ -83,6 +83,7 @@ func commands() map[string]command {
 		"config": {summary: "print the effective configuration with each value's source", run: cmdConfig},
 		"doctor": doctorCommand(),
 		"run":    runCommand(),
+		"stats":  statsCommand(),
 	}
 }
 

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/acpd/acpd/config"
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/stats"
+)
+
+// statsFlags are `acpd stats`'s own flags; the what-if settings are the
+// global config flags --max-tool-calls-per-turn, --skip-loop-detection and
+// --stuck-window, plus --explicit.
+type statsFlags struct {
+	session, since, cwd, format string
+	explicit                    bool
+}
+
+var statsOpts statsFlags
+
+func statsCommand() command {
+	return command{
+		summary: "one row per prompt turn from the transcripts in session.dataDir; --max-tool-calls-per-turn, --explicit, --skip-loop-detection, --stuck-window replay the loop guard (what-if)",
+		run:     cmdStats,
+		flags: func(fs *flag.FlagSet) {
+			statsOpts = statsFlags{}
+			fs.StringVar(&statsOpts.session, "session", "", "only these sessions (comma-separated ids)")
+			fs.StringVar(&statsOpts.since, "since", "", "only turns started since: RFC 3339 time, YYYY-MM-DD, or an age such as 36h or 7d")
+			fs.StringVar(&statsOpts.cwd, "cwd", "", "only sessions whose working directory is this folder or inside it")
+			fs.StringVar(&statsOpts.format, "format", stats.FormatTable, "output format: table, json or csv")
+			fs.BoolVar(&statsOpts.explicit, "explicit", false, "what-if: make the cap a hard cap (default: adaptive, unless a config file or the environment sets it)")
+		},
+		help: func(w io.Writer, fs *flag.FlagSet) {
+			fmt.Fprint(w, `Usage: acpd stats [flags]
+
+Reads the session transcripts in session.dataDir (read-only; safe while acpd runs) and prints one row per
+prompt turn: tool calls, distinct (tool, args) calls, the highest repeat of one call, the longest same-tool
+streak, the outcome (loop type and cap reason for loop stops) and the duration; then a summary.
+
+What-if replay: given any of --max-tool-calls-per-turn N, --explicit, --skip-loop-detection=false or
+--stuck-window W, the loop guard is re-run over every recorded turn, batch by batch as the daemon counts, with
+the configuration changed by those flags, and the turns whose outcome would change are listed with the call at
+which they would stop (or go on) and why. A cap given on this command line is adaptive unless --explicit.
+
+Flags:
+`)
+			fs.PrintDefaults()
+		},
+	}
+}
+
+func cmdStats(_ context.Context, a *app) int {
+	o := stats.Options{DataDir: a.cfg.Session.DataDir, Cwd: statsOpts.cwd}
+	switch statsOpts.format {
+	case stats.FormatTable, stats.FormatJSON, stats.FormatCSV:
+	default:
+		fmt.Fprintf(a.stderr, "acpd stats: --format must be table, json or csv, got %q\n", statsOpts.format)
+		return exitUsage
+	}
+	if statsOpts.session != "" {
+		for _, s := range strings.Split(statsOpts.session, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				o.Sessions = append(o.Sessions, s)
+			}
+		}
+	}
+	if statsOpts.since != "" {
+		t, err := parseSince(statsOpts.since, time.Now())
+		if err != nil {
+			fmt.Fprintf(a.stderr, "acpd stats: --since: %v\n", err)
+			return exitUsage
+		}
+		o.Since = t
+	}
+	whatIf := statsOpts.explicit
+	a.flags.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "max-tool-calls-per-turn", "skip-loop-detection", "stuck-window":
+			whatIf = true
+		}
+	})
+	if whatIf {
+		m := a.cfg.Model
+		k := a.src.Of("model.maxToolCallsPerTurn").Kind
+		o.WhatIf = &stats.Settings{
+			Cap: loopdetect.Cap{Max: m.MaxToolCallsPerTurn, StuckWindow: m.StuckWindow,
+				Explicit: statsOpts.explicit || k == config.SourceFile || k == config.SourceEnv},
+			SkipLoopDetection: m.SkipLoopDetection,
+		}
+	}
+	// The turns kept for the table are most of the live heap (~200 bytes
+	// each); a soft limit makes the collector work harder near it rather
+	// than let the heap double, so 1,000,000 tool calls in 100,000 turns
+	// stay well under 100 MB (README, Benchmarks).
+	debug.SetMemoryLimit(64 << 20)
+	rep, err := stats.Collect(o)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "acpd stats: %v\n", err)
+		if strings.Contains(err.Error(), "--session") {
+			return exitUsage
+		}
+		return exitError
+	}
+	if err := rep.Write(a.stdout, statsOpts.format); err != nil {
+		fmt.Fprintf(a.stderr, "acpd stats: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// parseSince reads an RFC 3339 time, a date (midnight UTC), or an age
+// before now (a Go duration, or N followed by d for days).
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("want an RFC 3339 time, YYYY-MM-DD, or an age such as 36h or 7d, got %q", s)
+}

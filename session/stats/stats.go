@@ -1,0 +1,654 @@
+// Package stats reads session transcripts and describes every prompt turn
+// the way the adaptive cap's design document did for three turns: tool
+// calls, distinct (tool, args) keys, the highest repeat of one key, the
+// longest same-name streak, the outcome (with the loop type and the cap
+// rule that fired) and the duration. It can also replay the daemon's loop
+// guard — package loopdetect's own CapTracker.RecordBatch, batch by batch
+// as the daemon counts — over each recorded turn under other settings and
+// report the turns whose outcome would change. `acpd stats` is its
+// command-line face.
+//
+// It reads through store.Scanner: read-only, no locks, safe while daemons
+// write the same files.
+package stats
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	segjson "github.com/segmentio/encoding/json"
+
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/store"
+)
+
+// Settings are the guard settings a what-if replay runs with.
+type Settings struct {
+	Cap               loopdetect.Cap `json:"cap"`
+	SkipLoopDetection bool           `json:"skipLoopDetection"`
+}
+
+// Options select the turns and the replay.
+type Options struct {
+	// DataDir is session.dataDir (transcripts are in DataDir/sessions).
+	DataDir string
+	// Sessions keeps only these session ids (none: every session).
+	Sessions []string
+	// Since keeps turns that started at or after it (zero: all).
+	Since time.Time
+	// Cwd keeps sessions whose working directory is Cwd or inside it.
+	Cwd string
+	// WhatIf, when set, replays every turn under these settings.
+	WhatIf *Settings
+	// Workers read sessions in parallel; 0 means GOMAXPROCS.
+	Workers int
+}
+
+// Turn is one prompt turn of one session.
+type Turn struct {
+	Session string    `json:"session"`
+	Turn    int       `json:"turn"` // 1-based, in the session's order
+	Cwd     string    `json:"cwd"`
+	Start   time.Time `json:"start"`
+	// Duration is from the prompt record to the turn_end record (0 for a
+	// turn that never ended).
+	Duration time.Duration `json:"-"`
+	// ToolCalls counts the calls the daemon's guard counted: every call the
+	// model asked for, less provider replays answered as duplicates.
+	ToolCalls    int `json:"toolCalls"`
+	DistinctKeys int `json:"distinctKeys"`
+	// MaxRepeat is the highest count of one (tool, args) repeat key, and
+	// MaxRepeatTool that key's tool.
+	MaxRepeat     int    `json:"maxRepeat"`
+	MaxRepeatTool string `json:"maxRepeatTool,omitempty"`
+	// MaxNameStreak is the longest run of consecutive calls to one tool.
+	MaxNameStreak int    `json:"maxNameStreak"`
+	StreakTool    string `json:"streakTool,omitempty"`
+	// Outcome is the stop reason (end_turn, cancelled, max_tokens, refusal,
+	// …), "loop" for a loop stop, "error" for another error, "incomplete"
+	// for a turn without a turn_end record (running, or acpd died).
+	Outcome   string `json:"outcome"`
+	LoopType  string `json:"loopType,omitempty"`
+	CapReason string `json:"capReason,omitempty"`
+	// WhatIf is set when a replay changes the outcome.
+	WhatIf *Change `json:"whatIf,omitempty"`
+}
+
+// call is one recorded call.
+type call struct{ key, name string }
+
+// turnCalls are the calls of the turn being read, flat, with the end of
+// each batch (model response) in ends; the reader reuses them turn after
+// turn.
+type turnCalls struct {
+	calls []call
+	ids   []uint64 // hashes of the calls' toolCallIds
+	ends  []int
+}
+
+func (tc *turnCalls) reset() {
+	tc.calls, tc.ids, tc.ends = tc.calls[:0], tc.ids[:0], tc.ends[:0]
+}
+
+// dropReplays removes the calls answered as provider replays, which the
+// guard never counted; a batch left empty stays, as the guard saw it.
+func (tc *turnCalls) dropReplays(dups map[uint64]bool) {
+	if len(dups) == 0 {
+		return
+	}
+	n, start := 0, 0
+	for bi, end := range tc.ends {
+		for i := start; i < end; i++ {
+			if !dups[tc.ids[i]] {
+				tc.calls[n], tc.ids[n] = tc.calls[i], tc.ids[i]
+				n++
+			}
+		}
+		start = end
+		tc.ends[bi] = n
+	}
+	tc.calls, tc.ids = tc.calls[:n], tc.ids[:n]
+}
+
+// OutcomeText is the outcome with the loop type and cap reason:
+// "end_turn", "turn_tool_call_cap/stuck", "global_tool_call_duplicate".
+func (t *Turn) OutcomeText() string {
+	if t.Outcome != "loop" {
+		return t.Outcome
+	}
+	if t.CapReason != "" {
+		return t.LoopType + "/" + t.CapReason
+	}
+	return t.LoopType
+}
+
+// stoppedByGuard reports whether the turn ended in a stop the per-batch
+// guard decides (the cap or the global duplicate), which a replay can
+// reproduce; the other loop stops happen while a batch runs.
+func (t *Turn) stoppedByGuard() bool {
+	return t.Outcome == "loop" && (t.LoopType == string(loopdetect.LoopTurnToolCallCap) ||
+		t.LoopType == string(loopdetect.LoopGlobalToolCallDuplicate))
+}
+
+// Change is how a replay's outcome differs from the recorded one.
+type Change struct {
+	// Stops is true when the replay stops the turn, false when it lets a
+	// recorded stop through.
+	Stops     bool   `json:"stops"`
+	LoopType  string `json:"loopType,omitempty"`
+	CapReason string `json:"capReason,omitempty"`
+	// AtCall is the turn's counted total when the replay stops (its batch
+	// included), or for a stop let through, the recorded stop's total.
+	AtCall int `json:"atCall"`
+	// Why says what the replay saw.
+	Why string `json:"why"`
+}
+
+// Outcome is the replay's outcome in OutcomeText's form.
+func (c *Change) Outcome() string {
+	if !c.Stops {
+		return "continues"
+	}
+	if c.CapReason != "" {
+		return c.LoopType + "/" + c.CapReason
+	}
+	return c.LoopType
+}
+
+// Summary describes all selected turns.
+type Summary struct {
+	Sessions  int `json:"sessions"`
+	Turns     int `json:"turns"`
+	ToolCalls int `json:"toolCalls"`
+	// Calls-per-turn percentiles (nearest rank) and maximum.
+	P50 int `json:"p50"`
+	P90 int `json:"p90"`
+	P99 int `json:"p99"`
+	Max int `json:"max"`
+	// TurnsPast100 counts turns with more than 100 counted calls.
+	TurnsPast100 int `json:"turnsPast100"`
+	// Outcomes counts turns by OutcomeText.
+	Outcomes map[string]int `json:"outcomes"`
+	// MaxRepeatEndTurn is the distribution of MaxRepeat over the turns that
+	// ended normally (end_turn): max repeat -> turns.
+	MaxRepeatEndTurn map[int]int `json:"maxRepeatEndTurn"`
+	// WhatIf summarises a replay.
+	WhatIf *WhatIfSummary `json:"whatIf,omitempty"`
+	// Skipped counts transcript lines that could not be read (torn or damaged).
+	Skipped int `json:"skippedLines"`
+}
+
+// WhatIfSummary counts the turns a replay changes.
+type WhatIfSummary struct {
+	Settings     Settings `json:"settings"`
+	Changed      int      `json:"changed"`
+	WouldStop    int      `json:"wouldStop"`    // turns the replay stops that did not stop so
+	WouldNotStop int      `json:"wouldNotStop"` // recorded stops the replay lets through
+}
+
+// Report is what Collect returns: the turns (oldest first) and a summary.
+// The turns point into per-session blocks, so a large history is held once.
+type Report struct {
+	Turns   []*Turn `json:"turns"`
+	Summary Summary `json:"summary"`
+}
+
+// Collect reads the transcripts in opts.DataDir and describes their turns.
+func Collect(opts Options) (*Report, error) {
+	ids, err := store.SessionIDs(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts.Sessions) > 0 {
+		want := map[string]bool{}
+		for _, s := range opts.Sessions {
+			if err := store.ValidateID(s); err != nil {
+				return nil, fmt.Errorf("--session: %w", err)
+			}
+			want[s] = true
+		}
+		ids = slices.DeleteFunc(ids, func(id string) bool { return !want[id] })
+	}
+	cwd := ""
+	if opts.Cwd != "" {
+		abs, err := filepath.Abs(opts.Cwd)
+		if err != nil {
+			return nil, fmt.Errorf("--cwd: %w", err)
+		}
+		cwd = filepath.Clean(abs)
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	type result struct {
+		turns   []Turn
+		skipped int
+		err     error
+	}
+	results := make([]result, len(ids))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, max(len(ids), 1)) {
+		wg.Go(func() {
+			r := newReader(opts.WhatIf)
+			for i := range next {
+				turns, skipped, err := r.session(opts.DataDir, ids[i])
+				if cwd != "" {
+					turns = slices.DeleteFunc(turns, func(t Turn) bool { return !within(t.Cwd, cwd) })
+				}
+				if !opts.Since.IsZero() {
+					turns = slices.DeleteFunc(turns, func(t Turn) bool { return t.Start.Before(opts.Since) })
+				}
+				results[i] = result{turns, skipped, err}
+			}
+		})
+	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	rep := &Report{}
+	n := 0
+	for _, r := range results {
+		n += len(r.turns)
+	}
+	rep.Turns = make([]*Turn, 0, n)
+	sessions := 0
+	for i := range results {
+		r := &results[i]
+		if r.err != nil {
+			if errors.Is(r.err, store.ErrNotFound) {
+				continue // deleted while we read
+			}
+			return nil, fmt.Errorf("session %s: %w", ids[i], r.err)
+		}
+		rep.Summary.Skipped += r.skipped
+		if len(r.turns) > 0 {
+			sessions++
+		}
+		for j := range r.turns {
+			rep.Turns = append(rep.Turns, &r.turns[j])
+		}
+	}
+	slices.SortStableFunc(rep.Turns, func(a, b *Turn) int {
+		if c := a.Start.Compare(b.Start); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Session, b.Session); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Turn, b.Turn)
+	})
+	rep.Summary.Sessions = sessions
+	rep.summarise(opts.WhatIf)
+	return rep, nil
+}
+
+// within reports whether dir is root or inside it.
+func within(dir, root string) bool {
+	dir = filepath.Clean(dir)
+	if dir == root || root == string(filepath.Separator) {
+		return true
+	}
+	return strings.HasPrefix(dir, root+string(filepath.Separator))
+}
+
+func (rep *Report) summarise(whatIf *Settings) {
+	s := &rep.Summary
+	s.Turns = len(rep.Turns)
+	s.Outcomes = map[string]int{}
+	s.MaxRepeatEndTurn = map[int]int{}
+	if whatIf != nil {
+		s.WhatIf = &WhatIfSummary{Settings: *whatIf}
+	}
+	calls := make([]int, 0, len(rep.Turns))
+	for _, t := range rep.Turns {
+		calls = append(calls, t.ToolCalls)
+		s.ToolCalls += t.ToolCalls
+		if t.ToolCalls > 100 {
+			s.TurnsPast100++
+		}
+		s.Outcomes[t.OutcomeText()]++
+		if t.Outcome == "end_turn" {
+			s.MaxRepeatEndTurn[t.MaxRepeat]++
+		}
+		if t.WhatIf != nil {
+			s.WhatIf.Changed++
+			if t.WhatIf.Stops {
+				s.WhatIf.WouldStop++
+			} else {
+				s.WhatIf.WouldNotStop++
+			}
+		}
+	}
+	slices.Sort(calls)
+	s.P50, s.P90, s.P99 = percentile(calls, 50), percentile(calls, 90), percentile(calls, 99)
+	if len(calls) > 0 {
+		s.Max = calls[len(calls)-1]
+	}
+}
+
+// percentile is the nearest-rank percentile of sorted values (0 for none).
+func percentile(sorted []int, p int) int {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 × n)
+	return sorted[max(rank, 1)-1]
+}
+
+// reader turns one session's records into turns; one per worker.
+type reader struct {
+	sc     *store.Scanner
+	whatIf *Settings
+	rec    store.Record
+	calls  []store.ToolCall
+	// names interns tool names; keys memoizes repeat keys by tool name and
+	// raw arguments within a session (a turn re-running its tests hashes
+	// the command once). Both are cleared per session.
+	names  map[string]string
+	keys   map[string]map[string]string
+	keyer  loopdetect.RepeatKeyer
+	tc     turnCalls
+	counts map[string]int
+	keyBuf []string
+	// tracker is the replay's, reset per turn.
+	tracker *loopdetect.CapTracker
+}
+
+func newReader(whatIf *Settings) *reader {
+	r := &reader{sc: store.NewScanner(), whatIf: whatIf, names: map[string]string{}, keys: map[string]map[string]string{},
+		counts: map[string]int{}}
+	if whatIf != nil {
+		r.tracker = loopdetect.NewCapTracker(whatIf.Cap)
+	}
+	return r
+}
+
+// key is recordedKey, memoized.
+func (r *reader) key(c store.ToolCall) (key, name string) {
+	name, ok := r.names[c.Name]
+	if !ok {
+		name = strings.Clone(c.Name)
+		r.names[name] = name
+	}
+	byArgs := r.keys[name]
+	if byArgs == nil {
+		byArgs = map[string]string{}
+		r.keys[name] = byArgs
+	}
+	if c.Invalid == "" {
+		if k, ok := byArgs[string(c.Arguments)]; ok {
+			return k, name
+		}
+	}
+	key = recordedKey(&r.keyer, c)
+	if c.Invalid == "" {
+		byArgs[string(c.Arguments)] = key
+	}
+	return key, name
+}
+
+var dupMarker = []byte(`"modelText":"Duplicate provider tool call id `)
+
+// session reads one transcript. Lines that do not decode are counted in
+// skipped, as store.Load skips them.
+func (r *reader) session(dataDir, id string) (turns []Turn, skipped int, err error) {
+	var (
+		cwd  string
+		cur  *Turn
+		dups map[uint64]bool // hashes of the toolCallIds answered as provider replays
+		loop *store.LoopStop
+	)
+	tc := &r.tc
+	tc.reset()
+	finish := func(end *store.Record) {
+		if cur == nil {
+			return
+		}
+		tc.dropReplays(dups)
+		clear(r.counts)
+		cur.finish(tc, r.counts, loop, end)
+		if r.whatIf != nil {
+			r.tracker.Reset()
+			cur.WhatIf = r.replay(cur, *r.whatIf)
+		}
+		turns = append(turns, *cur)
+		cur, loop = nil, nil
+		tc.reset()
+		clear(dups)
+	}
+	rec := &r.rec
+	clear(r.names)
+	clear(r.keys)
+	startTurn := func(t time.Time) {
+		finish(nil)
+		cur = &Turn{Session: id, Turn: len(turns) + 1, Cwd: cwd, Start: t}
+	}
+	addBatch := func(calls []store.ToolCall) {
+		if cur == nil {
+			return
+		}
+		for _, c := range calls {
+			var cl call
+			cl.key, cl.name = r.key(c)
+			tc.calls = append(tc.calls, cl)
+			tc.ids = append(tc.ids, idHash(c.ID))
+		}
+		tc.ends = append(tc.ends, len(tc.calls))
+	}
+	err = r.sc.ScanFile(dataDir, id, func(kind store.Kind, line []byte) error {
+		switch kind {
+		case store.KindMeta, store.KindLoopStop, store.KindTurnEnd, "":
+		case store.KindUser:
+			// Only the time: a prompt may be large.
+			t, err := store.DecodeTime(line)
+			if err != nil {
+				skipped++
+				return nil
+			}
+			startTurn(t)
+			return nil
+		case store.KindToolCalls:
+			calls, err := store.DecodeToolCalls(line, r.calls)
+			r.calls = calls
+			if err != nil {
+				skipped++
+				return nil
+			}
+			addBatch(calls)
+			return nil
+		case store.KindToolResult:
+			if !bytes.Contains(line, dupMarker) {
+				return nil
+			}
+		default:
+			return nil
+		}
+		if err := store.Decode(line, rec); err != nil {
+			skipped++
+			return nil
+		}
+		switch rec.Kind {
+		case store.KindMeta:
+			if rec.Meta.ID != id {
+				skipped++
+				return nil
+			}
+			cwd = rec.Meta.Cwd
+		case store.KindUser: // a line in another shape, decoded whole
+			startTurn(rec.T)
+		case store.KindToolCalls:
+			addBatch(rec.ToolCalls)
+		case store.KindToolResult:
+			if dups == nil {
+				dups = map[uint64]bool{}
+			}
+			if strings.HasPrefix(rec.Tool.ModelText, "Duplicate provider tool call id ") {
+				dups[idHash(rec.Tool.ToolCallID)] = true
+			}
+		case store.KindLoopStop:
+			if cur != nil {
+				l := *rec.Loop
+				loop = &l
+			}
+		case store.KindTurnEnd:
+			end := *rec
+			finish(&end)
+		}
+		return nil
+	})
+	finish(nil)
+	if cap(turns) > len(turns) {
+		// Kept until the report is printed: exactly sized.
+		turns = slices.Clone(turns)
+	}
+	// Turn numbers count every turn of the session, kept or not.
+	return turns, skipped, err
+}
+
+// idHash is FNV-1a of a toolCallId: a turn keeps its calls' ids only to
+// find the provider replays among them, and ids are unique in a session.
+func idHash(id string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// recordedKey is the repeat key the daemon computed for a recorded call
+// (session.turn.prepare): valid arguments are keyed as JSON; a call whose
+// arguments could not be parsed was keyed on their text, which the
+// transcript keeps as a JSON string (or as JSON, when the text was JSON of
+// the wrong shape). One case cannot be told apart: a call the model sent
+// without a name was keyed with the empty name and is recorded as
+// unknown_tool.
+func recordedKey(keyer *loopdetect.RepeatKeyer, c store.ToolCall) string {
+	args := c.Arguments
+	if c.Invalid != "" && len(args) > 0 && args[0] != '"' && !bytes.Equal(args, []byte("{}")) {
+		return loopdetect.ToolCallRepeatKey(c.Name, string(args))
+	}
+	k, err := keyer.KeyJSON(c.Name, args)
+	if err != nil {
+		return loopdetect.ToolCallRepeatKey(c.Name, string(args))
+	}
+	return k
+}
+
+// finish fills in the turn's figures once its records are in (the provider
+// replays dropped) and derives the outcome. counts is empty scratch.
+func (t *Turn) finish(tc *turnCalls, counts map[string]int, loop *store.LoopStop, end *store.Record) {
+	streak, last := 0, ""
+	for _, c := range tc.calls {
+		t.ToolCalls++
+		n := counts[c.key] + 1
+		counts[c.key] = n
+		if n > t.MaxRepeat {
+			t.MaxRepeat, t.MaxRepeatTool = n, c.name
+		}
+		if c.name == last {
+			streak++
+		} else {
+			streak, last = 1, c.name
+		}
+		if streak > t.MaxNameStreak {
+			t.MaxNameStreak, t.StreakTool = streak, c.name
+		}
+	}
+	t.DistinctKeys = len(counts)
+	switch {
+	case end == nil:
+		t.Outcome = "incomplete"
+		return
+	case loop != nil:
+		t.Outcome, t.LoopType, t.CapReason = "loop", loop.LoopType, loop.CapReason
+	case end.StopReason != "":
+		t.Outcome = string(end.StopReason)
+	default:
+		t.Outcome = "error"
+	}
+	t.Duration = end.T.Sub(t.Start)
+}
+
+// replay runs the daemon guard's per-batch decision over the turn's batches
+// under s and returns how the outcome would change (nil: it would not).
+func (r *reader) replay(t *Turn, s Settings) *Change {
+	tr, tc := r.tracker, &r.tc
+	start := 0
+	for bi, end := range tc.ends {
+		keys := r.keyBuf[:0]
+		for _, c := range tc.calls[start:end] {
+			keys = append(keys, c.key)
+		}
+		r.keyBuf = keys
+		batchStart := start
+		start = end
+		lt, cr := tr.RecordBatch(keys, s.SkipLoopDetection)
+		if lt == "" {
+			continue
+		}
+		names := func(key string) string {
+			for _, c := range tc.calls[:batchStart+len(keys)] {
+				if c.key == key {
+					return c.name
+				}
+			}
+			return ""
+		}
+		last := bi == len(tc.ends)-1
+		if last && t.stoppedByGuard() && string(lt) == t.LoopType && (t.CapReason == "" || string(cr) == t.CapReason) {
+			return nil // the same stop on the same batch
+		}
+		return &Change{Stops: true, LoopType: string(lt), CapReason: string(cr), AtCall: tr.Total(),
+			Why: why(lt, cr, tr, names(tr.MaxRepeatKey()))}
+	}
+	if t.stoppedByGuard() {
+		return &Change{AtCall: tr.Total(), Why: fmt.Sprintf(
+			"no cap or duplicate rule holds at call %d (%d calls, max repeat %d); the transcript ends there",
+			tr.Total(), tr.Total(), tr.MaxKeyRepeat())}
+	}
+	return nil
+}
+
+func why(lt loopdetect.LoopType, cr loopdetect.CapReason, tr *loopdetect.CapTracker, tool string) string {
+	c := tr.Cap()
+	switch {
+	case lt == loopdetect.LoopGlobalToolCallDuplicate:
+		return fmt.Sprintf("%s repeated %d times (skipLoopDetection false)", tool, tr.MaxKeyRepeat())
+	case cr == loopdetect.CapExplicit:
+		return fmt.Sprintf("%d calls past the hard cap of %d", tr.Total(), c.Max)
+	case cr == loopdetect.CapBackstop:
+		return fmt.Sprintf("%d calls past the backstop of %d", tr.Total(), c.Max*loopdetect.AdaptiveCapHardMultiplier)
+	case c.StuckWindow > 0:
+		return fmt.Sprintf("%d calls past the soft cap of %d with one call repeated %d times in the last %d",
+			tr.Total(), c.Max, tr.StuckRepeat(), c.StuckWindow)
+	default:
+		return fmt.Sprintf("%d calls past the soft cap of %d with %s repeated %d times",
+			tr.Total(), c.Max, tool, tr.MaxKeyRepeat())
+	}
+}
+
+// durationMillis is a Turn's duration for json and csv.
+func (t *Turn) durationMillis() int64 { return t.Duration.Milliseconds() }
+
+// MarshalJSON adds durationMs.
+func (t Turn) MarshalJSON() ([]byte, error) {
+	type plain Turn
+	return segjson.Marshal(struct {
+		plain
+		DurationMs int64 `json:"durationMs"`
+	}{plain(t), t.durationMillis()})
+}

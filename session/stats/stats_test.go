@@ -1,0 +1,239 @@
+package stats
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/store"
+)
+
+var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+// tc is a recorded call: id, tool, arguments.
+func tc(id, name, args string) store.ToolCall {
+	return store.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
+}
+
+// transcripts writes two sessions whose per-turn figures are worked out by
+// hand in TestCollect_KnownFigures.
+func transcripts(t *testing.T) (dataDir string) {
+	t.Helper()
+	dataDir = t.TempDir()
+	st, err := store.Open(dataDir, store.Options{})
+	require.NoError(t, err)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	prompt := []acp.ContentBlock{acp.TextBlock("go")}
+	result := func(id, text string) store.Record {
+		return store.Record{Kind: store.KindToolResult, Tool: &store.ToolCallRecord{ToolCallID: id, Status: acp.StatusCompleted, ModelText: text}}
+	}
+
+	a, err := st.Create(store.SessionMeta{ID: "sessA", Cwd: "/w/a", CreatedAt: t0})
+	require.NoError(t, err)
+	recs := []store.Record{
+		// Turn 1: 8 calls in 4 responses; read_file p1 three times.
+		{T: at(0), Kind: store.KindUser, Prompt: prompt},
+		{Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("a1", "read_file", `{"p":1}`), tc("a2", "read_file", `{"p":2}`)}},
+		result("a1", "x"), result("a2", "x"),
+		{Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("a3", "grep_search", `{"q":"x"}`)}},
+		{Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("a4", "read_file", `{"p":1}`), tc("a5", "read_file", `{"p":3}`)}},
+		{Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("a6", "read_file", `{ "p" : 1 }`),
+			tc("a7", "run_shell_command", `{"command":"go test"}`), tc("a8", "run_shell_command", `{"command":"go test"}`)}},
+		{Kind: store.KindText, Text: "done"},
+		{T: at(2 * time.Second), Kind: store.KindTurnEnd, StopReason: acp.StopEndTurn},
+		// Turn 2: one call, then a provider replay of it (not counted); cancelled.
+		{T: at(10 * time.Second), Kind: store.KindUser, Prompt: prompt},
+		{Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("c1", "read_file", `{"p":9}`)}},
+		result("c1", "x"),
+		{Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("c1_2", "read_file", `{"p":9}`)}},
+		result("c1_2", `Duplicate provider tool call id "c1": this call was already answered in this turn and was not executed again.`),
+		{T: at(10*time.Second + 500*time.Millisecond), Kind: store.KindTurnEnd, StopReason: acp.StopCancelled},
+		// Turn 3: an explicit cap of 2 stopped the second response.
+		{T: at(20 * time.Second), Kind: store.KindUser, Prompt: prompt},
+		{Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("e1", "read_file", `{"p":1}`), tc("e2", "read_file", `{"p":2}`)}},
+		{Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("e3", "read_file", `{"p":3}`)}},
+		{Kind: store.KindLoopStop, Loop: &store.LoopStop{LoopType: "turn_tool_call_cap", CapReason: "explicit", ToolCalls: 3,
+			MaxKeyRepeat: 1, MaxToolCallsPerTurn: 2, Explicit: true}},
+		{T: at(21 * time.Second), Kind: store.KindTurnEnd, Error: loopdetect.LoopDetectedTurnErrorMessage},
+		// Turn 4: never ended.
+		{T: at(30 * time.Second), Kind: store.KindUser, Prompt: prompt},
+		{Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("f1", "list_directory", `{}`)}},
+	}
+	for _, r := range recs {
+		if r.T.IsZero() {
+			r.T = at(time.Second)
+		}
+		require.NoError(t, a.Append(r))
+	}
+	require.NoError(t, a.Close())
+
+	b, err := st.Create(store.SessionMeta{ID: "sessB", Cwd: "/w/b/sub", CreatedAt: at(time.Hour)})
+	require.NoError(t, err)
+	require.NoError(t, b.Append(store.Record{T: at(time.Hour), Kind: store.KindUser, Prompt: prompt}))
+	require.NoError(t, b.Append(store.Record{T: at(time.Hour + 90*time.Second), Kind: store.KindTurnEnd, StopReason: acp.StopEndTurn}))
+	require.NoError(t, b.Close())
+	// A daemon half-way through writing a record.
+	f, err := os.OpenFile(filepath.Join(dataDir, "sessions", "sessB.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(`{"v":1,"t":"2026-11-30T10:02:00Z","kind":"user","prom`)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	return dataDir
+}
+
+// row is the figures of one turn, as the test writes them down.
+type row struct {
+	session                                 string
+	turn, calls, keys, maxRep, streak       int
+	maxRepTool, streakTool, outcome, capRsn string
+	duration                                time.Duration
+}
+
+func rowOf(t Turn) row {
+	return row{t.Session, t.Turn, t.ToolCalls, t.DistinctKeys, t.MaxRepeat, t.MaxNameStreak,
+		t.MaxRepeatTool, t.StreakTool, t.OutcomeText(), t.CapReason, t.Duration}
+}
+
+var knownRows = []row{
+	{"sessA", 1, 8, 5, 3, 3, "read_file", "read_file", "end_turn", "", 2 * time.Second},
+	{"sessA", 2, 1, 1, 1, 1, "read_file", "read_file", "cancelled", "", 500 * time.Millisecond},
+	{"sessA", 3, 3, 3, 1, 3, "read_file", "read_file", "turn_tool_call_cap/explicit", "explicit", time.Second},
+	{"sessA", 4, 1, 1, 1, 1, "list_directory", "list_directory", "incomplete", "", 0},
+	{"sessB", 1, 0, 0, 0, 0, "", "", "end_turn", "", 90 * time.Second},
+}
+
+func TestCollect_KnownFigures(t *testing.T) {
+	dir := transcripts(t)
+	rep, err := Collect(Options{DataDir: dir})
+	require.NoError(t, err)
+	var got []row
+	for _, tr := range rep.Turns {
+		got = append(got, rowOf(*tr))
+		assert.Nil(t, tr.WhatIf)
+	}
+	assert.Equal(t, knownRows, got)
+
+	s := rep.Summary
+	assert.Equal(t, 2, s.Sessions)
+	assert.Equal(t, 5, s.Turns)
+	assert.Equal(t, 13, s.ToolCalls)
+	// Calls per turn, sorted: 0 1 1 3 8.
+	assert.Equal(t, []int{1, 8, 8, 8}, []int{s.P50, s.P90, s.P99, s.Max})
+	assert.Equal(t, 0, s.TurnsPast100)
+	assert.Equal(t, map[string]int{"end_turn": 2, "cancelled": 1, "turn_tool_call_cap/explicit": 1, "incomplete": 1}, s.Outcomes)
+	assert.Equal(t, map[int]int{3: 1, 0: 1}, s.MaxRepeatEndTurn)
+	assert.Equal(t, 1, s.Skipped, "the torn last record")
+}
+
+func TestCollect_Filters(t *testing.T) {
+	dir := transcripts(t)
+	turnsOf := func(o Options) []string {
+		o.DataDir = dir
+		rep, err := Collect(o)
+		require.NoError(t, err)
+		var out []string
+		for _, tr := range rep.Turns {
+			out = append(out, fmt.Sprintf("%s/%d", tr.Session, tr.Turn))
+		}
+		return out
+	}
+	assert.Equal(t, []string{"sessB/1"}, turnsOf(Options{Sessions: []string{"sessB"}}))
+	assert.Equal(t, []string{"sessB/1"}, turnsOf(Options{Cwd: "/w/b"}))
+	assert.Equal(t, []string{"sessA/1", "sessA/2", "sessA/3", "sessA/4"}, turnsOf(Options{Cwd: "/w/a"}))
+	assert.Len(t, turnsOf(Options{Cwd: "/w"}), 5)
+	assert.Empty(t, turnsOf(Options{Cwd: "/w/a/b"}))
+	assert.Empty(t, turnsOf(Options{Cwd: "/w/b/su"}), "a prefix of a folder name is not that folder")
+	assert.Equal(t, []string{"sessA/3", "sessA/4", "sessB/1"}, turnsOf(Options{Since: t0.Add(15 * time.Second)}),
+		"turn numbers stay the session's own")
+	_, err := Collect(Options{DataDir: dir, Sessions: []string{"../x"}})
+	require.ErrorContains(t, err, "--session")
+	rep, err := Collect(Options{DataDir: filepath.Join(dir, "missing")})
+	require.NoError(t, err)
+	assert.Empty(t, rep.Turns)
+}
+
+func TestCollect_WhatIf(t *testing.T) {
+	dir := transcripts(t)
+	changes := func(s Settings) map[string]Change {
+		rep, err := Collect(Options{DataDir: dir, WhatIf: &s})
+		require.NoError(t, err)
+		out := map[string]Change{}
+		for _, tr := range rep.Turns {
+			if tr.WhatIf != nil {
+				out[fmt.Sprintf("%s/%d", tr.Session, tr.Turn)] = *tr.WhatIf
+			}
+		}
+		assert.Equal(t, len(out), rep.Summary.WhatIf.Changed)
+		return out
+	}
+	// The settings turn 3 ran with: nothing changes but turn 1, which a
+	// hard cap of 2 stops on its second response (call 3).
+	assert.Equal(t, map[string]Change{
+		"sessA/1": {Stops: true, LoopType: "turn_tool_call_cap", CapReason: "explicit", AtCall: 3, Why: "3 calls past the hard cap of 2"},
+	}, changes(Settings{Cap: loopdetect.Cap{Max: 2, Explicit: true}, SkipLoopDetection: true}))
+	// The adaptive default lets turn 3's stop through.
+	assert.Equal(t, map[string]Change{
+		"sessA/3": {AtCall: 3, Why: "no cap or duplicate rule holds at call 3 (3 calls, max repeat 1); the transcript ends there"},
+	}, changes(Settings{Cap: loopdetect.DefaultCap(), SkipLoopDetection: true}))
+	// Adaptive soft cap 2 (backstop 20): turn 1 passes 2 calls but is neither
+	// stuck (max repeat 3) nor past 20, so only turn 3 changes.
+	got := changes(Settings{Cap: loopdetect.Cap{Max: 2}, SkipLoopDetection: true})
+	assert.Len(t, got, 1)
+	assert.False(t, got["sessA/3"].Stops)
+}
+
+func TestReport_Formats(t *testing.T) {
+	dir := transcripts(t)
+	rep, err := Collect(Options{DataDir: dir, WhatIf: &Settings{Cap: loopdetect.Cap{Max: 2, Explicit: true}, SkipLoopDetection: true}})
+	require.NoError(t, err)
+
+	var tbl bytes.Buffer
+	require.NoError(t, rep.Write(&tbl, FormatTable))
+	out := tbl.String()
+	assert.Contains(t, out, "START (UTC)       SESSION       TURN   CALLS   KEYS  MAXREP  STREAK  OUTCOME")
+	assert.Contains(t, out, "2026-11-30 09:00  sessA            1       8      5       3       3  end_turn                               2.0s")
+	assert.Contains(t, out, "turn_tool_call_cap/explicit")
+	assert.Contains(t, out, "5 turns in 2 sessions, 13 tool calls (1 damaged lines skipped)")
+	assert.Contains(t, out, "calls per turn: p50 1, p90 8, p99 8, max 8; 0 turns past 100 calls")
+	assert.Contains(t, out, "max repeat of one call in end_turn turns (repeat: turns): 0: 1, 3: 1")
+	assert.Contains(t, out, "1 turns would change (1 would stop, 0 would go on)")
+	assert.Contains(t, out, "sessA turn 1: end_turn -> turn_tool_call_cap/explicit at call 3: 3 calls past the hard cap of 2")
+
+	var js bytes.Buffer
+	require.NoError(t, rep.Write(&js, FormatJSON))
+	var back struct {
+		Turns []struct {
+			Session    string  `json:"session"`
+			ToolCalls  int     `json:"toolCalls"`
+			DurationMs int64   `json:"durationMs"`
+			WhatIf     *Change `json:"whatIf"`
+		} `json:"turns"`
+		Summary Summary `json:"summary"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &back))
+	require.Len(t, back.Turns, 5)
+	assert.Equal(t, int64(2000), back.Turns[0].DurationMs)
+	assert.Equal(t, 3, back.Turns[0].WhatIf.AtCall)
+	assert.Equal(t, 13, back.Summary.ToolCalls)
+
+	var cs bytes.Buffer
+	require.NoError(t, rep.Write(&cs, FormatCSV))
+	rows, err := csv.NewReader(&cs).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, rows, 6)
+	assert.Equal(t, csvHeader, rows[0])
+	assert.Equal(t, []string{"sessA", "1", "/w/a", "2026-11-30T09:00:00Z", "8", "5", "3", "read_file", "3", "read_file",
+		"end_turn", "", "", "2000", "turn_tool_call_cap/explicit", "3", "3 calls past the hard cap of 2"}, rows[1])
+
+	require.ErrorContains(t, rep.Write(&cs, "xml"), `unknown format "xml"`)
+}
