@@ -155,6 +155,8 @@ func PeekKind(line []byte) Kind {
 		return KindUsage
 	case string(KindExt):
 		return KindExt
+	case string(KindCompaction):
+		return KindCompaction
 	default:
 		return Kind(k)
 	}
