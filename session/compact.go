@@ -40,6 +40,9 @@ type compactState struct {
 	// succeeds (a forced one).
 	failures int
 	last     *CompactionInfo
+	// learned holds windows providers revealed by refusing a request as too
+	// long, smaller than the configured ones, by model.
+	learned map[string]int
 }
 
 // CompactionInfo describes a finished compaction (for /context).
@@ -66,9 +69,42 @@ type ContextReport struct {
 	Last            *CompactionInfo // nil: none since the session started here
 }
 
-// window is the current model's context window.
+// window is the current model's context window: the configured or known
+// one, or the smaller one the provider revealed.
 func (s *Session) window() int {
 	mdl := s.getModel()
+	w := s.configuredWindow(mdl)
+	if n := s.cm.learned[mdl]; n > 0 && n < w {
+		return n
+	}
+	return w
+}
+
+// learnWindow takes what a provider's overflow refusal says about the
+// model's window: its limit when the message names it, else just below the
+// size it refused (or below the estimate of the refused request).
+func (s *Session) learnWindow(err error) {
+	limit, size := model.OverflowLimit(err), model.OverflowTokens(err)
+	if limit == 0 && size > 0 {
+		limit = size - 1
+	}
+	if limit == 0 {
+		limit = s.cm.acct.Used() * 9 / 10
+	}
+	mdl := s.getModel()
+	if w := s.window(); limit > 0 && limit < w {
+		s.log.Warn("the provider's context window is smaller than configured; using it", "model", mdl, "window", limit, "configured", w)
+		if s.cm.learned == nil {
+			s.cm.learned = map[string]int{}
+		}
+		s.cm.learned[mdl] = limit
+	}
+	// The refused request was larger than the window.
+	s.cm.acct.Observe(max(size, s.window()+1))
+}
+
+// configuredWindow is mdl's window from the configuration or the table.
+func (s *Session) configuredWindow(mdl string) int {
 	if n := s.m.opts.ContextWindows[mdl]; n > 0 {
 		return n
 	}
@@ -272,11 +308,7 @@ func (s *Session) summarise(ctx context.Context, plan *contextmgr.Plan, th conte
 	}
 	win := s.window()
 	if mdl != s.getModel() {
-		if n := s.m.opts.ContextWindows[mdl]; n > 0 {
-			win = n
-		} else {
-			win = contextmgr.Windows{}.Of(mdl)
-		}
+		win = s.configuredWindow(mdl)
 	}
 	maxOut := min(max(th.Target/2, 512), contextmgr.MaxSummaryTokens)
 	budget := (win-maxOut)*4/5 - contextmgr.EstimateText(contextmgr.SummaryPrompt)

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -142,4 +144,242 @@ func TestE2E_LongSessionStaysInsideTheWindow(t *testing.T) {
 		first = reqs2[1]
 	}
 	assert.Less(t, len(first.Messages), 4*prompts, "the reloaded history is the compacted one")
+}
+
+// startSmall starts the built daemon against a model whose limit is limit
+// tokens (the scripted server refuses larger requests with OpenAI's 400),
+// configured with window, and summaries answered by the summariser.
+func startSmall(t *testing.T, window, limit int, flags ...string) *daemon {
+	t.Helper()
+	d := startDaemon(t, nil, nil, append([]string{"--context-window", fmt.Sprint(window)}, flags...)...)
+	d.model.SetTokenLimit(limit)
+	d.model.SetResponder(summariser)
+	return d
+}
+
+// writeFiles writes n distinct files of size bytes into dir.
+func writeFiles(t *testing.T, dir string, n, size int) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		var b strings.Builder
+		for j := 0; b.Len() < size; j++ {
+			fmt.Fprintf(&b, "entry %d of file %d: value %d\n", j, i, i*j)
+		}
+		out[i] = filepath.Join(dir, fmt.Sprintf("data_%03d.txt", i))
+		require.NoError(t, os.WriteFile(out[i], []byte(b.String()), 0o644))
+	}
+	return out
+}
+
+func completedCalls(d *daemon) (n int) {
+	for _, u := range d.cc.Updates() {
+		if tu := u.Update.ToolCallUpdate; tu != nil && tu.Status == acp.StatusCompleted && !strings.HasPrefix(tu.ToolCallID, "compact") {
+			n++
+		}
+	}
+	return n
+}
+
+func checkNoneRefused(t *testing.T, s *modeltest.Server, limit int) {
+	t.Helper()
+	for i, r := range s.Requests() {
+		assert.False(t, r.Refused, "request %d was refused (%d tokens)", i, r.Tokens)
+		assert.LessOrEqual(t, r.Tokens, limit, "request %d", i)
+	}
+}
+
+// One productive turn of 200 calls whose results add up to about 4× the
+// window compacts mid-turn, again and again, and ends end_turn: compaction
+// keeps the turn going and never touches its loop state.
+func TestE2E_LongTurnOverflowsMidTurn(t *testing.T) {
+	const window, calls = 48000, 200
+	d := startSmall(t, window, window)
+	files := writeFiles(t, d.cwd, calls, 4<<10)
+	for _, f := range files {
+		d.model.Add(modeltest.Response{ToolCalls: []modeltest.ToolCall{readCall(f)}})
+	}
+	d.model.Add(modeltest.Response{Text: "All files read."})
+	sid := d.session(t)
+	resp, err := d.cc.Prompt(t.Context(), sid, "Read every data file.")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	assert.Equal(t, calls, completedCalls(d))
+	checkNoneRefused(t, d.model, window)
+	total := 0
+	var compactions int
+	for _, r := range d.model.Requests() {
+		if isSummaryRequest(r) {
+			compactions++
+			continue
+		}
+		if m := r.Messages[len(r.Messages)-1]; m.Role == "tool" {
+			total += modeltest.CountTokens(modeltest.Request{Messages: []modeltest.Message{m}})
+		}
+	}
+	assert.Greater(t, total, 4*window, "the results add up to more than 4× the window")
+	assert.Positive(t, compactions, "the turn was summarised")
+	last := d.model.Requests()[len(d.model.Requests())-1]
+	assert.Equal(t, "user", last.Messages[1].Role)
+	var prompt bool
+	for _, m := range last.Messages {
+		prompt = prompt || (m.Role == "user" && m.Text() == "Read every data file.")
+	}
+	assert.True(t, prompt, "the current prompt is kept")
+}
+
+// A stuck turn (the same call again and again) stops at exactly the same
+// call with and without compaction.
+func TestE2E_StuckTurnStopsAtTheSameCallWithCompaction(t *testing.T) {
+	run := func(window int) (int, error) {
+		d := startSmall(t, window, window)
+		f := writeFiles(t, d.cwd, 1, 6<<10)[0]
+		for i := range 150 {
+			c := readCall(f)
+			c.ID = fmt.Sprint("call_", i)
+			d.model.Add(modeltest.Response{ToolCalls: []modeltest.ToolCall{c}})
+		}
+		sid := d.session(t)
+		_, err := d.cc.Prompt(t.Context(), sid, "Read the file.")
+		compacted := false
+		for _, u := range d.cc.Updates() {
+			compacted = compacted || (u.Update.ToolCall != nil && strings.HasPrefix(u.Update.ToolCall.Title, "Compacting"))
+		}
+		assert.Equal(t, window < 100_000, compacted, "window %d", window)
+		return completedCalls(d), err
+	}
+	without, err1 := run(1_000_000)
+	with, err2 := run(48_000)
+	var e1, e2 *acp.Error
+	require.ErrorAs(t, err1, &e1)
+	require.ErrorAs(t, err2, &e2)
+	assert.Equal(t, e1.Data, e2.Data)
+	assert.Equal(t, "loop_detected", e2.Data.(map[string]any)["errorKind"])
+	t.Logf("stopped after %d calls: %v", with, err2)
+	assert.Equal(t, without, with, "the turn stops at the same call")
+	assert.Positive(t, with)
+}
+
+// bigPrompt is a prompt of about n bytes of text.
+func bigPrompt(i, n int) string {
+	return fmt.Sprintf("Prompt %d. Remember this:\n%s", i, strings.Repeat(fmt.Sprintf("fact %d; ", i), n/9))
+}
+
+// A provider that refuses a request as too long (OpenAI's 400) although
+// the configured window is larger: acpd learns the window, compacts and
+// retries once; the prompt ends end_turn. A prompt that alone is larger
+// than the model's window fails with errorKind context_overflow, and the
+// session keeps working.
+func TestE2E_ProviderOverflowCompactsAndRetries(t *testing.T) {
+	const limit = 20000
+	d := startSmall(t, 1_000_000, limit)
+	for i := range 4 {
+		d.model.Add(modeltest.Response{Text: fmt.Sprintf("noted %d", i)})
+	}
+	sid := d.session(t)
+	for i := range 4 {
+		resp, err := d.cc.Prompt(t.Context(), sid, bigPrompt(i, 24<<10))
+		require.NoError(t, err, "prompt %d", i)
+		assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	}
+	refused := 0
+	for _, r := range d.model.Requests() {
+		if r.Refused {
+			refused++
+		}
+	}
+	assert.Equal(t, 1, refused, "one refusal; afterwards the learned window keeps requests inside")
+	var trigger bool
+	for _, u := range d.cc.Updates() {
+		if tc := u.Update.ToolCall; tc != nil && strings.HasPrefix(tc.Title, "Compacting") {
+			trigger = trigger || fmt.Sprint(tc.Meta) == "map[acpd:map[compaction:overflow]]"
+		}
+	}
+	assert.True(t, trigger, "the overflow forced a compaction")
+
+	_, err := d.cc.Prompt(t.Context(), sid, bigPrompt(9, 100<<10))
+	var ae *acp.Error
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, acp.CodeInternalError, ae.Code)
+	assert.Equal(t, "context_overflow", ae.Data.(map[string]any)["errorKind"])
+	assert.Contains(t, ae.Message, "context window")
+
+	d.model.Add(modeltest.Response{Text: "still here"})
+	resp, err := d.cc.Prompt(t.Context(), sid, "short one")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+}
+
+// session/cancel during a summary request cancels it: the prompt answers
+// cancelled, the compaction's tool call ends failed, nothing is recorded
+// and the history is as before; the next prompt compacts normally.
+func TestE2E_CancelDuringSummary(t *testing.T) {
+	const window = 48000
+	dataDir := t.TempDir()
+	d := startSmall(t, window, window, "--data-dir", dataDir)
+	var hang sync.Once
+	hung := make(chan struct{})
+	d.model.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
+		if !isSummaryRequest(r) {
+			return modeltest.Response{}, false
+		}
+		first := false
+		hang.Do(func() { first = true; close(hung) })
+		if first {
+			return modeltest.Response{Hang: true}, true
+		}
+		return summariser(r)
+	})
+	sid := d.session(t)
+	for i := range 2 {
+		d.model.Add(modeltest.Response{Text: fmt.Sprint("noted ", i)})
+		_, err := d.cc.Prompt(t.Context(), sid, bigPrompt(i, 24<<10))
+		require.NoError(t, err)
+	}
+	done := make(chan *acp.PromptResponse, 1)
+	go func() {
+		resp, err := d.cc.Prompt(t.Context(), sid, bigPrompt(2, 24<<10))
+		assert.NoError(t, err)
+		done <- resp
+	}()
+	select {
+	case <-hung:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no summary request")
+	}
+	require.NoError(t, d.cc.Cancel(sid))
+	select {
+	case resp := <-done:
+		require.NotNil(t, resp)
+		assert.Equal(t, acp.StopCancelled, resp.StopReason)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the prompt did not answer after the cancel")
+	}
+	var failed bool
+	for _, u := range d.cc.Updates() {
+		if tu := u.Update.ToolCallUpdate; tu != nil && strings.HasPrefix(tu.ToolCallID, "compact") {
+			failed = tu.Status == acp.StatusFailed
+		}
+	}
+	assert.True(t, failed, "the compaction's tool call ended failed")
+	transcript, err := os.ReadFile(filepath.Join(dataDir, "sessions", sid+".jsonl"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(transcript), `"kind":"compaction"`)
+
+	d.model.Add(modeltest.Response{Text: "noted 3"})
+	resp, err := d.cc.Prompt(t.Context(), sid, "and now?")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	var summaries []modeltest.Request
+	for _, r := range d.model.Requests() {
+		if isSummaryRequest(r) {
+			summaries = append(summaries, r)
+		}
+	}
+	require.Len(t, summaries, 2)
+	assert.Contains(t, summaries[1].Messages[1].Text(), "Prompt 0.", "the history was whole after the cancel")
+	transcript, err = os.ReadFile(filepath.Join(dataDir, "sessions", sid+".jsonl"))
+	require.NoError(t, err)
+	assert.Contains(t, string(transcript), `"kind":"compaction"`)
+	checkNoneRefused(t, d.model, window)
 }

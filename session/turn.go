@@ -171,8 +171,7 @@ func (t *turn) request(ctx context.Context) (streamResult, error) {
 		return res, err
 	}
 	s.log.Warn("the provider refused the request as too long; compacting and retrying once", "err", err)
-	// The refused request was at least the window; the provider may say how large.
-	s.cm.acct.Observe(max(model.OverflowTokens(err), s.window()+1))
+	s.learnWindow(err)
 	if err := t.fit(ctx, "overflow"); err != nil {
 		return res, err
 	}

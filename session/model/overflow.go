@@ -67,3 +67,23 @@ func OverflowTokens(err error) int {
 	n, _ := strconv.Atoi(m[1])
 	return n
 }
+
+// overflowLimit finds the model's window in an overflow message: "maximum
+// context length is 48000 tokens", "Range of input length should be [1,
+// 30720]", "> 200000 maximum", "maximum number of tokens allowed (1048576)".
+var overflowLimit = regexp.MustCompile(`(?i)(?:maximum context length is|input length should be \[\d+,|tokens >|tokens allowed \()\s*(\d+)`)
+
+// OverflowLimit is the context window an overflow error names, 0 when it
+// names none.
+func OverflowLimit(err error) int {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return 0
+	}
+	m := overflowLimit.FindStringSubmatch(ae.Message)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
