@@ -383,3 +383,100 @@ func TestE2E_CancelDuringSummary(t *testing.T) {
 	assert.Contains(t, string(transcript), `"kind":"compaction"`)
 	checkNoneRefused(t, d.model, window)
 }
+
+// Summaries that come back empty fall back to dropping the oldest turns,
+// with a note to the model; after three failures in a row automatic
+// summaries pause, and every prompt still ends end_turn inside the window.
+func TestE2E_FailedSummariesFallBackToDropping(t *testing.T) {
+	const window = 48000
+	d := startSmall(t, window, window)
+	d.model.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
+		if isSummaryRequest(r) {
+			return modeltest.Response{Text: "<analysis>nothing useful</analysis>"}, true
+		}
+		return modeltest.Response{}, false
+	})
+	sid := d.session(t)
+	for i := range 10 {
+		d.model.Add(modeltest.Response{Text: fmt.Sprint("noted ", i)})
+		resp, err := d.cc.Prompt(t.Context(), sid, bigPrompt(i, 24<<10))
+		require.NoError(t, err, "prompt %d", i)
+		assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	}
+	checkNoneRefused(t, d.model, window)
+	var summaries int
+	var note bool
+	for _, r := range d.model.Requests() {
+		if isSummaryRequest(r) {
+			summaries++
+			continue
+		}
+		for _, m := range r.Messages {
+			note = note || (m.Role == "user" && strings.Contains(m.Text(), "dropped to keep it inside the model's context window"))
+		}
+	}
+	assert.Equal(t, 3, summaries, "automatic summaries pause after three failures")
+	assert.True(t, note, "the model is told that turns were dropped")
+	var details []string
+	for _, u := range d.cc.Updates() {
+		if tu := u.Update.ToolCallUpdate; tu != nil && strings.HasPrefix(tu.ToolCallID, "compact") && tu.Status == acp.StatusCompleted {
+			for _, c := range tu.Content {
+				details = append(details, c.Content.Text)
+			}
+		}
+	}
+	require.NotEmpty(t, details)
+	assert.Contains(t, details[0], "The summary failed (the summary was empty).")
+	assert.Contains(t, details[0], "Dropped the oldest part of the conversation.")
+}
+
+// A daemon killed during a summary request leaves the session loadable
+// with the history it had before: nothing of the compaction was recorded.
+func TestE2E_CrashDuringSummaryKeepsTheHistory(t *testing.T) {
+	const window = 48000
+	dataDir := t.TempDir()
+	d := startSmall(t, window, window, "--data-dir", dataDir)
+	hung := make(chan struct{})
+	var once sync.Once
+	d.model.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
+		if !isSummaryRequest(r) {
+			return modeltest.Response{}, false
+		}
+		once.Do(func() { close(hung) })
+		return modeltest.Response{Hang: true}, true
+	})
+	sid := d.session(t)
+	for i := range 2 {
+		d.model.Add(modeltest.Response{Text: fmt.Sprint("noted ", i)})
+		_, err := d.cc.Prompt(t.Context(), sid, bigPrompt(i, 24<<10))
+		require.NoError(t, err)
+	}
+	go func() { _, _ = d.cc.Prompt(t.Context(), sid, bigPrompt(2, 24<<10)) }()
+	select {
+	case <-hung:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no summary request")
+	}
+	require.NoError(t, d.cmd.Process.Kill())
+	_ = d.cmd.Wait()
+	d.waited = true
+
+	d2 := startSmall(t, window, window, "--data-dir", dataDir)
+	_, err := d2.cc.Initialize(t.Context())
+	require.NoError(t, err)
+	var lr acp.LoadSessionResponse
+	require.NoError(t, d2.cc.Call(t.Context(), acp.MethodSessionLoad,
+		acp.LoadSessionRequest{SessionID: sid, Cwd: d.cwd, MCPServers: []acp.MCPServer{}}, &lr))
+	d2.model.Add(modeltest.Response{Text: "back"})
+	resp, err := d2.cc.Prompt(t.Context(), sid, "continue")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	reqs := d2.model.Requests()
+	require.NotEmpty(t, reqs)
+	require.True(t, isSummaryRequest(reqs[0]), "the reloaded history is compacted before it is sent")
+	in := reqs[0].Messages[1].Text()
+	for i := range 3 {
+		assert.Contains(t, in, fmt.Sprintf("Prompt %d.", i), "the whole history survived the crash")
+	}
+	checkNoneRefused(t, d2.model, window)
+}

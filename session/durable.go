@@ -199,6 +199,9 @@ func (m *Manager) restore(s *Session, tr *store.Transcript) {
 		for _, c := range r.ToolCalls {
 			s.toolCallIDs[c.ID] = true
 		}
+		if r.Compaction != nil && r.Compaction.ToolCallID != "" {
+			s.toolCallIDs[r.Compaction.ToolCallID] = true
+		}
 	}
 }
 
