@@ -59,19 +59,27 @@ func BenchmarkPlan_20000Messages(b *testing.B) {
 func BenchmarkAccounting(b *testing.B) {
 	for _, n := range []int{100, 10_000} {
 		b.Run(fmt.Sprintf("%dMessages", n), func(b *testing.B) {
-			h := longHistory(n)
+			const room = 1 << 16
+			h := append(make([]model.Message, 0, n+room), longHistory(n)...)
 			var a Accounting
 			a.SetOverhead(500)
 			a.Sync(h)
 			msg := model.Message{Role: model.RoleTool, ToolCallID: "call_x", Name: "read_file", Content: strings.Repeat("x", 2048)}
 			b.ReportAllocs()
-			prompt := 1000
 			for b.Loop() {
+				if len(h) == cap(h) { // the history's room is used up: start again, off the clock
+					b.StopTimer()
+					h = h[:n]
+					a = Accounting{}
+					a.SetOverhead(500)
+					a.Sync(h)
+					b.StartTimer()
+				}
 				h = append(h, msg)
 				a.Sync(h)
-				prompt = a.Used() + 10
+				used := a.Used()
 				a.Sent()
-				a.Observe(prompt)
+				a.Observe(used + 10)
 			}
 		})
 	}

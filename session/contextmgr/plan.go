@@ -3,7 +3,6 @@ package contextmgr
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/acpd/acpd/session/model"
@@ -11,7 +10,7 @@ import (
 )
 
 // StubPrefix starts every stub that replaces an old tool result.
-const StubPrefix = "[acpd: the output of "
+const StubPrefix = store.StubPrefix
 
 // SummaryIntro starts the user message that carries a summary.
 const SummaryIntro = "This session is being continued from an earlier conversation that was compacted to fit the model's context window. The state snapshot below summarises the earlier part:\n\n"
@@ -88,37 +87,10 @@ func NewPlan(in Input) *Plan {
 // Before is the request's size before the compaction.
 func (p *Plan) Before() int { return p.in.Used }
 
-// stubSuffix ends a stub.
-const stubSuffix = " tokens) was removed to keep this conversation inside the model's context window. Run the tool again if you need it.]"
-
-// maxStubArgs bounds the arguments a stub repeats.
-const maxStubArgs = 200
-
-// stubRef is one planned stub; its text is built only when the compaction
-// is (stubList): a long history can have thousands.
+// stubRef is one planned stub.
 type stubRef struct {
-	i      int    // the result's index
-	name   string // the call it answers
-	args   []byte // its arguments, at most maxStubArgs bytes
-	more   bool   // the arguments were cut
-	tokens int    // the result's estimated size
-}
-
-func (r stubRef) textLen() int {
-	n := len(StubPrefix) + len(r.name) + 1 + len(r.args) + len(" (about ") + digits(r.tokens) + len(stubSuffix)
-	if r.more {
-		n += len("…")
-	}
-	return n
-}
-
-func digits(n int) int {
-	d := 1
-	for n >= 10 {
-		n /= 10
-		d++
-	}
-	return d
+	i      int // the result's index
+	tokens int // the result's estimated size
 }
 
 // planStubs replaces the oldest tool results (never those in flight) with a
@@ -127,6 +99,7 @@ func (p *Plan) planStubs() {
 	h := p.in.History
 	total := p.in.Used
 	asst := -1 // the assistant message whose calls the results answer
+	var scratch []byte
 	for i := 0; i < p.inflight && total > p.in.Th.Target; i++ {
 		m := &h[i]
 		if m.Role == model.RoleAssistant {
@@ -136,19 +109,18 @@ func (p *Plan) planStubs() {
 		if m.Role != model.RoleTool || strings.HasPrefix(m.Content, StubPrefix) {
 			continue
 		}
-		r := stubRef{i: i, name: m.Name, tokens: EstimateText(m.Content)}
+		r := stubRef{i: i, tokens: EstimateText(m.Content)}
+		name, args := m.Name, []byte(nil)
 		if asst >= 0 {
 			for _, c := range h[asst].ToolCalls {
 				if c.ID == m.ToolCallID {
-					r.name, r.args = c.Name, c.Arguments
+					name, args = c.Name, c.Arguments
 					break
 				}
 			}
 		}
-		if len(r.args) > maxStubArgs {
-			r.args, r.more = r.args[:maxStubArgs], true
-		}
-		e := messageOverhead + tokens(r.textLen()+len(m.ToolCallID))
+		scratch = store.AppendStubText(scratch[:0], name, args, r.tokens)
+		e := messageOverhead + tokens(len(scratch)+len(m.ToolCallID))
 		if e >= p.est[i] {
 			continue
 		}
@@ -159,37 +131,14 @@ func (p *Plan) planStubs() {
 	p.stubbed = total
 }
 
-// stubList builds the planned stubs' texts, in one allocation.
+// stubList is the planned stubs as recorded.
 func (p *Plan) stubList() []store.Stub {
 	if p.stubs != nil || len(p.refs) == 0 {
 		return p.stubs
 	}
-	n := 0
-	for _, r := range p.refs {
-		n += r.textLen()
-	}
-	var b strings.Builder
-	b.Grow(n)
-	var num [20]byte
-	for _, r := range p.refs {
-		b.WriteString(StubPrefix)
-		b.WriteString(r.name)
-		b.WriteByte(' ')
-		b.Write(r.args)
-		if r.more {
-			b.WriteString("…")
-		}
-		b.WriteString(" (about ")
-		b.Write(strconv.AppendInt(num[:0], int64(r.tokens), 10))
-		b.WriteString(stubSuffix)
-	}
-	all := b.String()
 	p.stubs = make([]store.Stub, len(p.refs))
-	off := 0
 	for k, r := range p.refs {
-		l := r.textLen()
-		p.stubs[k] = store.Stub{ToolCallID: p.in.History[r.i].ToolCallID, Text: all[off : off+l]}
-		off += l
+		p.stubs[k] = store.Stub{ToolCallID: p.in.History[r.i].ToolCallID, Tokens: r.tokens}
 	}
 	return p.stubs
 }
@@ -248,21 +197,13 @@ func (p *Plan) Summarisable() bool {
 // stubs applied), the current prompt left out. Call Summarisable first.
 func (p *Plan) ToSummarise() []model.Message {
 	h := p.in.History
-	stubs := p.stubList()
+	c := store.Compaction{Stubs: p.stubList(), Pinned: -1}
+	stubbed, _, _ := c.Apply(h[:p.cut])
 	out := make([]model.Message, 0, p.cut)
-	k := 0
-	for i := 0; i < p.cut; i++ {
-		if i == p.pinned {
-			continue
+	for i, m := range stubbed {
+		if i != p.pinned {
+			out = append(out, m)
 		}
-		m := h[i]
-		for k < len(p.refs) && p.refs[k].i < i {
-			k++
-		}
-		if k < len(p.refs) && p.refs[k].i == i {
-			m.Content = stubs[k].Text
-		}
-		out = append(out, m)
 	}
 	return out
 }

@@ -181,12 +181,13 @@ func TestPlan_StubsOldestFirst(t *testing.T) {
 	c, after := p.Stub()
 	require.Len(t, c.Stubs, 3, "all but the result in flight")
 	assert.Equal(t, "c0", c.Stubs[0].ToolCallID)
-	assert.Contains(t, c.Stubs[0].Text, `read_file {"file_path":"/a"} (about 10000 tokens)`)
-	assert.Contains(t, c.Stubs[0].Text, "Run the tool again if you need it.")
+	assert.Equal(t, 10000, c.Stubs[0].Tokens)
 	assert.Greater(t, after, th.Target, "the result in flight alone is over the target")
 	out, _, ok := c.Apply(h)
 	require.True(t, ok)
 	assert.Equal(t, big, out[len(out)-1].Content)
+	assert.Equal(t, `[acpd: the output of read_file {"file_path":"/a"} (about 10000 tokens) was removed to fit the model's context window. Run the tool again if you need it.]`, out[2].Content)
+	assert.Equal(t, big, h[2].Content, "the history itself is not changed")
 }
 
 func TestAccounting(t *testing.T) {

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/acpd/acpd/session/model"
 )
@@ -40,10 +41,37 @@ type Compaction struct {
 	ToolCallID string `json:"toolCallId,omitempty"`
 }
 
-// Stub replaces one tool result's content.
+// Stub replaces one tool result's content with StubText of the call it
+// answers; Tokens is the estimated size of the content it replaced.
 type Stub struct {
 	ToolCallID string `json:"toolCallId"`
-	Text       string `json:"text"`
+	Tokens     int    `json:"tokens"`
+}
+
+// StubPrefix starts every stub that replaces an old tool result.
+const StubPrefix = "[acpd: the output of "
+
+const stubSuffix = " tokens) was removed to fit the model's context window. Run the tool again if you need it.]"
+
+// MaxStubArgs bounds the arguments a stub repeats.
+const MaxStubArgs = 200
+
+// AppendStubText appends the text that replaces the result of the call
+// name(args), of about tokens tokens: one line naming the call and the size
+// dropped, telling the model to run it again if it needs it.
+func AppendStubText(b []byte, name string, args []byte, tokens int) []byte {
+	b = append(b, StubPrefix...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	if len(args) > MaxStubArgs {
+		b = append(b, args[:MaxStubArgs]...)
+		b = append(b, "…"...)
+	} else {
+		b = append(b, args...)
+	}
+	b = append(b, " (about "...)
+	b = strconv.AppendInt(b, int64(tokens), 10)
+	return append(b, stubSuffix...)
 }
 
 // HeadMessage is a message a compaction puts at the start of the history.
@@ -86,9 +114,9 @@ func (c *Compaction) Apply(msgs []model.Message) (out []model.Message, moved fun
 	if c.Cut > len(msgs) || (c.Cut > 0 && c.Cut < len(msgs) && msgs[c.Cut].Role == model.RoleTool) {
 		return msgs, same, false
 	}
-	stubs := make(map[string]string, len(c.Stubs))
+	stubs := make(map[string]int, len(c.Stubs))
 	for _, s := range c.Stubs {
-		stubs[s.ToolCallID] = s.Text
+		stubs[s.ToolCallID] = s.Tokens
 	}
 	if c.Cut == 0 {
 		out = make([]model.Message, len(msgs))
@@ -120,16 +148,33 @@ func (c *Compaction) Apply(msgs []model.Message) (out []model.Message, moved fun
 	}, true
 }
 
-func stubAll(msgs []model.Message, stubs map[string]string) {
+func stubAll(msgs []model.Message, stubs map[string]int) {
 	if len(stubs) == 0 {
 		return
 	}
+	asst := -1
 	for i := range msgs {
-		if msgs[i].Role != model.RoleTool {
+		switch msgs[i].Role {
+		case model.RoleAssistant:
+			asst = i
+			continue
+		case model.RoleTool:
+		default:
 			continue
 		}
-		if t, ok := stubs[msgs[i].ToolCallID]; ok {
-			msgs[i].Content = t
+		tokens, ok := stubs[msgs[i].ToolCallID]
+		if !ok {
+			continue
 		}
+		name, args := msgs[i].Name, []byte(nil)
+		if asst >= 0 {
+			for _, c := range msgs[asst].ToolCalls {
+				if c.ID == msgs[i].ToolCallID {
+					name, args = c.Name, c.Arguments
+					break
+				}
+			}
+		}
+		msgs[i].Content = string(AppendStubText(nil, name, args, tokens))
 	}
 }

@@ -23,7 +23,7 @@ func TestTranscript_MessagesAppliesCompaction(t *testing.T) {
 		{Kind: KindToolCalls, ToolCalls: []ToolCall{{ID: "c2", Name: "read_file"}}},
 		{Kind: KindToolResult, Tool: &ToolCallRecord{ToolCallID: "c2", Name: "read_file", ModelText: "second result"}},
 		{Kind: KindCompaction, Compaction: &Compaction{Method: "summary", Cut: 5, Pinned: 4,
-			Stubs: []Stub{{ToolCallID: "c1", Text: "stub"}},
+			Stubs: []Stub{{ToolCallID: "c1", Tokens: 3}},
 			Head:  []HeadMessage{{Role: model.RoleUser, Text: "summary"}, {Role: model.RoleAssistant, Text: "ok"}},
 			Title: "Compacting conversation (10 → 5 tokens)", ToolCallID: "compact"}},
 		{Kind: KindText, Text: "answer two"},
