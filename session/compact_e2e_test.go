@@ -480,3 +480,36 @@ func TestE2E_CrashDuringSummaryKeepsTheHistory(t *testing.T) {
 	}
 	checkNoneRefused(t, d2.model, window)
 }
+
+// Each model of the selector has its own window: model.contextWindow for
+// model.name, model.contextWindows for the others, the known-model table
+// otherwise; usage_update reports the current model's.
+func TestE2E_EachModelHasItsWindow(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "acpd.toml")
+	require.NoError(t, os.WriteFile(cfg, []byte(`[model]
+models = ["small-model", "claude-sonnet-4-20250514"]
+contextWindows = { "small-model" = 40000 }
+`), 0o644))
+	d := startDaemon(t, nil, nil, "--config", cfg, "--context-window", "64000")
+	d.model.SetReportUsage(true)
+	sid := d.session(t)
+	sizes := func() (out []uint64) {
+		for _, u := range d.cc.Updates() {
+			if u.Update.Kind == acp.UpdateUsage {
+				out = append(out, u.Update.Size)
+			}
+		}
+		return out
+	}
+	for _, mdl := range []string{"", "small-model", "claude-sonnet-4-20250514"} {
+		if mdl != "" {
+			var r acp.SetSessionConfigOptionResponse
+			require.NoError(t, d.cc.Call(t.Context(), acp.MethodSessionSetConfigOption,
+				map[string]any{"sessionId": sid, "configId": "model", "value": mdl}, &r))
+		}
+		d.model.Add(modeltest.Response{Text: "ok"})
+		_, err := d.cc.Prompt(t.Context(), sid, "hi")
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []uint64{64000, 40000, 200000}, sizes())
+}
