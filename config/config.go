@@ -48,6 +48,7 @@ const (
 type Config struct {
 	Model   ModelConfig
 	Tools   ToolsConfig
+	Context ContextConfig
 	Session SessionConfig
 	Log     LogConfig
 }
@@ -122,6 +123,17 @@ type ToolsConfig struct {
 	RepeatedToolFailureGuard GuardMode
 }
 
+// ContextConfig is the [context] table: what the system prompt tells the
+// model about its project.
+type ContextConfig struct {
+	// FileNames replaces the instruction file names (AGENTS.md, QWEN.md).
+	FileNames []string
+	// Environment adds the environment block (date, OS, shell, roots and
+	// their git state); Instructions adds the instruction files.
+	Environment  bool
+	Instructions bool
+}
+
 // SessionConfig is the [session] table.
 type SessionConfig struct {
 	// DataDir is the absolute directory where sessions are persisted.
@@ -175,6 +187,7 @@ func Default() Config {
 			MaxOutputBytes:           64 << 10,
 			RepeatedToolFailureGuard: GuardShadow,
 		},
-		Log: LogConfig{Level: "info"},
+		Context: ContextConfig{FileNames: []string{}, Environment: true, Instructions: true},
+		Log:     LogConfig{Level: "info"},
 	}
 }

@@ -209,6 +209,10 @@ exclude = ["web_fetch", "run_shell_command"]
 shellTimeout = "1m30s"
 maxOutputBytes = 1024
 repeatedToolFailureGuard = "warn"
+[context]
+fileNames = ["CONVENTIONS.md", "AGENTS.md"]
+environment = false
+instructions = false
 [session]
 dataDir = "../state"
 [log]
@@ -227,6 +231,7 @@ trace = true
 					ContextWindows: map[string]int{"m-large": 200000, "m-small": 32768}, CompactThreshold: 0.7, CompactionModel: "m-small"},
 				Tools: ToolsConfig{ApprovalMode: ApprovalYolo, Exclude: []string{"web_fetch", "run_shell_command"},
 					ShellTimeout: 90 * time.Second, MaxOutputBytes: 1024, RepeatedToolFailureGuard: GuardWarn},
+				Context: ContextConfig{FileNames: []string{"CONVENTIONS.md", "AGENTS.md"}},
 				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state")},
 				Log:     LogConfig{Level: "warn", File: filepath.Join(dir, "logs", "acpd.log"), Trace: true},
 			}, cfg)

@@ -53,7 +53,7 @@ func (r resolver) path(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-var tables = []string{"model", "tools", "session", "log"}
+var tables = []string{"model", "tools", "context", "session", "log"}
 
 // fields lists every key; the order is the order of `acpd config` output.
 var fields = []*field{
@@ -105,6 +105,13 @@ var fields = []*field{
 		[]string{string(GuardOff), string(GuardShadow), string(GuardWarn), string(GuardEnforce)},
 		func(c *Config) *string { return (*string)(&c.Tools.RepeatedToolFailureGuard) },
 		[]string{"ACPD_REPEATED_TOOL_FAILURE_GUARD"}, "", ""),
+
+	stringListField("context", "fileNames", func(c *Config) *[]string { return &c.Context.FileNames },
+		nil, "", ""),
+	boolField("context", "environment", func(c *Config) *bool { return &c.Context.Environment },
+		nil, "", ""),
+	boolField("context", "instructions", func(c *Config) *bool { return &c.Context.Instructions },
+		nil, "", ""),
 
 	pathField("session", "dataDir", func(c *Config) *string { return &c.Session.DataDir },
 		[]string{"ACPD_DATA_DIR"}, "data-dir", "directory for persisted sessions"),

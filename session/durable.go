@@ -115,6 +115,7 @@ func (m *Manager) activate(ctx context.Context, id, cwd string, extra []string, 
 	}
 	m.restore(s, tr)
 	fail := func(err error) (*acp.LoadSessionResponse, error) {
+		s.stopPrep()
 		if cerr := w.Close(); cerr != nil {
 			s.log.Error("closing session transcript failed", "err", cerr)
 		}
@@ -138,6 +139,8 @@ func (m *Manager) activate(ctx context.Context, id, cwd string, extra []string, 
 	m.sessions[id] = s
 	m.mu.Unlock()
 	s.log.Info("session activated", "cwd", cwd, "replay", replay, "records", len(tr.Records))
+	s.startPrepAfterReply(ctx)
+	s.announceCommands(ctx)
 	return &acp.LoadSessionResponse{Modes: s.modeState(), ConfigOptions: s.configOptions()}, nil
 }
 
@@ -153,6 +156,7 @@ func (m *Manager) reactivate(ctx context.Context, s *Session, replay bool) (*acp
 			return nil, err
 		}
 	}
+	s.announceCommands(ctx)
 	return &acp.LoadSessionResponse{Modes: s.modeState(), ConfigOptions: s.configOptions()}, nil
 }
 
@@ -193,6 +197,9 @@ func (m *Manager) restore(s *Session, tr *store.Transcript) {
 	s.title = tr.Title
 	for i := range tr.Records {
 		r := &tr.Records[i]
+		if r.Kind == store.KindUsage && r.Usage != nil {
+			s.lastUsed = int(r.Usage.Used)
+		}
 		if r.Tool != nil {
 			s.toolCallIDs[r.Tool.ToolCallID] = true
 		}
@@ -336,6 +343,7 @@ func (s *Session) shutdown(ctx context.Context) error {
 // free stops the MCP servers and closes the transcript, once.
 func (s *Session) free() error {
 	s.freeOnce.Do(func() {
+		s.stopPrep()
 		s.closeMCP()
 		s.rootCache.Close()
 		if s.w != nil {

@@ -61,15 +61,21 @@ type daemon struct {
 
 func startDaemon(t *testing.T, fc *acptest.FakeClient, responses []modeltest.Response, flags ...string) *daemon {
 	t.Helper()
+	return startDaemonIn(t, t.TempDir(), t.TempDir(), fc, responses, flags...)
+}
+
+// startDaemonIn is startDaemon with the session's cwd and the daemon's
+// XDG_CONFIG_HOME given.
+func startDaemonIn(t *testing.T, cwd, configHome string, fc *acptest.FakeClient, responses []modeltest.Response, flags ...string) *daemon {
+	t.Helper()
 	srv := modeltest.NewServer(t, responses...)
-	cwd := t.TempDir()
 	dataDir := t.TempDir()
 	args := append([]string{
 		"--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
 		"--data-dir", dataDir, "--log-level", "warn", "--approval-mode", "yolo",
 	}, flags...)
 	cmd := exec.Command(acpdBin, args...)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "OPENAI_API_KEY=test-key")
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+configHome, "OPENAI_API_KEY=test-key")
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()

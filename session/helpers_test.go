@@ -23,6 +23,7 @@ type recClient struct {
 	mu         sync.Mutex
 	updates    []acp.SessionUpdate
 	infos      []acp.SessionUpdate // session_info_update only
+	commands   []acp.SessionUpdate // available_commands_update only
 	perms      []*acp.RequestPermissionRequest
 	Permission func(ctx context.Context, r *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error)
 }
@@ -33,6 +34,11 @@ func (c *recClient) SessionUpdate(_ context.Context, n *acp.SessionNotification)
 	if n.Update.Kind == acp.UpdateSessionInfo {
 		// Kept apart so tests can index a turn's frames by position.
 		c.infos = append(c.infos, n.Update)
+		return nil
+	}
+	if n.Update.Kind == acp.UpdateAvailableCommands {
+		// Sent outside turns (after session/new, load, resume).
+		c.commands = append(c.commands, n.Update)
 		return nil
 	}
 	c.updates = append(c.updates, n.Update)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/model/modeltest"
 )
@@ -37,9 +38,10 @@ type interopSummary struct {
 		SessionID     string `json:"sessionId"`
 		CurrentModeID string `json:"currentModeId"`
 	} `json:"newSession"`
-	Steps     []interopStep `json:"steps"`
-	SDKErrors []string      `json:"sdkErrors"`
-	Exit      struct {
+	Steps             []interopStep `json:"steps"`
+	SDKErrors         []string      `json:"sdkErrors"`
+	AvailableCommands [][]string    `json:"availableCommands"`
+	Exit              struct {
 		Code   *int    `json:"code"`
 		Signal *string `json:"signal"`
 		Error  string  `json:"error"`
@@ -120,7 +122,8 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, args...)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "OPENAI_API_KEY=test-key")
+	wire := filepath.Join(t.TempDir(), "wire.jsonl")
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "OPENAI_API_KEY=test-key", "ACPD_INTEROP_WIRE="+wire)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &testLog{t: t}
@@ -143,7 +146,7 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 	for _, s := range sum.Steps {
 		steps[s.Name] = s
 	}
-	require.Len(t, sum.Steps, 5)
+	require.Len(t, sum.Steps, 6)
 	statusList := func(s interopStep) []string {
 		var out []string
 		for _, st := range s.Statuses {
@@ -174,6 +177,7 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 		{name: "loop-stopped", loopStop: true, toolCalls: 2, updates: 3, permissions: 1, statuses: []string{"completed", "failed"},
 			failures: []string{loopdetect.LoopDetectedSkipMessage}},
 		{name: "after-loop-stop", stopReason: string(acp.StopEndTurn)},
+		{name: "help", stopReason: string(acp.StopEndTurn)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ok := steps[tc.name]
@@ -208,6 +212,11 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 	assert.Less(t, steps["cancel-while-running"].MS, 15_000, "cancel-while-running took %d ms", steps["cancel-while-running"].MS)
 	assert.Equal(t, "said hello", steps["tools"].Text)
 	assert.Equal(t, "after", steps["after-loop-stop"].Text)
+	assert.Contains(t, steps["help"].Text, "/compress [focus]")
+	// The commands were announced once, after session/new.
+	require.Len(t, sum.AvailableCommands, 1, "available_commands_update")
+	assert.Equal(t, []string{"compress", "init", "context", "tools", "mcp", "help"}, sum.AvailableCommands[0])
+	checkWire(t, wire)
 	if t.Failed() {
 		t.Logf("summary: %s", bytes.TrimSpace(stdout.Bytes()))
 	}
@@ -215,6 +224,37 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 
 	require.NotNil(t, sum.Exit.Code, "acpd exit: signal %v, error %q", sum.Exit.Signal, sum.Exit.Error)
 	assert.Zero(t, *sum.Exit.Code, "acpd exits 0 when its stdin closes")
+}
+
+// checkWire replays the recorded wire through acptest's transcript: every
+// line acpd wrote validates against the ACP schema and the protocol's
+// ordering rules.
+func checkWire(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	v, err := acptest.DefaultValidator()
+	require.NoError(t, err)
+	tr := acptest.NewTranscript(v)
+	agentLines, commandLines := 0, 0
+	for l := range bytes.SplitSeq(bytes.TrimSpace(data), []byte("\n")) {
+		var rec struct {
+			Dir  string `json:"dir"`
+			Line string `json:"line"`
+		}
+		require.NoError(t, json.Unmarshal(l, &rec))
+		if rec.Dir == "client" {
+			tr.ClientLine([]byte(rec.Line))
+			continue
+		}
+		agentLines++
+		if bytes.Contains([]byte(rec.Line), []byte(`"available_commands_update"`)) {
+			commandLines++
+		}
+		assert.NoError(t, tr.AgentLine([]byte(rec.Line)), "agent line %s", rec.Line)
+	}
+	assert.Positive(t, agentLines)
+	assert.Equal(t, 1, commandLines, "available_commands_update lines on the wire")
 }
 
 // interopClient returns a directory holding client.mjs next to a

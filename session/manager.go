@@ -13,12 +13,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/instructions"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
@@ -85,6 +85,16 @@ type Options struct {
 	APIKeyEnv   string
 	APIKeyEmpty bool
 
+	// ContextFileNames replaces the instruction file names (AGENTS.md,
+	// QWEN.md); NoEnvironment and NoInstructions leave the environment
+	// block and the instruction files out of the system prompt.
+	ContextFileNames []string
+	NoEnvironment    bool
+	NoInstructions   bool
+	// ConfigDir is acpd's user configuration folder, holding the global
+	// AGENTS.md and commands/; "" means $XDG_CONFIG_HOME/acpd.
+	ConfigDir string
+
 	// AuthRequired makes session/new answer -32000 until authenticate succeeds.
 	AuthRequired bool
 
@@ -122,6 +132,9 @@ func NewManager(client acp.Client, opts Options) *Manager {
 		opts.ApprovalMode = ModeDefault
 	}
 	opts.FailureGuard = loopdetect.ResolveFailureMode(string(opts.FailureGuard))
+	if opts.ConfigDir == "" {
+		opts.ConfigDir = instructions.GlobalDir()
+	}
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
@@ -236,6 +249,7 @@ func (m *Manager) NewSession(ctx context.Context, req *acp.NewSessionRequest) (*
 		s = m.newSession(store.NewID(), req.Cwd, req.AdditionalDirectories)
 		w, err := st.Create(store.SessionMeta{ID: s.id, Cwd: req.Cwd, AdditionalDirectories: req.AdditionalDirectories})
 		if err != nil {
+			s.stopPrep()
 			m.log.Error("creating session transcript failed", "err", err)
 			return nil, acp.ErrInternal("session/new: creating the session transcript failed: " + err.Error())
 		}
@@ -248,6 +262,7 @@ func (m *Manager) NewSession(ctx context.Context, req *acp.NewSessionRequest) (*
 			}
 			if err := s.record(rec); err != nil {
 				_ = w.Close()
+				s.stopPrep()
 				return nil, storeError(s.id, err)
 			}
 		}
@@ -259,6 +274,8 @@ func (m *Manager) NewSession(ctx context.Context, req *acp.NewSessionRequest) (*
 	m.sessions[s.id] = s
 	m.mu.Unlock()
 	m.log.Info("session created", "session_id", s.id, "cwd", s.cwd)
+	s.startPrepAfterReply(ctx)
+	s.announceCommands(ctx)
 	return &acp.NewSessionResponse{SessionID: s.id, Modes: s.modeState(), ConfigOptions: s.configOptions()}, nil
 }
 
@@ -273,6 +290,7 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 		log:   m.log.With("session_id", id),
 		turns: make(chan struct{}, 1),
 	}
+	s.cmds.ready = make(chan struct{})
 	if m.opts.Tools != nil {
 		s.tools = m.opts.Tools()
 	} else {
@@ -280,6 +298,7 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 	}
 	s.allowAlways = map[string]bool{}
 	s.toolCallIDs = map[string]bool{}
+	s.newPrep()
 	return s
 }
 
@@ -393,18 +412,4 @@ func (m *Manager) connectMCP(ctx context.Context, s *Session, servers []acp.MCPS
 	for _, t := range set.Tools() {
 		s.tools.Add(t)
 	}
-}
-
-// defaultSystemPrompt is used when the configuration sets none.
-const defaultSystemPrompt = `You are acpd, a software engineering agent working inside the user's workspace through tools.
-Read before you change anything; prefer small, verifiable edits; use absolute paths inside the workspace.
-When a tool fails, read its error and change your approach instead of repeating the same call.`
-
-// systemPrompt is the configured (or default) prompt plus the session's workspace.
-func (s *Session) systemPrompt() string {
-	p := s.m.opts.SystemPrompt
-	if p == "" {
-		p = defaultSystemPrompt
-	}
-	return p + "\n\nWorkspace roots (absolute): " + strings.Join(s.roots, ", ")
 }

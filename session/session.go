@@ -44,6 +44,14 @@ type Session struct {
 	// new session must not precede its session/new response.
 	notices []string
 
+	// prep gathers the system prompt's environment and instruction files
+	// in the background (project.go).
+	prep *prep
+	// cmds is the session's slash commands (slash.go).
+	cmds cmdState
+	// lastUsed is the prompt size the provider last reported (turn holder).
+	lastUsed int
+
 	// mcp holds the session's MCP server connections; nil without servers.
 	mcp *mcp.Set
 
@@ -199,8 +207,20 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.P
 	if !acp.AfterReply(ctx, s.release) {
 		defer s.release()
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || !s.waitCommands(ctx) {
 		return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
+	}
+	s.refreshCommands(ctx)
+	resp, next, handled, err := s.runCommand(ctx, blocks)
+	switch {
+	case !handled:
+	case err != nil || resp != nil:
+		return resp, err
+	default:
+		blocks = next
+		if msg, err = s.userMessage(blocks); err != nil {
+			return nil, err
+		}
 	}
 	return s.runTurn(ctx, blocks, msg)
 }

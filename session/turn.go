@@ -62,6 +62,9 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 		}
 		defer func() { resp, err = t.end(resp, err) }()
 	}
+	if !s.waitPrep(ctx) {
+		return cancelled, nil
+	}
 	hadLoopContext := s.pendingLoopContext
 	if s.pendingLoopContext {
 		// The model sees why the previous turn stopped: the context message
@@ -298,6 +301,7 @@ func (t *turn) stream(ctx context.Context) (streamResult, error) {
 		if used == 0 {
 			used = usage.PromptTokens + usage.CompletionTokens
 		}
+		s.lastUsed = max(used, 0)
 		u := store.Usage{
 			PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, TotalTokens: usage.TotalTokens,
 			Used: uint64(max(used, 0)), Size: uint64(s.window()),

@@ -733,6 +733,16 @@ func (o *runOutput) update(params json.RawMessage) {
 	if !o.inTurn {
 		return
 	}
+	var kind struct {
+		Update struct {
+			Kind string `json:"sessionUpdate"`
+		} `json:"update"`
+	}
+	if json.Unmarshal(params, &kind) == nil && kind.Update.Kind == acp.UpdateAvailableCommands {
+		// The command list is the session's, announced after session/new
+		// or load, not part of the turn: headless output leaves it out.
+		return
+	}
 	if o.format == formatStreamJSON {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, params); err == nil {

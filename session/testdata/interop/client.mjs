@@ -5,12 +5,13 @@
 //
 // usage: node client.mjs <workspace> <acpd binary> [acpd flags...]
 import { spawn } from "node:child_process";
+import { appendFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import { format } from "node:util";
 import * as acp from "@agentclientprotocol/sdk";
 
 const [workspace, bin, ...acpdArgs] = process.argv.slice(2);
-const summary = { steps: [], sdkErrors: [] };
+const summary = { steps: [], sdkErrors: [], availableCommands: [] };
 
 function emit() {
   process.stdout.write(JSON.stringify(summary) + "\n");
@@ -38,6 +39,34 @@ if (!workspace || !bin) {
 }
 
 const child = spawn(bin, acpdArgs, { stdio: ["pipe", "pipe", "inherit"] });
+
+// ACPD_INTEROP_WIRE names a file that receives every line of the wire, in
+// order ({"dir":"client"|"agent","line":…}), so the Go test can check each
+// against the ACP schema and the protocol's ordering rules.
+const wire = process.env.ACPD_INTEROP_WIRE;
+function tap(dir) {
+  let buf = "";
+  return (chunk) => {
+    buf += Buffer.from(chunk).toString("utf8");
+    let i;
+    while ((i = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      if (line.trim() !== "") {
+        appendFileSync(wire, JSON.stringify({ dir, line }) + "\n");
+      }
+    }
+  };
+}
+if (wire) {
+  const toAgent = tap("client");
+  const write = child.stdin.write.bind(child.stdin);
+  child.stdin.write = (chunk, ...rest) => {
+    toAgent(chunk);
+    return write(chunk, ...rest);
+  };
+  child.stdout.on("data", tap("agent"));
+}
 const exited = new Promise((resolve) => {
   child.on("exit", (code, signal) => resolve({ code, signal }));
   child.on("error", (err) => resolve({ code: null, signal: null, error: String(err) }));
@@ -84,8 +113,13 @@ const app = acp
     return allowOnce(params);
   })
   .onNotification("session/update", ({ params }) => {
-    const s = step;
     const u = params.update;
+    if (u.sessionUpdate === "available_commands_update") {
+      // Sent after session/new's answer and when the commands change.
+      summary.availableCommands.push(u.availableCommands.map((c) => c.name));
+      return;
+    }
+    const s = step;
     s.updateKinds[u.sessionUpdate] = (s.updateKinds[u.sessionUpdate] ?? 0) + 1;
     if (u.sessionUpdate === "agent_message_chunk" && u.content.type === "text") {
       s.text += u.content.text;
@@ -175,6 +209,8 @@ try {
 
     await prompt(session, "loop-stopped", "loop");
     await prompt(session, "after-loop-stop", "carry on");
+    // A reporting command answers without asking the model.
+    await prompt(session, "help", "/help");
     session.dispose();
   });
 } catch (err) {

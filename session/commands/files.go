@@ -1,0 +1,356 @@
+package commands
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Limits that keep a hostile or mistaken command folder from slowing a
+// session: files past maxFileSize and entries past maxFiles per folder are
+// left out with a warning.
+const (
+	maxFileSize = 256 << 10
+	maxFiles    = 1000
+)
+
+// format is what a command folder may hold.
+type format int
+
+const (
+	formatTOMLAndMarkdown format = iota // .acpd/commands, .qwen/commands, the global folder
+	formatMarkdown                      // .claude/commands
+)
+
+// Dir is one folder of command files.
+type Dir struct {
+	Path   string
+	Source Source
+	format format
+}
+
+// Dirs lists the command folders of a session, lowest precedence first:
+// the global folder (globalDir, usually $XDG_CONFIG_HOME/acpd/commands),
+// then each workspace root's .claude/commands, .qwen/commands and
+// .acpd/commands, the additional roots before the first (cwd), so project
+// commands win over global ones and the cwd's over other roots'. A later
+// folder's command replaces an earlier one of the same name.
+func Dirs(roots []string, globalDir string) []Dir {
+	var out []Dir
+	if globalDir != "" {
+		out = append(out, Dir{Path: globalDir, Source: SourceGlobal})
+	}
+	for i := len(roots) - 1; i >= 0; i-- {
+		r := roots[i]
+		out = append(out,
+			Dir{Path: filepath.Join(r, ".claude", "commands"), Source: SourceProject, format: formatMarkdown},
+			Dir{Path: filepath.Join(r, ".qwen", "commands"), Source: SourceProject},
+			Dir{Path: filepath.Join(r, ".acpd", "commands"), Source: SourceProject},
+		)
+	}
+	return out
+}
+
+// GlobalDir is $XDG_CONFIG_HOME/acpd/commands (or ~/.config/acpd/commands);
+// "" when neither variable is set.
+func GlobalDir() string {
+	base := os.Getenv("XDG_CONFIG_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil || home == "" {
+			return ""
+		}
+		base = filepath.Join(home, ".config")
+	}
+	return filepath.Join(base, "acpd", "commands")
+}
+
+// Loaded is the file commands of a session.
+type Loaded struct {
+	Commands []*Command // by name
+	// Warnings name file:line for every file left out.
+	Warnings []string
+	// Stamp identifies the files read (see Stamp).
+	Stamp string
+}
+
+// candidate is a command file found by a walk.
+type candidate struct {
+	path, rel string
+	size      int64
+	mod       int64
+}
+
+// walk lists the command files of d (sorted by path) and the warnings of
+// the walk itself.
+func walk(d Dir) ([]candidate, []string) {
+	var out []candidate
+	var warns []string
+	err := filepath.WalkDir(d.Path, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if p == d.Path && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll
+			}
+			warns = append(warns, fmt.Sprintf("%s: cannot read: %v", p, unwrapPath(err)))
+			if e != nil && e.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if e.IsDir() {
+			return nil
+		}
+		ext := filepath.Ext(p)
+		if ext != ".md" && (ext != ".toml" || d.format == formatMarkdown) {
+			return nil
+		}
+		if len(out) >= maxFiles {
+			warns = append(warns, fmt.Sprintf("%s: more than %d command files; the rest are left out", d.Path, maxFiles))
+			return fs.SkipAll
+		}
+		info, err := os.Stat(p) // follows a symlinked file
+		if err != nil {
+			warns = append(warns, fmt.Sprintf("%s: cannot read: %v", p, unwrapPath(err)))
+			return nil
+		}
+		if !info.Mode().IsRegular() {
+			warns = append(warns, fmt.Sprintf("%s: not a regular file; left out", p))
+			return nil
+		}
+		rel, _ := filepath.Rel(d.Path, p)
+		out = append(out, candidate{path: p, rel: rel, size: info.Size(), mod: info.ModTime().UnixNano()})
+		return nil
+	})
+	if err != nil {
+		warns = append(warns, fmt.Sprintf("%s: %v", d.Path, err))
+	}
+	return out, warns
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Stamp identifies the command files under dirs by path, size and
+// modification time, without reading them: a session compares stamps to
+// notice that its commands changed.
+func Stamp(dirs []Dir) string {
+	var b strings.Builder
+	for _, d := range dirs {
+		cs, _ := walk(d)
+		writeStamp(&b, cs)
+	}
+	return b.String()
+}
+
+func writeStamp(b *strings.Builder, cs []candidate) {
+	for _, c := range cs {
+		fmt.Fprintf(b, "%s\x00%d\x00%d\n", c.path, c.size, c.mod)
+	}
+}
+
+// Load reads the command files of dirs. A file that cannot be read or
+// parsed is left out with a warning naming file:line; the others load.
+func Load(dirs []Dir) *Loaded {
+	byName := map[string]*Command{}
+	var warns []string
+	var stamp strings.Builder
+	for _, d := range dirs {
+		cs, ws := walk(d)
+		warns = append(warns, ws...)
+		writeStamp(&stamp, cs)
+		for _, c := range cs {
+			cmd, err := loadFile(d, c)
+			if err != nil {
+				warns = append(warns, err.Error())
+				continue
+			}
+			byName[cmd.Name] = cmd
+		}
+	}
+	out := &Loaded{Warnings: warns, Stamp: stamp.String()}
+	for _, c := range byName {
+		out.Commands = append(out.Commands, c)
+	}
+	sort.Slice(out.Commands, func(i, j int) bool { return out.Commands[i].Name < out.Commands[j].Name })
+	return out
+}
+
+// lineError is a problem at a line of a command file.
+func lineError(path string, line int, format string, args ...any) error {
+	return fmt.Errorf("%s:%d: %s; command left out", path, line, fmt.Sprintf(format, args...))
+}
+
+// commandName turns a path relative to the command folder into the
+// command's name: folders joined by ':', a ':' inside a segment made '_'.
+func commandName(rel string) string {
+	rel = strings.TrimSuffix(rel, filepath.Ext(rel))
+	segs := strings.Split(filepath.ToSlash(rel), "/")
+	for i, s := range segs {
+		segs[i] = strings.ReplaceAll(s, ":", "_")
+	}
+	return strings.Join(segs, ":")
+}
+
+func loadFile(d Dir, c candidate) (*Command, error) {
+	name := commandName(c.rel)
+	if name == "" || strings.ContainsFunc(name, isSpaceRune) || slices.Contains(strings.Split(name, ":"), "") {
+		return nil, lineError(c.path, 1, "%q is not a usable command name (no spaces or empty parts)", name)
+	}
+	if c.size > maxFileSize {
+		return nil, lineError(c.path, 1, "file is larger than %d bytes", maxFileSize)
+	}
+	data, err := os.ReadFile(c.path)
+	if err != nil {
+		return nil, lineError(c.path, 1, "cannot read: %v", unwrapPath(err))
+	}
+	if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
+		return nil, lineError(c.path, 1, "not a UTF-8 text file")
+	}
+	cmd := &Command{Name: name, Source: d.Source, Path: c.path}
+	if filepath.Ext(c.path) == ".toml" {
+		err = parseTOML(cmd, data)
+	} else {
+		err = parseMarkdown(cmd, data)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(cmd.Template) == "" {
+		return nil, lineError(c.path, 1, "the command's prompt is empty")
+	}
+	if cmd.Description == "" {
+		cmd.Description = "Custom command from " + filepath.Base(c.path)
+	}
+	return cmd, nil
+}
+
+func isSpaceRune(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' }
+
+// parseTOML reads a qwen-code style command: a required `prompt` string and
+// an optional `description` (and acpd's optional `argument-hint`).
+func parseTOML(cmd *Command, data []byte) error {
+	var v map[string]any
+	if _, err := toml.Decode(string(data), &v); err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return lineError(cmd.Path, max(pe.Position.Line, 1), "invalid TOML: %s", pe.Message)
+		}
+		return lineError(cmd.Path, 1, "invalid TOML: %v", err)
+	}
+	str := func(key string, required bool) (string, error) {
+		raw, ok := v[key]
+		if !ok {
+			if required {
+				return "", lineError(cmd.Path, 1, "missing the required string key %q", key)
+			}
+			return "", nil
+		}
+		s, ok := raw.(string)
+		if !ok {
+			return "", lineError(cmd.Path, keyLine(data, key), "%q must be a string", key)
+		}
+		return s, nil
+	}
+	var err error
+	if cmd.Template, err = str("prompt", true); err != nil {
+		return err
+	}
+	if cmd.Description, err = str("description", false); err != nil {
+		return err
+	}
+	if cmd.Hint, err = str("argument-hint", false); err != nil {
+		return err
+	}
+	return nil
+}
+
+// keyLine finds the line where key is assigned, for a warning; 1 when not
+// found.
+func keyLine(data []byte, key string) int {
+	for i, l := range strings.Split(string(data), "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, key) && strings.HasPrefix(strings.TrimSpace(l[len(key):]), "=") {
+			return i + 1
+		}
+	}
+	return 1
+}
+
+// parseMarkdown reads a Markdown command: an optional front matter block
+// (between "---" lines at the very top) of `key: value` lines, of which
+// description and argument-hint are used; the rest of the file is the
+// prompt. Decision: the front matter is read leniently as key/value lines,
+// not as YAML, because the commands teams keep write hints such as
+// `argument-hint: [message]`, which a YAML parser takes for a list.
+func parseMarkdown(cmd *Command, data []byte) error {
+	text := strings.TrimPrefix(string(data), "\ufeff")
+	text = strings.ReplaceAll(text, "\r\n", "\n")
+	lines := strings.Split(text, "\n")
+	if len(lines) == 0 || strings.TrimRight(lines[0], " \t") != "---" {
+		cmd.Template = strings.TrimSpace(text)
+		return nil
+	}
+	end := -1
+	for i := 1; i < len(lines); i++ {
+		if strings.TrimRight(lines[i], " \t") == "---" {
+			end = i
+			break
+		}
+	}
+	if end < 0 {
+		return lineError(cmd.Path, 1, "front matter opened with --- is never closed")
+	}
+	fields := map[string]string{}
+	last := ""
+	for i := 1; i < end; i++ {
+		l := lines[i]
+		trimmed := strings.TrimSpace(l)
+		switch {
+		case trimmed == "" || strings.HasPrefix(trimmed, "#"):
+			continue
+		case l[0] == ' ' || l[0] == '\t' || strings.HasPrefix(trimmed, "- "):
+			// A continuation (folded text, list item) of the key before it.
+			if last == "" {
+				return lineError(cmd.Path, i+1, "front matter line %q belongs to no key", trimmed)
+			}
+			fields[last] = strings.TrimSpace(fields[last] + " " + unquote(trimmed))
+			continue
+		}
+		k, val, ok := strings.Cut(l, ":")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t\"'") {
+			return lineError(cmd.Path, i+1, "front matter line %q is not `key: value`", trimmed)
+		}
+		val = strings.TrimSpace(val)
+		if val == "|" || val == ">" || val == "|-" || val == ">-" {
+			val = ""
+		}
+		fields[k] = unquote(val)
+		last = k
+	}
+	cmd.Description = fields["description"]
+	cmd.Hint = fields["argument-hint"]
+	cmd.Template = strings.TrimSpace(strings.Join(lines[end+1:], "\n"))
+	return nil
+}
+
+func unquote(s string) string {
+	if len(s) >= 2 && (s[0] == '"' && s[len(s)-1] == '"' || s[0] == '\'' && s[len(s)-1] == '\'') {
+		return s[1 : len(s)-1]
+	}
+	return s
+}

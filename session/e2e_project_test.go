@@ -1,0 +1,288 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/acp/acptest"
+	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/modeltest"
+)
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+}
+
+func gitIn(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+}
+
+// commandsUpdates returns the available_commands_update lists of sid, each
+// as its command names.
+func commandsUpdates(d *daemon, sid string) [][]acp.AvailableCommand {
+	var out [][]acp.AvailableCommand
+	for _, n := range d.cc.Updates() {
+		if n.SessionID == sid && n.Update.Kind == acp.UpdateAvailableCommands {
+			out = append(out, n.Update.AvailableCommands)
+		}
+	}
+	return out
+}
+
+// waitCommands waits for the n-th available_commands_update of sid.
+func waitCommands(t *testing.T, d *daemon, sid string, n int) []acp.AvailableCommand {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if us := commandsUpdates(d, sid); len(us) >= n {
+			return us[n-1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no available_commands_update #%d for %s", n, sid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func commandNames(cs []acp.AvailableCommand) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// turnText is the agent text of sid sent after the first `skip` updates.
+func turnText(d *daemon, sid string, skip int) string {
+	return acptest.AgentText(d.cc.Updates()[skip:], sid)
+}
+
+// TestE2E_SystemPrompt: the first request's system message holds acpd's
+// prompt, then the global, repository-root and workspace AGENTS.md in that
+// order (an import inlined, a cyclic one stopped), then the environment
+// block with the date and the branch; every later request repeats it byte
+// for byte (the provider's prompt cache keeps matching).
+func TestE2E_SystemPrompt(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	configHome, repo := t.TempDir(), t.TempDir()
+	ws := filepath.Join(repo, "services", "api")
+	writeFile(t, filepath.Join(configHome, "acpd", "AGENTS.md"), "GLOBAL-RULE: answer in English.")
+	writeFile(t, filepath.Join(repo, "AGENTS.md"), "REPO-RULE: run go test. Style: @docs/style.md")
+	writeFile(t, filepath.Join(repo, "docs", "style.md"), "STYLE-RULE: tabs. More in @./loop.md")
+	writeFile(t, filepath.Join(repo, "docs", "loop.md"), "LOOP-RULE: back to @./style.md")
+	writeFile(t, filepath.Join(ws, "AGENTS.md"), "WORKSPACE-RULE: keep handlers thin.")
+	writeFile(t, filepath.Join(ws, "main.go"), "package main\n")
+	gitIn(t, repo, "init", "-q", "-b", "topic/prompt")
+	gitIn(t, repo, "add", "-A")
+	gitIn(t, repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "Add the API service")
+	writeFile(t, filepath.Join(ws, "new.go"), "package main\n")
+
+	d := startDaemonIn(t, ws, configHome, nil, []modeltest.Response{
+		{ToolCalls: []modeltest.ToolCall{readCall(filepath.Join(ws, "main.go"))}},
+		{Text: "done"},
+	})
+	sid := d.session(t)
+	resp, err := d.cc.Prompt(t.Context(), sid, "look at main.go")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+
+	reqs := d.model.Requests()
+	require.Len(t, reqs, 2)
+	require.Equal(t, "system", reqs[0].Messages[0].Role)
+	sys := reqs[0].Messages[0].Text()
+	t.Logf("system prompt:\n%s", sys)
+	at := func(s string) int {
+		i := strings.Index(sys, s)
+		assert.GreaterOrEqual(t, i, 0, "system prompt lacks %q", s)
+		return i
+	}
+	assert.Less(t, at("You are acpd"), at("GLOBAL-RULE"))
+	assert.Less(t, at("GLOBAL-RULE"), at("REPO-RULE"))
+	assert.Less(t, at("REPO-RULE"), at("WORKSPACE-RULE"))
+	assert.Less(t, at("WORKSPACE-RULE"), at("# Environment"))
+	at("--- Context from: " + filepath.Join(repo, "AGENTS.md") + " ---")
+	assert.Equal(t, 1, strings.Count(sys, "STYLE-RULE"), "the import is inlined once")
+	assert.Equal(t, 1, strings.Count(sys, "LOOP-RULE"), "the nested import is inlined once")
+	at("<!-- import cycle stopped: " + filepath.Join(repo, "docs", "style.md") + " -->")
+	at("- Date: " + time.Now().Format("Monday, January 2, 2006"))
+	at("- Branch: topic/prompt")
+	at("?? new.go")
+	at("  - Add the API service")
+	at("Top-level entries: AGENTS.md, main.go, new.go")
+	at("- OS: ")
+	assert.Equal(t, reqs[0].Messages[0], reqs[1].Messages[0], "the system message is the same on every request")
+}
+
+// TestE2E_FileCommand: commands from .claude/commands and .qwen/commands
+// are advertised after session/new; `/review src/x.go` sends the expanded
+// prompt; a broken file is left out; a new command file is announced at the
+// next prompt; /help answers without asking the model.
+func TestE2E_FileCommand(t *testing.T) {
+	cwd := t.TempDir()
+	writeFile(t, filepath.Join(cwd, "src", "x.go"), "package x\n")
+	writeFile(t, filepath.Join(cwd, ".claude", "commands", "review.md"),
+		"---\ndescription: Review a file for bugs\nargument-hint: <file>\n---\nReview $ARGUMENTS for bugs and list what you found.\n")
+	writeFile(t, filepath.Join(cwd, ".qwen", "commands", "git", "summary.toml"), "description = \"Summarise changes\"\nprompt = \"Summarise {{args}}\"\n")
+	writeFile(t, filepath.Join(cwd, ".qwen", "commands", "broken.toml"), "prompt = \"unterminated\n")
+	writeFile(t, filepath.Join(cwd, ".acpd", "commands", "bad.md"), "---\ndescription: no end\n")
+	configHome := t.TempDir()
+	writeFile(t, filepath.Join(configHome, "acpd", "commands", "review.md"), "the global review loses to the project's")
+	writeFile(t, filepath.Join(configHome, "acpd", "commands", "standup.md"), "Write my standup notes.")
+
+	d := startDaemonIn(t, cwd, configHome, nil, []modeltest.Response{{Text: "no bugs"}})
+	sid := d.session(t)
+	cmds := waitCommands(t, d, sid, 1)
+	names := commandNames(cmds)
+	for _, n := range []string{"compress", "init", "context", "tools", "mcp", "help", "review", "git:summary", "standup"} {
+		assert.Contains(t, names, n)
+	}
+	assert.NotContains(t, names, "broken")
+	assert.NotContains(t, names, "bad")
+	i := slices.Index(names, "review")
+	require.GreaterOrEqual(t, i, 0)
+	assert.Equal(t, "Review a file for bugs", cmds[i].Description)
+	require.NotNil(t, cmds[i].Input)
+	assert.Equal(t, "<file>", cmds[i].Input.Hint)
+
+	resp, err := d.cc.Prompt(t.Context(), sid, "/review src/x.go")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	reqs := d.model.Requests()
+	require.Len(t, reqs, 1)
+	last := reqs[0].Messages[len(reqs[0].Messages)-1]
+	assert.Equal(t, "user", last.Role)
+	assert.Equal(t, "Review src/x.go for bugs and list what you found.", last.Text())
+
+	// A command file added later is announced at the next prompt; /help,
+	// which only reports, does not reach the model.
+	writeFile(t, filepath.Join(cwd, ".acpd", "commands", "later.md"), "---\ndescription: Added later\n---\nLater.")
+	before := len(d.cc.Updates())
+	resp, err = d.cc.Prompt(t.Context(), sid, "/help")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	assert.Contains(t, commandNames(waitCommands(t, d, sid, 2)), "later")
+	help := turnText(d, sid, before)
+	assert.Contains(t, help, "/later: Added later")
+	assert.Contains(t, help, "/review <file>: Review a file for bugs")
+	assert.Equal(t, 1, d.model.Served(), "/help asked the model nothing")
+
+	// An unknown /name goes to the model unchanged.
+	d.model.Add(modeltest.Response{Text: "unknown command passed on"})
+	_, err = d.cc.Prompt(t.Context(), sid, "/frobnicate now")
+	require.NoError(t, err)
+	reqs = d.model.Requests()
+	last = reqs[len(reqs)-1].Messages[len(reqs[len(reqs)-1].Messages)-1]
+	assert.Equal(t, "/frobnicate now", last.Text())
+}
+
+// TestE2E_ContextCommand: /context reports the window, the instruction
+// files, tools and MCP servers without a model request, before and after
+// a turn that reported usage.
+func TestE2E_ContextCommand(t *testing.T) {
+	cwd := t.TempDir()
+	writeFile(t, filepath.Join(cwd, "AGENTS.md"), "Use tabs.")
+	d := startDaemonIn(t, cwd, t.TempDir(), nil, []modeltest.Response{
+		{Text: "hi", Usage: &model.Usage{PromptTokens: 1500, CompletionTokens: 20, TotalTokens: 1520}},
+	})
+	sid := d.session(t)
+	resp, err := d.cc.Prompt(t.Context(), sid, "/context")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	text := acptest.AgentText(d.cc.Updates(), sid)
+	assert.Contains(t, text, "no model response yet; window 131072 tokens")
+	assert.Contains(t, text, filepath.Join(cwd, "AGENTS.md")+": about 3 tokens")
+	assert.Contains(t, text, "Tools: 8 offered")
+	assert.Contains(t, text, "MCP servers\n- none")
+	assert.Contains(t, text, "Compaction\n- none in this session")
+	assert.Zero(t, d.model.Served(), "/context asked the model")
+
+	_, err = d.cc.Prompt(t.Context(), sid, "hello")
+	require.NoError(t, err)
+	before := len(d.cc.Updates())
+	_, err = d.cc.Prompt(t.Context(), sid, "/context")
+	require.NoError(t, err)
+	text = turnText(d, sid, before)
+	assert.Contains(t, text, "Used: 1520 of 131072 tokens (1.2%)")
+	assert.Contains(t, text, "Conversation: 2 messages")
+	assert.Equal(t, 1, d.model.Served())
+
+	// /compress says compaction is not there yet.
+	before = len(d.cc.Updates())
+	_, err = d.cc.Prompt(t.Context(), sid, "/compress keep the test names")
+	require.NoError(t, err)
+	assert.Contains(t, turnText(d, sid, before), "not available yet")
+	assert.Equal(t, 1, d.model.Served())
+}
+
+// TestE2E_InitCommand: /init has the model study the project and ends in
+// a write_file of AGENTS.md, which the next session loads.
+func TestE2E_InitCommand(t *testing.T) {
+	cwd := t.TempDir()
+	writeFile(t, filepath.Join(cwd, "go.mod"), "module example.com/x\n")
+	target := filepath.Join(cwd, "AGENTS.md")
+	args, err := json.Marshal(map[string]string{"file_path": target, "content": "# Project\n\nRun `go test ./...`.\n"})
+	require.NoError(t, err)
+	d := startDaemonIn(t, cwd, t.TempDir(), nil, []modeltest.Response{
+		{ToolCalls: []modeltest.ToolCall{readCall(filepath.Join(cwd, "go.mod"))}},
+		{ToolCalls: []modeltest.ToolCall{{Name: "write_file", Arguments: string(args)}}},
+		{Text: "Wrote AGENTS.md."},
+	})
+	sid := d.session(t)
+	resp, err := d.cc.Prompt(t.Context(), sid, "/init")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+
+	reqs := d.model.Requests()
+	require.Len(t, reqs, 3)
+	first := reqs[0].Messages[len(reqs[0].Messages)-1]
+	assert.Equal(t, "user", first.Role)
+	assert.Contains(t, first.Text(), "Create the project's instruction file "+target)
+	got, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "# Project\n\nRun `go test ./...`.\n", string(got))
+	var wrote bool
+	for _, n := range d.cc.Updates() {
+		if u := n.Update.ToolCallUpdate; u != nil && u.Status == acp.StatusCompleted {
+			wrote = true
+		}
+	}
+	assert.True(t, wrote, "the write_file call completed")
+
+	// A new session now loads the written file.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	sid2, err := d.cc.NewSession(ctx, cwd)
+	require.NoError(t, err)
+	before := len(d.cc.Updates())
+	_, err = d.cc.Prompt(ctx, sid2, "/context")
+	require.NoError(t, err)
+	assert.Contains(t, turnText(d, sid2, before), target+": about")
+
+	// With AGENTS.md present, /init asks for an update.
+	d.model.Add(modeltest.Response{Text: "nothing to change"})
+	_, err = d.cc.Prompt(ctx, sid2, "/init focus on tests")
+	require.NoError(t, err)
+	reqs = d.model.Requests()
+	last := reqs[len(reqs)-1].Messages[len(reqs[len(reqs)-1].Messages)-1]
+	assert.Contains(t, last.Text(), "Update the project's instruction file "+target)
+	assert.Contains(t, last.Text(), "Also take this into account: focus on tests")
+}

@@ -1,0 +1,125 @@
+package session
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/instructions"
+)
+
+// Project awareness: the system prompt's environment block and instruction
+// files are gathered in the background from the moment the session is
+// created (session/new, load or resume) and never delay its answer; the
+// first model request (or /context) waits for them, at most
+// instructions.GatherTimeout for the git commands. They are gathered once:
+// the system prompt stays byte-identical for the whole session, so the
+// provider's prompt cache keeps matching it.
+
+// prep is the session's background gathering.
+type prep struct {
+	once   sync.Once
+	ctx    context.Context
+	done   chan struct{}
+	cancel context.CancelFunc
+	// noEnv and load are the options, taken when the session is made.
+	noEnv bool
+	load  *instructions.Options
+	env   string              // the environment block; "" when turned off
+	instr instructions.Loaded // the instruction files
+	// system is the whole system prompt, built once by the first turn
+	// that needs it (the turn holder).
+	system string
+}
+
+// newPrep makes the session's gathering, not started yet.
+func (s *Session) newPrep() {
+	ctx, cancel := context.WithCancel(context.Background())
+	o := s.m.opts
+	s.prep = &prep{done: make(chan struct{}), cancel: cancel, ctx: ctx, noEnv: o.NoEnvironment}
+	if !o.NoInstructions {
+		s.prep.load = &instructions.Options{
+			Roots:     s.roots,
+			FileNames: o.ContextFileNames,
+			GlobalDir: o.ConfigDir,
+			// A file may fill a tenth of the window (about 4 bytes a token).
+			Budget: o.ContextWindow / 10 * 4,
+		}
+	}
+}
+
+// startPrepAfterReply starts the gathering once the answer to the request
+// of ctx (session/new, load, resume) is on the wire: forking git while the
+// answer is being made would slow it on a busy machine.
+func (s *Session) startPrepAfterReply(ctx context.Context) {
+	if !acp.AfterReply(ctx, s.startPrep) {
+		s.startPrep()
+	}
+}
+
+// startPrep starts gathering the environment and the instruction files;
+// later calls do nothing.
+func (s *Session) startPrep() {
+	p := s.prep
+	p.once.Do(func() { go s.gather(p) })
+}
+
+func (s *Session) gather(p *prep) {
+	defer close(p.done)
+	envDone := make(chan string, 1)
+	if p.noEnv {
+		envDone <- ""
+	} else {
+		go func() { envDone <- instructions.Gather(p.ctx, s.roots, 0).Text() }()
+	}
+	if p.load != nil {
+		p.instr = instructions.Load(*p.load)
+	}
+	p.env = <-envDone
+	for _, f := range p.instr.Files {
+		s.log.Info("instruction file loaded", "path", f.Path, "imports", len(f.Imports), "truncated", f.Truncated)
+	}
+	for _, w := range p.instr.Warnings {
+		s.log.Warn("instruction file problem", "detail", w)
+	}
+}
+
+// waitPrep waits for the gathering (starting it if it has not started);
+// false when ctx ended first.
+func (s *Session) waitPrep(ctx context.Context) bool {
+	s.startPrep()
+	select {
+	case <-s.prep.done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// stopPrep cancels the gathering (its git commands are killed).
+func (s *Session) stopPrep() { s.prep.cancel() }
+
+// systemPrompt is the system message of every request of the session: the
+// built-in prompt (or model.systemPrompt), the instruction files, the
+// environment block. Callers hold the turn and have waited for prep.
+func (s *Session) systemPrompt() string {
+	p := s.prep
+	if p.system != "" {
+		return p.system
+	}
+	parts := instructions.Parts{
+		Custom:       s.m.opts.SystemPrompt,
+		Instructions: p.instr.Text(),
+		Environment:  p.env,
+	}
+	for _, t := range s.tools.Tools() {
+		parts.Tools = append(parts.Tools, t.Name())
+	}
+	if parts.Environment == "" {
+		// The model needs the roots for its absolute paths either way.
+		parts.Environment = "Workspace roots (absolute): " + strings.Join(s.roots, ", ")
+	}
+	p.system = instructions.SystemPrompt(parts)
+	return p.system
+}
