@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/modeltest"
+	"github.com/acpd/acpd/session/tools"
 )
 
 func writeFile(t *testing.T, path, text string) {
@@ -210,7 +212,7 @@ func TestE2E_ContextCommand(t *testing.T) {
 	text := acptest.AgentText(d.cc.Updates(), sid)
 	assert.Contains(t, text, "no model response yet; window 131072 tokens")
 	assert.Contains(t, text, filepath.Join(cwd, "AGENTS.md")+": about 3 tokens")
-	assert.Contains(t, text, "Tools: 8 offered")
+	assert.Contains(t, text, fmt.Sprintf("Tools: %d offered", len(tools.Builtin())))
 	assert.Contains(t, text, "MCP servers\n- none")
 	assert.Contains(t, text, "Compaction\n- none in this session")
 	assert.Zero(t, d.model.Served(), "/context asked the model")
