@@ -44,7 +44,7 @@ func (s *Session) newPrep() {
 			FileNames: o.ContextFileNames,
 			GlobalDir: o.ConfigDir,
 			// A file may fill a tenth of the window (about 4 bytes a token).
-			Budget: o.ContextWindow / 10 * 4,
+			Budget: s.window() / 10 * 4,
 		}
 	}
 }
@@ -108,6 +108,10 @@ func (s *Session) systemPrompt() string {
 	if p.system != "" {
 		return p.system
 	}
+	// Callers have waited already; this only guards against caching a
+	// prompt built before the gathering finished.
+	s.startPrep()
+	<-p.done
 	parts := instructions.Parts{
 		Custom:       s.m.opts.SystemPrompt,
 		Instructions: p.instr.Text(),

@@ -145,7 +145,7 @@ func (h sessionHost) Commands() []*commands.Command { return h.s.commandSet().Co
 func (h sessionHost) Context() commands.ContextInfo {
 	s := h.s
 	info := commands.ContextInfo{
-		Used: s.lastUsed, Window: s.m.opts.ContextWindow, Messages: len(s.history),
+		Used: s.lastUsed, Window: s.window(), Messages: len(s.history),
 		Environment: !s.m.opts.NoEnvironment,
 	}
 	if !s.waitPrep(h.ctx) {
