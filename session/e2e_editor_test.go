@@ -570,7 +570,7 @@ func TestE2E_CloseDuringTurn(t *testing.T) {
 		assert.NoError(t, err)
 		got <- r
 	}()
-	_, err := d.cc.WaitUpdates(ctx, 1)
+	_, err := d.cc.WaitUpdates(ctx, 2) // available_commands_update, then the turn's first chunk
 	require.NoError(t, err)
 	require.NoError(t, d.cc.Call(ctx, acp.MethodSessionClose, acp.SessionIDRequest{SessionID: sid}, nil))
 	lines := d.cc.Lines()

@@ -132,6 +132,9 @@ func (d *daemon) session(t *testing.T) string {
 	require.NoError(t, err)
 	sid, err := d.cc.NewSession(ctx, d.cwd)
 	require.NoError(t, err)
+	// The commands are announced right after the answer; waiting for them
+	// keeps every test's update counts about its turns.
+	waitCommands(t, d, sid, 1)
 	return sid
 }
 
