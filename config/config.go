@@ -121,6 +121,14 @@ type ToolsConfig struct {
 	MaxOutputBytes int
 	// RepeatedToolFailureGuard is the mode of the repeated-failure guard.
 	RepeatedToolFailureGuard GuardMode
+	// Sandbox confines run_shell_command with Landlock: "auto" (confine
+	// when the kernel can, else warn and run unconfined), "required"
+	// (refuse unconfined runs) or "off".
+	Sandbox string
+	// SandboxWritable are further absolute folders confined commands may write.
+	SandboxWritable []string
+	// SandboxNetwork false denies confined commands the network.
+	SandboxNetwork bool
 }
 
 // ContextConfig is the [context] table: what the system prompt tells the
@@ -186,6 +194,9 @@ func Default() Config {
 			ShellTimeout:             120 * time.Second,
 			MaxOutputBytes:           64 << 10,
 			RepeatedToolFailureGuard: GuardShadow,
+			Sandbox:                  "auto",
+			SandboxWritable:          []string{},
+			SandboxNetwork:           true,
 		},
 		Context: ContextConfig{FileNames: []string{}, Environment: true, Instructions: true},
 		Log:     LogConfig{Level: "info"},

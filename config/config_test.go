@@ -209,6 +209,9 @@ exclude = ["web_fetch", "run_shell_command"]
 shellTimeout = "1m30s"
 maxOutputBytes = 1024
 repeatedToolFailureGuard = "warn"
+sandbox = "required"
+sandboxWritable = ["cache", "~/.npm"]
+sandboxNetwork = false
 [context]
 fileNames = ["CONVENTIONS.md", "AGENTS.md"]
 environment = false
@@ -230,7 +233,8 @@ trace = true
 					Models: []string{"m-large", "m-small"}, ContextWindow: 65536,
 					ContextWindows: map[string]int{"m-large": 200000, "m-small": 32768}, CompactThreshold: 0.7, CompactionModel: "m-small"},
 				Tools: ToolsConfig{ApprovalMode: ApprovalYolo, Exclude: []string{"web_fetch", "run_shell_command"},
-					ShellTimeout: 90 * time.Second, MaxOutputBytes: 1024, RepeatedToolFailureGuard: GuardWarn},
+					ShellTimeout: 90 * time.Second, MaxOutputBytes: 1024, RepeatedToolFailureGuard: GuardWarn,
+					Sandbox: "required", SandboxWritable: []string{filepath.Join(dir, "cache"), filepath.Join(fx.home, ".npm")}, SandboxNetwork: false},
 				Context: ContextConfig{FileNames: []string{"CONVENTIONS.md", "AGENTS.md"}},
 				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state")},
 				Log:     LogConfig{Level: "warn", File: filepath.Join(dir, "logs", "acpd.log"), Trace: true},

@@ -105,6 +105,12 @@ var fields = []*field{
 		[]string{string(GuardOff), string(GuardShadow), string(GuardWarn), string(GuardEnforce)},
 		func(c *Config) *string { return (*string)(&c.Tools.RepeatedToolFailureGuard) },
 		[]string{"ACPD_REPEATED_TOOL_FAILURE_GUARD"}, "", ""),
+	enumField("tools", "sandbox", []string{"auto", "required", "off"},
+		func(c *Config) *string { return &c.Tools.Sandbox },
+		[]string{"ACPD_SANDBOX"}, "sandbox", "confine shell commands with Landlock: auto, required or off"),
+	pathListField("tools", "sandboxWritable", func(c *Config) *[]string { return &c.Tools.SandboxWritable }),
+	boolField("tools", "sandboxNetwork", func(c *Config) *bool { return &c.Tools.SandboxNetwork },
+		[]string{"ACPD_SANDBOX_NETWORK"}, "", ""),
 
 	stringListField("context", "fileNames", func(c *Config) *[]string { return &c.Context.FileNames },
 		nil, "", ""),
@@ -459,6 +465,30 @@ func stringListField(table, name string, acc func(*Config) *[]string, envs []str
 			return "[" + strings.Join(q, ", ") + "]", true
 		},
 	}
+}
+
+// pathListField is an array of paths, each resolved like a path field
+// (relative to the file, "~/" from HOME). File only: no env, no flag.
+func pathListField(table, name string, acc func(*Config) *[]string) *field {
+	list := stringListField(table, name, acc, nil, "", "")
+	decode := list.decode
+	list.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		for i, p := range *acc(c) {
+			if p == "" {
+				return fmt.Errorf("element %d: must not be empty", i)
+			}
+			abs, err := r.path(p)
+			if err != nil {
+				return fmt.Errorf("element %d: %w", i, err)
+			}
+			(*acc(c))[i] = abs
+		}
+		return nil
+	}
+	return list
 }
 
 // quote writes a TOML basic string. Go's strconv.Quote is not usable: its

@@ -346,6 +346,9 @@ func (s *Session) free() error {
 		s.stopPrep()
 		s.closeMCP()
 		s.rootCache.Close()
+		if err := s.sandbox.Close(); err != nil {
+			s.log.Warn("removing the sandbox temp folder", "err", err)
+		}
 		if s.w != nil {
 			if err := s.w.Close(); err != nil {
 				s.log.Error("closing session transcript failed", "err", err)

@@ -68,6 +68,12 @@ func startDaemon(t *testing.T, fc *acptest.FakeClient, responses []modeltest.Res
 // XDG_CONFIG_HOME given.
 func startDaemonIn(t *testing.T, cwd, configHome string, fc *acptest.FakeClient, responses []modeltest.Response, flags ...string) *daemon {
 	t.Helper()
+	return startDaemonEnv(t, cwd, configHome, nil, fc, responses, flags...)
+}
+
+// startDaemonEnv is startDaemonIn with env added to the daemon's environment.
+func startDaemonEnv(t *testing.T, cwd, configHome string, env []string, fc *acptest.FakeClient, responses []modeltest.Response, flags ...string) *daemon {
+	t.Helper()
 	srv := modeltest.NewServer(t, responses...)
 	dataDir := t.TempDir()
 	args := append([]string{
@@ -76,6 +82,7 @@ func startDaemonIn(t *testing.T, cwd, configHome string, fc *acptest.FakeClient,
 	}, flags...)
 	cmd := exec.Command(acpdBin, args...)
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+configHome, "OPENAI_API_KEY=test-key")
+	cmd.Env = append(cmd.Env, env...)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()

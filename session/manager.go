@@ -23,6 +23,7 @@ import (
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
+	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
 // Approval modes (ACP mode ids = qwen-code's approval mode values).
@@ -79,6 +80,8 @@ type Options struct {
 	// ShellTimeout and MaxOutputBytes are passed to tools through tools.Env.
 	ShellTimeout   time.Duration
 	MaxOutputBytes int
+	// Sandbox confines run_shell_command (nil: unconfined, as mode "off").
+	Sandbox *sandbox.Policy
 
 	// APIKeyEnv names the variable the provider's API key was read from
 	// and APIKeyEmpty says it was empty; a 401 or 403 names them.
@@ -299,6 +302,9 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 	s.allowAlways = map[string]bool{}
 	s.toolCallIDs = map[string]bool{}
 	s.newPrep()
+	if m.opts.Sandbox.Enabled() {
+		s.sandbox = m.opts.Sandbox.NewSession(s.roots)
+	}
 	return s
 }
 

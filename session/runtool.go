@@ -53,6 +53,7 @@ func (t *turn) env(id string) *tools.Env {
 		Caps:           caps,
 		ShellTimeout:   s.m.opts.ShellTimeout,
 		MaxOutputBytes: s.m.opts.MaxOutputBytes,
+		Sandbox:        s.sandbox,
 		Update: func(ctx context.Context, u acp.ToolCallUpdate) error {
 			u.ToolCallID = id
 			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &u})

@@ -11,6 +11,7 @@ import (
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
+	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
 // Session is one ACP session: its conversation, mode, model and tools.
@@ -21,8 +22,10 @@ type Session struct {
 	roots []string
 	// rootCache keeps the roots' resolution for the tools.
 	rootCache tools.RootCache
-	log       *slog.Logger
-	tools     *tools.Registry
+	// sandbox confines the session's shell commands (nil: unconfined).
+	sandbox *sandbox.Session
+	log     *slog.Logger
+	tools   *tools.Registry
 
 	// turns is a one-slot semaphore: the running turn holds it. history,
 	// pendingLoopContext, toolCallIDs and the turn counter belong to the

@@ -110,6 +110,7 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 		NoInstructions:    !cfg.Context.Instructions,
 		ShellTimeout:      cfg.Tools.ShellTimeout,
 		MaxOutputBytes:    cfg.Tools.MaxOutputBytes,
+		Sandbox:           sandboxPolicy(cfg, logger),
 		Version:           versionString(),
 		Logger:            logger,
 	}, nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
 const (
@@ -130,9 +131,87 @@ func (c *runShellCommandCall) Execute(ctx context.Context, env *Env) Result {
 		return failure(ErrTypePathNotInWorkspace, err)
 	}
 	if env.Client != nil && env.Caps.Terminal {
-		return c.runTerminal(ctx, env)
+		// The editor spawned acpd on its own machine, so its terminal can
+		// run acpd's helper too: the command is confined the same way.
+		return c.sandboxed(env, []string{"sh", "-c", c.command}, -1, func(p sandbox.Plan) (Result, string) {
+			return c.runTerminal(ctx, env, p)
+		})
 	}
-	return c.runLocal(ctx, env)
+	return c.sandboxed(env, []string{"/bin/sh", "-c", c.command}, helperStatusFD, func(p sandbox.Plan) (Result, string) {
+		return c.runLocal(ctx, env, p)
+	})
+}
+
+// helperStatusFD is where the local runner's helper reports a failed set-up:
+// the first of cmd.ExtraFiles.
+const helperStatusFD = 3
+
+// sandboxed runs argv through run as env.Sandbox decides: confined by the
+// helper, or unconfined (mode off; mode auto on a kernel that cannot
+// confine, with one warning), or not at all (mode required, with the
+// reason). run returns the helper's set-up failure message, if any, instead
+// of a result: the command did not run, and the fallback decides what next.
+func (c *runShellCommandCall) sandboxed(env *Env, argv []string, statusFD int, run func(sandbox.Plan) (Result, string)) Result {
+	plan, err := env.Sandbox.Wrap(argv, statusFD)
+	if err != nil {
+		return c.refused(err)
+	}
+	res, setupErr := run(plan)
+	if setupErr != "" {
+		if plan, err = env.Sandbox.Fallback(argv, setupErr); err != nil {
+			return c.refused(err)
+		}
+		res, _ = run(plan)
+	}
+	if plan.Warning != "" {
+		res.LLMContent = plan.Warning + "\n" + res.LLMContent
+		res.Content = append([]acp.ToolCallContent{acp.TextContent(plan.Warning)}, res.Content...)
+	}
+	if plan.Confined && ran(res) && sandbox.LooksRefused(outputOf(res.LLMContent)) {
+		// Whatever the exit status: `cmd; true` or a background job hides
+		// the failure from it, not from the output.
+		note := plan.Explain()
+		res.LLMContent += note + "\n"
+		res.Content = append(res.Content, acp.TextContent(note))
+	}
+	return res
+}
+
+// refused is the result of a command the sandbox policy did not let run.
+func (c *runShellCommandCall) refused(err error) Result {
+	r := failure(ErrTypeSandboxUnavailable, err)
+	r.LLMContent = fmt.Sprintf("Command: %s\nDirectory: %s\nError: %v\n", c.command, c.dir.path, err)
+	return r
+}
+
+// ran reports whether the command ran to an exit status or a signal.
+func ran(r Result) bool {
+	m, ok := r.RawOutput.(map[string]any)
+	if !ok {
+		return false
+	}
+	code, _ := m["exitCode"].(*int)
+	sig, _ := m["signal"].(string)
+	return code != nil || sig != ""
+}
+
+// outputOf is the command's output part of a result text, so a command
+// that merely mentions "Permission denied" is not taken for a refusal.
+func outputOf(llm string) string {
+	if _, out, ok := strings.Cut(llm, "\nOutput: "); ok {
+		return out
+	}
+	return ""
+}
+
+// failedExit reports whether the command ran and exited non-zero.
+func failedExit(r Result) bool {
+	m, ok := r.RawOutput.(map[string]any)
+	if !ok {
+		return false
+	}
+	code, _ := m["exitCode"].(*int)
+	return code != nil && *code != 0
 }
 
 // shellOutcome is what either runner observed.
@@ -178,28 +257,55 @@ func (c *runShellCommandCall) result(env *Env, o shellOutcome, content []acp.Too
 
 // runLocal runs the command in its own process group; on cancel or timeout
 // the whole group is killed, and so is whatever is left of it afterwards.
-func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env) Result {
+// A confined command starts as the sandbox helper, which execs the shell in
+// place (same pid and group); its set-up failure, read from the status
+// pipe, is returned instead of a result.
+func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandbox.Plan) (Result, string) {
 	rctx, cancel := context.WithTimeout(ctx, c.effectiveTimeout(env))
 	defer cancel()
-	cmd := exec.CommandContext(rctx, "/bin/sh", "-c", c.command)
+	cmd := exec.CommandContext(rctx, plan.Argv[0], plan.Argv[1:]...)
 	cmd.Dir = c.dir.real
 	cmd.Env = append(os.Environ(), "PAGER=cat", "GIT_PAGER=cat")
+	cmd.Env = append(cmd.Env, plan.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return failure(ErrTypeExecutionFailed, fmt.Errorf("creating output pipe: %w", err))
+		return failure(ErrTypeExecutionFailed, fmt.Errorf("creating output pipe: %w", err)), ""
 	}
 	defer pr.Close()
 	// The child writes straight into the pipe, so Wait returns when the
 	// shell exits and does not wait for background children holding it.
 	cmd.Stdout, cmd.Stderr = pw, pw
+	var sr, sw *os.File
+	if plan.Confined {
+		if sr, sw, err = os.Pipe(); err != nil {
+			pw.Close()
+			return failure(ErrTypeExecutionFailed, fmt.Errorf("creating status pipe: %w", err)), ""
+		}
+		defer sr.Close()
+		cmd.ExtraFiles = []*os.File{sw} // helperStatusFD
+	}
 	if err := cmd.Start(); err != nil {
 		pw.Close()
-		return failure(ErrTypeExecutionFailed, fmt.Errorf("starting %q: %w", c.command, err))
+		if sw != nil {
+			sw.Close()
+		}
+		return failure(ErrTypeExecutionFailed, fmt.Errorf("starting %q: %w", c.command, err)), ""
 	}
 	pw.Close()
 	pgid := cmd.Process.Pid
+	if sw != nil {
+		sw.Close()
+		// EOF with nothing read: the helper exec'd the shell, confined.
+		// Anything else is why it did not.
+		msg, _ := io.ReadAll(io.LimitReader(sr, 4096))
+		if len(msg) > 0 {
+			_ = cmd.Wait()
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			return Result{}, string(msg)
+		}
+	}
 	out := newTailBuffer(maxOutput(env))
 	drained := make(chan struct{})
 	go func() {
@@ -234,7 +340,7 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env) Result {
 			o.exitCode = &code
 		}
 	default:
-		return failure(ErrTypeExecutionFailed, fmt.Errorf("running %q: %w", c.command, werr))
+		return failure(ErrTypeExecutionFailed, fmt.Errorf("running %q: %w", c.command, werr)), ""
 	}
 	text := o.output
 	if o.cut > 0 {
@@ -243,12 +349,29 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env) Result {
 	if o.exitCode != nil && *o.exitCode != 0 {
 		text += fmt.Sprintf("\n[exit code %d]", *o.exitCode)
 	}
-	return c.result(env, o, []acp.ToolCallContent{acp.TextContent(text)})
+	return c.result(env, o, []acp.ToolCallContent{acp.TextContent(text)}), ""
 }
 
-// runTerminal runs the command in the editor's terminal: create, embed,
+// runTerminal runs plan in the editor's terminal. There is no status pipe
+// there: a confined command whose helper exits ExitUnavailable after
+// printing its "acpd-sandbox:" line did not run, and that line is returned
+// as the set-up failure.
+func (c *runShellCommandCall) runTerminal(ctx context.Context, env *Env, plan sandbox.Plan) (Result, string) {
+	res := c.runInTerminal(ctx, env, plan)
+	if !plan.Confined || !failedExit(res) || *res.RawOutput.(map[string]any)["exitCode"].(*int) != sandbox.ExitUnavailable {
+		return res, ""
+	}
+	for line := range strings.Lines(res.LLMContent) {
+		if _, msg, ok := strings.Cut(line, sandbox.StderrPrefix); ok {
+			return res, strings.TrimSpace(msg)
+		}
+	}
+	return res, ""
+}
+
+// runInTerminal runs the command in the editor's terminal: create, embed,
 // wait (kill on timeout), output, and always release.
-func (c *runShellCommandCall) runTerminal(ctx context.Context, env *Env) Result {
+func (c *runShellCommandCall) runInTerminal(ctx context.Context, env *Env, plan sandbox.Plan) Result {
 	limit := uint64(maxOutput(env))
 	if ctx.Err() != nil {
 		return c.result(env, shellOutcome{cancelled: true}, nil)
@@ -261,8 +384,9 @@ func (c *runShellCommandCall) runTerminal(ctx context.Context, env *Env) Result 
 	cctx, ccancel := context.WithTimeout(detached, releaseTimeout)
 	created, err := env.Client.CreateTerminal(cctx, &acp.CreateTerminalRequest{
 		SessionID:       env.SessionID,
-		Command:         "sh",
-		Args:            []string{"-c", c.command},
+		Command:         plan.Argv[0],
+		Args:            plan.Argv[1:],
+		Env:             envVars(plan.Env),
 		Cwd:             c.dir.path,
 		OutputByteLimit: &limit,
 	})
@@ -338,6 +462,15 @@ func (c *runShellCommandCall) runTerminal(ctx context.Context, env *Env) Result 
 		}
 	}
 	return c.result(env, o, content)
+}
+
+func envVars(env []string) []acp.EnvVariable {
+	var out []acp.EnvVariable
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		out = append(out, acp.EnvVariable{Name: k, Value: v})
+	}
+	return out
 }
 
 // tailBuffer keeps the last max bytes written to it: the end of a command's

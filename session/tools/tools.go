@@ -13,6 +13,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
 // Env is the session context a tool call runs in. The session host fills it.
@@ -34,6 +35,9 @@ type Env struct {
 	// WebFetch tunes web_fetch (limits, and test hooks for the resolver
 	// and dialer); nil uses the defaults.
 	WebFetch *WebFetchOptions
+	// Sandbox confines run_shell_command, locally and in the editor's
+	// terminal; nil runs commands unconfined.
+	Sandbox *sandbox.Session
 	// Update sends an intermediate tool_call_update for the running call
 	// (the host fills ToolCallID); e.g. to embed a terminal. May be nil.
 	Update func(ctx context.Context, u acp.ToolCallUpdate) error
@@ -130,25 +134,28 @@ type Preparer interface {
 // Error types for Result.ErrType (qwen-code's ToolErrorType names), keyed on
 // by the repeated-failure guard together with the tool name.
 const (
-	ErrTypeInvalidParams       = "INVALID_TOOL_PARAMS"
-	ErrTypeUnknown             = "UNKNOWN"
-	ErrTypeExecutionFailed     = "EXECUTION_FAILED"
-	ErrTypeCancelled           = "CANCELLED"
-	ErrTypeTimeout             = "TIMEOUT"
-	ErrTypeFileNotFound        = "FILE_NOT_FOUND"
-	ErrTypeFileWriteFailure    = "FILE_WRITE_FAILURE"
-	ErrTypeReadContentFailure  = "READ_CONTENT_FAILURE"
-	ErrTypeFileTooLarge        = "FILE_TOO_LARGE"
-	ErrTypePermissionDenied    = "PERMISSION_DENIED"
-	ErrTypeNoSpaceLeft         = "NO_SPACE_LEFT"
-	ErrTypeTargetIsDirectory   = "TARGET_IS_DIRECTORY"
-	ErrTypePathNotInWorkspace  = "PATH_NOT_IN_WORKSPACE"
-	ErrTypeSearchPathNotFound  = "SEARCH_PATH_NOT_FOUND"
-	ErrTypeCreateExistingFile  = "ATTEMPT_TO_CREATE_EXISTING_FILE"
-	ErrTypeEditNoOccurrence    = "EDIT_NO_OCCURRENCE_FOUND"
-	ErrTypeEditMultipleOccurs  = "EDIT_EXPECTED_OCCURRENCE_MISMATCH"
-	ErrTypeEditNoChange        = "EDIT_NO_CHANGE"
-	ErrTypeGrepExecutionError  = "GREP_EXECUTION_ERROR"
+	ErrTypeInvalidParams      = "INVALID_TOOL_PARAMS"
+	ErrTypeUnknown            = "UNKNOWN"
+	ErrTypeExecutionFailed    = "EXECUTION_FAILED"
+	ErrTypeCancelled          = "CANCELLED"
+	ErrTypeTimeout            = "TIMEOUT"
+	ErrTypeFileNotFound       = "FILE_NOT_FOUND"
+	ErrTypeFileWriteFailure   = "FILE_WRITE_FAILURE"
+	ErrTypeReadContentFailure = "READ_CONTENT_FAILURE"
+	ErrTypeFileTooLarge       = "FILE_TOO_LARGE"
+	ErrTypePermissionDenied   = "PERMISSION_DENIED"
+	ErrTypeNoSpaceLeft        = "NO_SPACE_LEFT"
+	ErrTypeTargetIsDirectory  = "TARGET_IS_DIRECTORY"
+	ErrTypePathNotInWorkspace = "PATH_NOT_IN_WORKSPACE"
+	ErrTypeSearchPathNotFound = "SEARCH_PATH_NOT_FOUND"
+	ErrTypeCreateExistingFile = "ATTEMPT_TO_CREATE_EXISTING_FILE"
+	ErrTypeEditNoOccurrence   = "EDIT_NO_OCCURRENCE_FOUND"
+	ErrTypeEditMultipleOccurs = "EDIT_EXPECTED_OCCURRENCE_MISMATCH"
+	ErrTypeEditNoChange       = "EDIT_NO_CHANGE"
+	ErrTypeGrepExecutionError = "GREP_EXECUTION_ERROR"
+	// ErrTypeSandboxUnavailable: [tools] sandbox = "required" and the
+	// command could not be confined, so it was not run.
+	ErrTypeSandboxUnavailable  = "SANDBOX_UNAVAILABLE"
 	ErrTypeGlobExecutionError  = "GLOB_EXECUTION_ERROR"
 	ErrTypeLsExecutionError    = "LS_EXECUTION_ERROR"
 	ErrTypePathIsNotADirectory = "PATH_IS_NOT_A_DIRECTORY"

@@ -1,0 +1,28 @@
+// Package helper makes a binary serve the sandbox helper subcommand
+// (sandbox.Subcommand) from package initialization. Import it for its side
+// effect, in acpd's main package and in tests that use their own test binary
+// as the helper:
+//
+//	import _ "github.com/acpd/acpd/session/tools/sandbox/helper"
+//
+// Why init and not main: the helper runs once per shell command, and Go runs
+// every package's init before main. acpd's heaviest one (the JSON Schema
+// library compiling its meta-schemas, about 6 ms) would then be paid per
+// command. Go initializes packages in import-path order as soon as their
+// imports are ready, and this package needs only the standard library,
+// golang.org/x/sys, psx and go-landlock, so it runs before that library and
+// the helper execs the command without ever reaching the rest of acpd's
+// initialization. cmd/acpd's tests check that the helper skips it.
+package helper
+
+import (
+	"os"
+
+	"github.com/acpd/acpd/session/tools/sandbox"
+)
+
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.Subcommand {
+		os.Exit(sandbox.HelperMain(os.Args[2:]))
+	}
+}

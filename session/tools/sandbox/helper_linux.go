@@ -1,0 +1,155 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// writeRights are the filesystem rights the ruleset handles: every kind of
+// write, and nothing else. Reading and executing are left unhandled, so they
+// stay allowed everywhere without a rule on "/". IOCTL_DEV (ABI 5) is not
+// handled, so terminals keep their raw mode; RESOLVE_UNIX (ABI 9) is not
+// handled, so ssh-agent and friends keep working.
+const writeRights = landlock.AccessFSSet(ll.AccessFSWriteFile | ll.AccessFSTruncate |
+	ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSRefer |
+	ll.AccessFSMakeChar | ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock |
+	ll.AccessFSMakeFifo | ll.AccessFSMakeBlock | ll.AccessFSMakeSym)
+
+// deviceFiles are written by ordinary commands that only read: `>/dev/null`
+// (which also truncates), `2>/dev/tty`, `head -c1 </dev/zero`.
+var deviceFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx"}
+
+// deviceDirs hold the pseudo-terminals and POSIX shared memory.
+var deviceDirs = []string{"/dev/pts", "/dev/shm"}
+
+// helperArgs is the helper's command line.
+type helperArgs struct {
+	statusFD int
+	rw       []string
+	noNet    bool
+	argv     []string
+}
+
+func parseHelperArgs(args []string) (helperArgs, error) {
+	h := helperArgs{statusFD: -1}
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; a {
+		case "--":
+			h.argv = args[i+1:]
+			if len(h.argv) == 0 {
+				return h, fmt.Errorf("no command after --")
+			}
+			return h, nil
+		case "--no-net":
+			h.noNet = true
+		case "--rw", "--status-fd":
+			if i+1 >= len(args) {
+				return h, fmt.Errorf("%s needs a value", a)
+			}
+			i++
+			if a == "--rw" {
+				h.rw = append(h.rw, args[i])
+				continue
+			}
+			n, err := strconv.Atoi(args[i])
+			if err != nil || n < 0 {
+				return h, fmt.Errorf("--status-fd %q: not a file descriptor", args[i])
+			}
+			h.statusFD = n
+		default:
+			return h, fmt.Errorf("unknown argument %q", a)
+		}
+	}
+	return h, fmt.Errorf("missing -- before the command")
+}
+
+// HelperMain is the hidden subcommand: it confines its own thread and execs
+// argv, or returns ExitUnavailable after saying why on the status fd and on
+// stderr. It never falls back to running the command unconfined; the
+// parent decides that (mode auto). It must run on the main goroutine.
+func HelperMain(args []string) int {
+	// Landlock and no_new_privs are per thread here: lock this goroutine to
+	// its thread, restrict that thread, and execve from it, which turns it
+	// into the whole new process. Never unlocked.
+	runtime.LockOSThread()
+	h, err := parseHelperArgs(args)
+	var status *os.File
+	if h.statusFD >= 0 {
+		// Close-on-exec: the parent reads EOF and nothing else once execve
+		// succeeded, or the reason it did not.
+		unix.CloseOnExec(h.statusFD)
+		status = os.NewFile(uintptr(h.statusFD), "status")
+	}
+	fail := func(format string, a ...any) int {
+		msg := fmt.Sprintf(format, a...)
+		if status != nil {
+			fmt.Fprint(status, msg)
+		}
+		fmt.Fprintln(os.Stderr, StderrPrefix+msg)
+		return ExitUnavailable
+	}
+	if err != nil {
+		return fail("usage: %v", err)
+	}
+	st := Probe()
+	if !st.Usable() {
+		return fail("sandbox unavailable: %v", st.Err)
+	}
+	path, err := exec.LookPath(h.argv[0])
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := confineThread(h, st); err != nil {
+		return fail("sandbox set-up failed: %v", err)
+	}
+	err = syscall.Exec(path, h.argv, os.Environ())
+	return fail("exec %s: %v", path, err)
+}
+
+// confineThread applies the policy to the calling (locked) thread.
+func confineThread(h helperArgs, st Status) error {
+	// Strict, not best effort: every right asked for exists from ABI 3 on
+	// (TCP from ABI 4), and a failure is an error, never a silent no-op.
+	cfg := landlock.Config{HandledAccessFS: writeRights}
+	if h.noNet && st.NetworkRules() {
+		// Handled and never granted: every TCP bind and connect is refused.
+		cfg.HandledAccessNet = landlock.AccessNetSet(ll.AccessNetBindTCP | ll.AccessNetConnectTCP)
+	}
+	rules := []landlock.Rule{
+		landlock.PathAccess(writeRights, h.rw...),
+		landlock.PathAccess(landlock.AccessFSSet(ll.AccessFSWriteFile|ll.AccessFSTruncate), deviceFiles...).IgnoreIfMissing(),
+		landlock.PathAccess(writeRights, deviceDirs...).IgnoreIfMissing(),
+	}
+	fd, flags, err := cfg.NewRulesetFD(rules...)
+	if err != nil {
+		return fmt.Errorf("landlock ruleset: %w", err)
+	}
+	if fd < 0 {
+		return fmt.Errorf("landlock would enforce nothing on this kernel")
+	}
+	defer unix.Close(fd)
+	// no_new_privs: required for an unprivileged landlock_restrict_self and
+	// seccomp, and it makes set-uid programs (sudo) unable to escape.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	if h.noNet {
+		// Landlock's TCP rules miss UDP, MPTCP and raw sockets; the filter
+		// refuses every socket family but unix and netlink.
+		if err := denyNetwork(); err != nil {
+			return fmt.Errorf("seccomp: %w", err)
+		}
+	}
+	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	return nil
+}

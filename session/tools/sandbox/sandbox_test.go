@@ -1,0 +1,218 @@
+package sandbox_test
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/tools/sandbox"
+	// This test binary is its own sandbox helper: the init of package
+	// helper serves `<test binary> __sandbox-exec …`.
+	_ "github.com/acpd/acpd/session/tools/sandbox/helper"
+	"github.com/acpd/acpd/session/tools/sandbox/sandboxtest"
+)
+
+func testPolicy(t *testing.T, mode sandbox.Mode) *sandbox.Policy {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	return &sandbox.Policy{Mode: mode, Helper: exe, TempRoot: t.TempDir(), CacheDir: filepath.Join(t.TempDir(), "cache")}
+}
+
+func unusable() sandbox.Status {
+	return sandbox.Status{Backend: "landlock", Err: errors.New("no Landlock here")}
+}
+
+func usable() sandbox.Status { return sandbox.Status{Backend: "landlock", ABI: 7, KernelABI: 7} }
+
+// run starts plan as the local runner does, with the status pipe on fd 3,
+// and returns the output, the exit status and the helper's set-up message.
+func run(t *testing.T, dir string, plan sandbox.Plan, env ...string) (out string, code int, status string) {
+	t.Helper()
+	cmd := exec.Command(plan.Argv[0], plan.Argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), plan.Env...), env...)
+	var b strings.Builder
+	cmd.Stdout, cmd.Stderr = &b, &b
+	var sr, sw *os.File
+	if plan.Confined {
+		var err error
+		sr, sw, err = os.Pipe()
+		require.NoError(t, err)
+		defer sr.Close()
+		cmd.ExtraFiles = []*os.File{sw}
+	}
+	require.NoError(t, cmd.Start())
+	if sw != nil {
+		sw.Close()
+		msg, err := io.ReadAll(sr)
+		require.NoError(t, err)
+		status = string(msg)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return b.String(), code, status
+}
+
+func TestWrap_Off(t *testing.T) {
+	p := testPolicy(t, sandbox.ModeOff)
+	plan, err := p.NewSession([]string{"/ws"}).Wrap([]string{"/bin/sh", "-c", "true"}, 3)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.Plan{Argv: []string{"/bin/sh", "-c", "true"}}, plan)
+	var nilSession *sandbox.Session
+	plan, err = nilSession.Wrap([]string{"sh"}, 3)
+	require.NoError(t, err)
+	assert.False(t, plan.Confined)
+	assert.Equal(t, "sandbox: off (commands run unconfined)", p.Describe())
+}
+
+func TestWrap_Unavailable(t *testing.T) {
+	auto := testPolicy(t, sandbox.ModeAuto)
+	auto.Probe = unusable
+	s := auto.NewSession([]string{"/ws"})
+	plan, err := s.Wrap([]string{"sh", "-c", "x"}, 3)
+	require.NoError(t, err)
+	assert.False(t, plan.Confined)
+	assert.Equal(t, []string{"sh", "-c", "x"}, plan.Argv)
+	assert.Contains(t, plan.Warning, "no Landlock here")
+	assert.Contains(t, plan.Warning, "UNCONFINED")
+	plan, err = s.Wrap([]string{"sh", "-c", "y"}, 3)
+	require.NoError(t, err)
+	assert.Empty(t, plan.Warning, "one warning per session")
+	assert.Contains(t, auto.Describe(), "commands run UNCONFINED")
+
+	req := testPolicy(t, sandbox.ModeRequired)
+	req.Probe = unusable
+	_, err = req.NewSession([]string{"/ws"}).Wrap([]string{"sh", "-c", "x"}, 3)
+	require.ErrorIs(t, err, sandbox.ErrRefused)
+	assert.Contains(t, err.Error(), "no Landlock here")
+	assert.Contains(t, err.Error(), "The command was not run")
+	assert.Contains(t, err.Error(), `sandbox = "auto"`)
+	assert.Contains(t, req.Describe(), "commands are refused")
+}
+
+func TestWrap_Confined(t *testing.T) {
+	p := testPolicy(t, sandbox.ModeAuto)
+	p.Probe = usable
+	p.DenyNetwork = true
+	extra := t.TempDir()
+	p.Writable = []string{extra, filepath.Join(extra, "missing")}
+	s := p.NewSession([]string{"/ws", "/ws2"})
+	plan, err := s.Wrap([]string{"/bin/sh", "-c", "true"}, 3)
+	require.NoError(t, err)
+	tmp, err := s.TempDir()
+	require.NoError(t, err)
+	assert.True(t, plan.Confined)
+	assert.Equal(t, []string{
+		p.Helper, sandbox.Subcommand, "--status-fd", "3",
+		"--rw", "/ws", "--rw", "/ws2", "--rw", tmp, "--rw", p.CacheDir, "--rw", extra,
+		"--no-net", "--", "/bin/sh", "-c", "true",
+	}, plan.Argv, "a folder that does not exist is left out")
+	assert.Contains(t, plan.Env, "TMPDIR="+tmp)
+	assert.Contains(t, plan.Env, "GOCACHE="+filepath.Join(p.CacheDir, "go-build"))
+	assert.Contains(t, plan.Env, "npm_config_cache="+filepath.Join(p.CacheDir, "npm"))
+	assert.DirExists(t, p.CacheDir)
+	assert.Contains(t, plan.Explain(), "/ws, /ws2, "+tmp)
+	assert.Contains(t, plan.Explain(), "Network access is denied")
+	d := p.Describe()
+	assert.Contains(t, d, "mode auto, landlock ABI 7")
+	assert.Contains(t, d, "network: denied (Landlock TCP rules + seccomp socket filter)")
+
+	noPipe, err := s.Wrap([]string{"sh"}, -1)
+	require.NoError(t, err)
+	assert.False(t, slices.Contains(noPipe.Argv, "--status-fd"), "an editor terminal has no status pipe")
+
+	require.NoError(t, s.Close())
+	assert.NoDirExists(t, tmp, "the session's temp folder goes with it")
+}
+
+// TestHelper_Confines runs the real helper: writes inside the roots work,
+// writes, truncation, links and removals outside fail, and a background
+// child is confined too.
+func TestHelper_Confines(t *testing.T) {
+	sandboxtest.Require(t)
+	ws, outside := t.TempDir(), t.TempDir()
+	keep := filepath.Join(outside, "keep.txt")
+	require.NoError(t, os.WriteFile(keep, []byte("keep\n"), 0o644))
+	p := testPolicy(t, sandbox.ModeRequired)
+	s := p.NewSession([]string{ws})
+	defer s.Close()
+	plan, err := s.Wrap([]string{"/bin/sh", "-c", `
+echo in > in.txt && echo in-ok
+echo tmp > "$TMPDIR/t" && echo tmp-ok
+echo x > /dev/null && echo null-ok
+echo out > ` + outside + `/out.txt || echo out-denied
+truncate -s 0 ` + keep + ` || echo truncate-denied
+ln in.txt ` + outside + `/link || echo link-denied
+rm -f ` + keep + ` || echo rm-denied
+(echo bg > ` + outside + `/bg.txt || echo bg-denied) & wait
+`}, 3)
+	require.NoError(t, err)
+	out, code, status := run(t, ws, plan)
+	assert.Empty(t, status, "the helper exec'd the shell")
+	assert.Equal(t, 0, code, out)
+	for _, want := range []string{"in-ok", "tmp-ok", "null-ok", "out-denied", "truncate-denied", "link-denied", "rm-denied", "bg-denied"} {
+		assert.Contains(t, out, want)
+	}
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "only keep.txt")
+	b, err := os.ReadFile(keep)
+	require.NoError(t, err)
+	assert.Equal(t, "keep\n", string(b))
+}
+
+// TestHelper_SetupFailure: a helper that cannot confine says so on the
+// status pipe and exits 125 without running the command; a command that
+// itself exits 125 is not mistaken for it.
+func TestHelper_SetupFailure(t *testing.T) {
+	ws := t.TempDir()
+	p := testPolicy(t, sandbox.ModeRequired)
+	p.Probe = usable // the daemon believes it can; the helper finds out
+	s := p.NewSession([]string{ws})
+	defer s.Close()
+	plan, err := s.Wrap([]string{"/bin/sh", "-c", "echo ran > ran.txt"}, 3)
+	require.NoError(t, err)
+	out, code, status := run(t, ws, plan, sandbox.ABIEnv+"=0")
+	assert.Equal(t, sandbox.ExitUnavailable, code)
+	assert.Contains(t, status, "sandbox unavailable: Landlock disabled by ACPD_SANDBOX_ABI=0")
+	assert.Contains(t, out, sandbox.StderrPrefix+"sandbox unavailable")
+	assert.NoFileExists(t, filepath.Join(ws, "ran.txt"))
+
+	plan, err = s.Wrap([]string{"/no/such/shell"}, 3)
+	require.NoError(t, err)
+	_, code, status = run(t, ws, plan)
+	assert.Equal(t, sandbox.ExitUnavailable, code)
+	assert.Contains(t, status, "/no/such/shell")
+
+	fb, err := s.Fallback([]string{"sh"}, status)
+	require.ErrorIs(t, err, sandbox.ErrRefused)
+	assert.Empty(t, fb.Argv)
+
+	sandboxtest.Require(t)
+	plan, err = s.Wrap([]string{"/bin/sh", "-c", "exit 125"}, 3)
+	require.NoError(t, err)
+	_, code, status = run(t, ws, plan)
+	assert.Equal(t, 125, code)
+	assert.Empty(t, status, "the command's own 125")
+}
+
+func TestLooksRefused(t *testing.T) {
+	assert.True(t, sandbox.LooksRefused("touch: cannot touch '/x': Permission denied"))
+	assert.True(t, sandbox.LooksRefused("PermissionError: [Errno 13]"))
+	assert.True(t, sandbox.LooksRefused("Error: EACCES: permission denied, open '/x'"))
+	assert.False(t, sandbox.LooksRefused("all good"))
+}
