@@ -1,0 +1,47 @@
+package sandbox
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// helperArgs is the helper's command line.
+type helperArgs struct {
+	statusFD int
+	rw       []string
+	noNet    bool
+	argv     []string
+}
+
+func parseHelperArgs(args []string) (helperArgs, error) {
+	h := helperArgs{statusFD: -1}
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; a {
+		case "--":
+			h.argv = args[i+1:]
+			if len(h.argv) == 0 {
+				return h, fmt.Errorf("no command after --")
+			}
+			return h, nil
+		case "--no-net":
+			h.noNet = true
+		case "--rw", "--status-fd":
+			if i+1 >= len(args) {
+				return h, fmt.Errorf("%s needs a value", a)
+			}
+			i++
+			if a == "--rw" {
+				h.rw = append(h.rw, args[i])
+				continue
+			}
+			n, err := strconv.Atoi(args[i])
+			if err != nil || n < 0 {
+				return h, fmt.Errorf("--status-fd %q: not a file descriptor", args[i])
+			}
+			h.statusFD = n
+		default:
+			return h, fmt.Errorf("unknown argument %q", a)
+		}
+	}
+	return h, fmt.Errorf("missing -- before the command")
+}
