@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/session/model/modeltest"
+	sbx "github.com/acpd/acpd/session/tools/sandbox"
 )
 
 // TestDoctorCmd_ScriptedServer runs `acpd doctor` against the scripted
@@ -28,10 +29,16 @@ func TestDoctorCmd_ScriptedServer(t *testing.T) {
 	o := e.run(t, "", "doctor")
 	require.Equal(t, 0, o.code, "stdout:\n%s\nstderr:\n%s", o.stdout, o.stderr)
 	lines := strings.Split(strings.TrimRight(o.stdout, "\n"), "\n")
-	require.Len(t, lines, 5, o.stdout)
+	require.Len(t, lines, 6, o.stdout)
 	for _, l := range lines {
+		if strings.Contains(l, "  shell sandbox  ") && !sbx.Probe().Usable() {
+			// This machine has no usable Landlock: mode auto warns.
+			assert.True(t, strings.HasPrefix(l, "WARN  "), l)
+			continue
+		}
 		assert.True(t, strings.HasPrefix(l, "ok  "), l)
 	}
+	assert.Regexp(t, `(?m)^\S+ +shell sandbox  mode auto, landlock`, o.stdout)
 	assert.Contains(t, o.stdout, filepath.Join(cfgDir, "config.toml"))
 	assert.Contains(t, o.stdout, "m1 (from ")
 	assert.Contains(t, o.stdout, "read from OPENAI_API_KEY")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/config"
+	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
 // Status is a check's outcome.
@@ -49,6 +50,9 @@ type Env struct {
 	HTTP *http.Client
 	// Timeout bounds the endpoint request; 0 means DefaultTimeout.
 	Timeout time.Duration
+	// SandboxProbe reports the kernel's Landlock support; nil means
+	// sandbox.Probe.
+	SandboxProbe func() sandbox.Status
 }
 
 // DefaultTimeout bounds `GET {baseUrl}/models`: long enough for a remote
@@ -69,6 +73,7 @@ func Checks() []Check {
 		{Name: "api key", Run: checkAPIKey},
 		{Name: "endpoint", Run: checkEndpoint},
 		{Name: "data folder", Run: checkDataDir},
+		{Name: "shell sandbox", Run: checkSandbox},
 	}
 }
 

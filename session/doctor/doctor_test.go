@@ -51,7 +51,7 @@ func line(t *testing.T, lines []string, name string) string {
 func TestDoctor_AllPassAgainstScriptedServer(t *testing.T) {
 	srv := modeltest.NewServer(t)
 	srv.SetModels("other", "m1")
-	env := &Env{Config: okConfig(t, srv.BaseURL()), Sources: config.Sources{}}
+	env := &Env{Config: okConfig(t, srv.BaseURL()), Sources: config.Sources{}, SandboxProbe: landlockABI7}
 	ok, lines := run(t, env)
 	assert.True(t, ok, strings.Join(lines, "\n"))
 	require.Len(t, lines, len(Checks()), "one line per check")
