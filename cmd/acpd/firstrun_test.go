@@ -75,7 +75,7 @@ func TestDoctorCmd_BadConfig(t *testing.T) {
 	o := e.run(t, "", "doctor", "--config", bad)
 	require.Equal(t, 1, o.code, o.stdout+o.stderr)
 	assert.Regexp(t, `^FAIL  configuration  .*bad.toml:2`, o.stdout)
-	assert.Equal(t, 5, strings.Count(o.stdout, "\n"))
+	assert.Equal(t, 6, strings.Count(o.stdout, "\n"), "one line per check, the sandbox's included")
 }
 
 // TestRunCmd_FreshHomeWithoutModel: `acpd run` in a home without any
