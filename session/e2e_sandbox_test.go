@@ -456,3 +456,38 @@ func TestE2E_Sandbox_NoLandlock(t *testing.T) {
 		})
 	}
 }
+
+// TestE2E_Sandbox_LinkedWorktree: in a linked worktree (its git folder lives
+// in the main repository, outside the workspace) git commit works, while the
+// main repository's own files stay out of reach.
+func TestE2E_Sandbox_LinkedWorktree(t *testing.T) {
+	sandboxtest.Require(t)
+	t.Parallel()
+	l := newSbxLayout(t)
+	main, wt := filepath.Join(l.root, "main"), filepath.Join(l.root, "wt")
+	gitCmd := func(dir string, args ...string) {
+		t.Helper()
+		c := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		out, err := c.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	require.NoError(t, os.MkdirAll(main, 0o755))
+	gitCmd(main, "init", "-q")
+	require.NoError(t, os.WriteFile(filepath.Join(main, "a.txt"), []byte("a\n"), 0o644))
+	gitCmd(main, "add", "-A")
+	gitCmd(main, "commit", "-qm", "first")
+	gitCmd(main, "worktree", "add", "-q", "-b", "feature", wt)
+	before := snapshot(t, main)
+	before = slices.DeleteFunc(before, func(p string) bool { return strings.Contains(p, string(filepath.Separator)+".git") })
+
+	d := startDaemonEnv(t, wt, t.TempDir(), l.env(), nil, nil)
+	_, results := shellTurn(t, d, localCaps, []string{
+		"echo b > b.txt && git add b.txt && git -c user.name=t -c user.email=t@example.com commit -qm second && git log --oneline | wc -l",
+		"echo x > " + main + "/evil.txt",
+	})
+	assert.Equal(t, 0, exitCode(results[0]), results[0])
+	assert.Contains(t, results[0], "Output: 2", "committed in the worktree")
+	assert.Contains(t, results[1], "Permission denied", "the main work tree is not writable")
+	after := slices.DeleteFunc(snapshot(t, main), func(p string) bool { return strings.Contains(p, string(filepath.Separator)+".git") })
+	assert.Equal(t, before, after)
+}

@@ -82,7 +82,10 @@ func confineThread(h helperArgs, st Status) error {
 		cfg.HandledAccessNet = landlock.AccessNetSet(ll.AccessNetBindTCP | ll.AccessNetConnectTCP)
 	}
 	rules := []landlock.Rule{
-		landlock.PathAccess(writeRights, h.rw...),
+		// A folder that vanished since the parent listed it (a removed
+		// root) is simply not writable; it must not fail the set-up, which
+		// in mode auto would run the command unconfined.
+		landlock.PathAccess(writeRights, h.rw...).IgnoreIfMissing(),
 		landlock.PathAccess(landlock.AccessFSSet(ll.AccessFSWriteFile|ll.AccessFSTruncate), deviceFiles...).IgnoreIfMissing(),
 		landlock.PathAccess(writeRights, deviceDirs...).IgnoreIfMissing(),
 	}

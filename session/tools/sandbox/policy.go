@@ -174,6 +174,9 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 		return Plan{}, err
 	}
 	writable := append([]string(nil), s.roots...)
+	for _, r := range s.roots {
+		writable = append(writable, linkedGitDirs(r)...)
+	}
 	writable = append(writable, tmp)
 	env := []string{"TMPDIR=" + tmp, "TMP=" + tmp, "TEMP=" + tmp}
 	if c := s.p.CacheDir; c != "" {
@@ -223,6 +226,57 @@ func (s *Session) unconfined(argv []string, why error) (Plan, error) {
 		p.Warning = fmt.Sprintf("[sandbox: %v; this and later commands of the session run UNCONFINED ([tools] sandbox = \"auto\"); set sandbox = \"required\" to refuse instead]", why)
 	}
 	return p, nil
+}
+
+// linkedGitDirs returns the git folders outside root that git writes when
+// root is (in) a linked worktree or a submodule: their ".git" is a file
+// naming the real git folder elsewhere ("gitdir: …"), and a commit writes
+// there (index, HEAD, logs) and in the common folder it names (objects,
+// refs). Without them `git commit` fails in every linked worktree, as it did
+// for peers' sandboxes. An ordinary ".git" folder is not followed: inside the
+// root it is writable already, and above it (a workspace that is a subfolder
+// of a repository, or a home folder under git) it is left to
+// tools.sandboxWritable.
+func linkedGitDirs(root string) []string {
+	for dir := root; ; {
+		p := filepath.Join(dir, ".git")
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			return nil
+		case err == nil && fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return nil
+			}
+			line, _, _ := strings.Cut(string(b), "\n")
+			gitdir, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
+			if !ok {
+				return nil
+			}
+			gitdir = strings.TrimSpace(gitdir)
+			if !filepath.IsAbs(gitdir) {
+				gitdir = filepath.Join(dir, gitdir)
+			}
+			if _, err := os.Stat(gitdir); err != nil {
+				return nil
+			}
+			out := []string{filepath.Clean(gitdir)}
+			if c, err := os.ReadFile(filepath.Join(gitdir, "commondir")); err == nil {
+				common := strings.TrimSpace(string(c))
+				if !filepath.IsAbs(common) {
+					common = filepath.Join(gitdir, common)
+				}
+				out = append(out, filepath.Clean(common))
+			}
+			return out
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return nil
+		}
+		dir = parent
+	}
 }
 
 // DefaultCacheDir is the acpd-owned folder for confined commands' tool
