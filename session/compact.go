@@ -136,7 +136,8 @@ func (s *Session) used() int {
 }
 
 // ContextUsage reports the session's context usage. Call it while holding
-// the turn (from a prompt's handling).
+// the turn (from a prompt's handling), once the system prompt is gathered
+// (waitPrep).
 func (s *Session) ContextUsage() ContextReport {
 	th := s.thresholds()
 	return ContextReport{
@@ -152,7 +153,10 @@ func (s *Session) ContextUsage() ContextReport {
 // compaction. It returns what was done; "none" when there was nothing to
 // compact.
 func (s *Session) Compact(ctx context.Context, focus string) (CompactionInfo, error) {
-	t := &turn{s: s}
+	if !s.waitPrep(ctx) { // the request's size includes the system prompt
+		return CompactionInfo{}, ctx.Err()
+	}
+	t := &turn{s: s, start: -1}
 	info, err := t.compact(ctx, compactRequest{trigger: "manual", focus: focus, cur: -1})
 	if err == nil && t.recErr != nil {
 		err = storeError(s.id, t.recErr)
@@ -198,8 +202,8 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 	s := t.s
 	th := s.thresholds()
 	before := s.used()
-	plan := contextmgr.NewPlan(contextmgr.Input{History: s.history, Cur: r.cur, Used: before, Th: th})
 	manual := r.trigger == "manual"
+	plan := contextmgr.NewPlan(contextmgr.Input{History: s.history, Cur: r.cur, Used: before, Th: th, Manual: manual})
 	paused := s.cm.failures >= contextmgr.MaxConsecutiveFailures
 
 	id := s.newToolCallID("compact")
@@ -240,9 +244,17 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 			break
 		}
 		s.log.Warn("compaction summary failed", "err", err, "trigger", r.trigger)
-		if !manual {
-			s.cm.failures++
+		if manual {
+			// /compress never drops turns on its own: it reports.
+			if errors.Is(err, contextmgr.ErrNotSmaller) {
+				fail("A summary would not make this conversation smaller.")
+				return CompactionInfo{Method: "none", Trigger: r.trigger, Before: before, After: before, At: time.Now(),
+					Detail: "A summary would not make this conversation smaller."}, nil
+			}
+			fail("The summary failed: " + err.Error())
+			return CompactionInfo{}, acp.ErrInternal("the summary failed: " + err.Error())
 		}
+		s.cm.failures++
 		note = "The summary failed (" + err.Error() + "). "
 		fallthrough
 	default:
@@ -261,9 +273,6 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 			detail = note + fmt.Sprintf("Replaced %d old tool results with stubs.", len(c.Stubs))
 		default:
 			fail(note + err.Error())
-			if manual {
-				return CompactionInfo{}, acp.ErrInternal("compaction failed: " + note + err.Error())
-			}
 			return CompactionInfo{}, nil // fit refuses the request if it cannot be sent
 		}
 	}

@@ -206,8 +206,11 @@ func (m *Manager) restore(s *Session, tr *store.Transcript) {
 		for _, c := range r.ToolCalls {
 			s.toolCallIDs[c.ID] = true
 		}
-		if r.Compaction != nil && r.Compaction.ToolCallID != "" {
-			s.toolCallIDs[r.Compaction.ToolCallID] = true
+		if c := r.Compaction; c != nil {
+			if c.ToolCallID != "" {
+				s.toolCallIDs[c.ToolCallID] = true
+			}
+			s.cm.last = &CompactionInfo{Method: c.Method, Trigger: c.Trigger, Before: c.Before, After: c.After, At: r.T, Detail: c.Detail}
 		}
 	}
 }

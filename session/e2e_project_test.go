@@ -17,6 +17,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/acp/acptest"
+	"github.com/acpd/acpd/session/contextmgr"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/modeltest"
 	"github.com/acpd/acpd/session/tools"
@@ -210,29 +211,57 @@ func TestE2E_ContextCommand(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
 	text := acptest.AgentText(d.cc.Updates(), sid)
-	assert.Contains(t, text, "no model response yet; window 131072 tokens")
+	assert.Regexp(t, `- Used: \d+ of 131072 tokens \(\d+\.\d%\), estimated\n`, text)
+	assert.Contains(t, text, "- Automatic compaction at 98072 tokens")
 	assert.Contains(t, text, filepath.Join(cwd, "AGENTS.md")+": about 3 tokens")
 	assert.Contains(t, text, fmt.Sprintf("Tools: %d offered", len(tools.Builtin())))
 	assert.Contains(t, text, "MCP servers\n- none")
 	assert.Contains(t, text, "Compaction\n- none in this session")
 	assert.Zero(t, d.model.Served(), "/context asked the model")
 
-	_, err = d.cc.Prompt(t.Context(), sid, "hello")
+	_, err = d.cc.Prompt(t.Context(), sid, "hello "+strings.Repeat("and some context ", 200))
 	require.NoError(t, err)
 	before := len(d.cc.Updates())
 	_, err = d.cc.Prompt(t.Context(), sid, "/context")
 	require.NoError(t, err)
 	text = turnText(d, sid, before)
-	assert.Contains(t, text, "Used: 1520 of 131072 tokens (1.2%)")
+	// The provider counted 1500 prompt tokens; the answer "hi" adds about 5.
+	assert.Regexp(t, `- Used: 150\d of 131072 tokens \(1\.1%\), the model's last count plus what was added since`, text)
 	assert.Contains(t, text, "Conversation: 2 messages")
 	assert.Equal(t, 1, d.model.Served())
+	// A summary would be larger than this history.
+	d.model.Add(modeltest.Response{Text: "<state_snapshot>" + strings.Repeat("long summary ", 1000) + "</state_snapshot>"})
+	before = len(d.cc.Updates())
+	_, err = d.cc.Prompt(t.Context(), sid, "/compress")
+	require.NoError(t, err)
+	assert.Contains(t, turnText(d, sid, before), "Nothing to compress: A summary would not make this conversation smaller.")
+	assert.Equal(t, 2, d.model.Served(), "only the summary request")
 
-	// /compress says compaction is not there yet.
+	// /compress summarises the conversation with the focus given; the next
+	// request carries the summary instead of the history.
+	d.model.Add(modeltest.Response{Text: "<state_snapshot><current_work>greeting</current_work></state_snapshot>"},
+		modeltest.Response{Text: "ok"})
 	before = len(d.cc.Updates())
 	_, err = d.cc.Prompt(t.Context(), sid, "/compress keep the test names")
 	require.NoError(t, err)
-	assert.Contains(t, turnText(d, sid, before), "not available yet")
-	assert.Equal(t, 1, d.model.Served())
+	text = turnText(d, sid, before)
+	assert.Regexp(t, `Context compressed \(\d+ -> \d+ tokens\)\. Summarised 2 earlier messages; kept 0 verbatim\.`, text)
+	reqs := d.model.Requests()
+	require.Len(t, reqs, 3)
+	assert.Contains(t, reqs[2].Messages[0].Text(), "Additional Instructions:\nkeep the test names")
+	assert.Contains(t, reqs[2].Messages[1].Text(), "hello and some context")
+	before = len(d.cc.Updates())
+	_, err = d.cc.Prompt(t.Context(), sid, "/context")
+	require.NoError(t, err)
+	assert.Regexp(t, `Compaction\n- summary \(manual\) at \d\d:\d\d:\d\d: \d+ -> \d+ tokens\. Summarised`, turnText(d, sid, before))
+	_, err = d.cc.Prompt(t.Context(), sid, "next")
+	require.NoError(t, err)
+	reqs = d.model.Requests()
+	var convo []string
+	for _, m := range reqs[len(reqs)-1].Messages[1:] {
+		convo = append(convo, m.Role+": "+strings.SplitN(m.Text(), "\n", 2)[0])
+	}
+	assert.Equal(t, []string{"user: " + strings.SplitN(contextmgr.SummaryIntro, "\n", 2)[0], "assistant: " + contextmgr.Ack, "user: next"}, convo)
 }
 
 // TestE2E_InitCommand: /init has the model study the project and ends in

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 
 	"github.com/acpd/acpd/acp"
@@ -145,11 +146,17 @@ func (h sessionHost) Commands() []*commands.Command { return h.s.commandSet().Co
 func (h sessionHost) Context() commands.ContextInfo {
 	s := h.s
 	info := commands.ContextInfo{
-		Used: s.lastUsed, Window: s.window(), Messages: len(s.history),
-		Environment: !s.m.opts.NoEnvironment,
+		Window: s.window(), Threshold: s.thresholds().Auto, Estimated: true,
+		Messages: len(s.history), Environment: !s.m.opts.NoEnvironment,
 	}
 	if !s.waitPrep(h.ctx) {
 		return info
+	}
+	u := s.ContextUsage()
+	info.Used, info.Estimated, info.SummariesPaused = u.Used, u.Estimated, u.SummariesPaused
+	if c := u.Last; c != nil {
+		info.Compaction = fmt.Sprintf("%s (%s) at %s: %d -> %d tokens. %s",
+			c.Method, c.Trigger, c.At.UTC().Format("15:04:05"), c.Before, c.After, c.Detail)
 	}
 	info.SystemTokens = instructions.EstimateTokens(s.systemPrompt())
 	for _, spec := range s.tools.Specs() {
@@ -162,6 +169,11 @@ func (h sessionHost) Context() commands.ContextInfo {
 		})
 	}
 	return info
+}
+
+func (h sessionHost) Compact(ctx context.Context, focus string) (commands.Compaction, error) {
+	c, err := h.s.Compact(ctx, focus)
+	return commands.Compaction{Method: c.Method, Before: c.Before, After: c.After, Detail: c.Detail}, err
 }
 
 func (h sessionHost) Tools() []commands.ToolInfo {

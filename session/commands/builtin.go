@@ -22,13 +22,30 @@ type Host interface {
 	MCPServers() []MCPServer
 	// Commands are the session's commands.
 	Commands() []*Command
+	// Compact compacts the conversation now (/compress), with focus added
+	// to the summariser's instructions.
+	Compact(ctx context.Context, focus string) (Compaction, error)
+}
+
+// Compaction is what a forced compaction did.
+type Compaction struct {
+	// Method is "summary", "stub", "drop", or "none" when there was
+	// nothing to compact.
+	Method        string
+	Before, After int // the request's tokens before and after
+	Detail        string
 }
 
 // ContextInfo is the /context report's data.
 type ContextInfo struct {
-	// Used is the prompt size the provider last reported, in tokens (0
-	// before the first model response); Window is the context size.
-	Used, Window int
+	// Used is the size of the next request in tokens: the provider's last
+	// count plus an estimate of what was added since, or an estimate only
+	// (Estimated) before the first count and after a compaction. Window is
+	// the model's context size, Threshold where automatic compaction starts.
+	Used, Window, Threshold int
+	Estimated               bool
+	// SummariesPaused is set after three failed automatic summaries.
+	SummariesPaused bool
 	// SystemTokens estimates the system prompt (environment and
 	// instructions included); ToolTokens the tool schemas sent with it.
 	SystemTokens, ToolTokens int
@@ -63,9 +80,8 @@ type MCPServer struct {
 	Err        string
 }
 
-// CompactionUnavailable is /compress's answer until context compaction is
-// wired in.
-const CompactionUnavailable = "Context compaction is not available yet in this acpd version; nothing was compressed."
+// maxFocus bounds /compress's instructions (the reference's limit).
+const maxFocus = 2000
 
 // Builtins returns the built-in commands, in the order /help lists them.
 func Builtins() []*Command {
@@ -82,8 +98,34 @@ func Builtins() []*Command {
 	}
 }
 
-func compress(context.Context, Host, string) (Result, error) {
-	return Result{Message: CompactionUnavailable}, nil
+// compress compacts the conversation now: a summary of everything but the
+// calls in flight (see session/contextmgr). The model is not otherwise
+// called and nothing is added to the conversation.
+func compress(ctx context.Context, h Host, args string) (Result, error) {
+	var note string
+	if len(args) > maxFocus {
+		args = args[:maxFocus]
+		note = fmt.Sprintf("The instructions were cut to their first %d characters.\n", maxFocus)
+	}
+	c, err := h.Compact(ctx, args)
+	if ctx.Err() != nil {
+		return Result{}, nil // the prompt answers cancelled
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if c.Method == "none" {
+		msg := "Nothing to compress."
+		if c.Detail != "" {
+			msg = "Nothing to compress: " + c.Detail
+		}
+		return Result{Message: note + msg}, nil
+	}
+	msg := fmt.Sprintf("Context compressed (%d -> %d tokens).", c.Before, c.After)
+	if c.Detail != "" {
+		msg += " " + c.Detail
+	}
+	return Result{Message: note + msg}, nil
 }
 
 // initCmd has the model study the project and write AGENTS.md: the prompt
@@ -118,10 +160,14 @@ func contextCmd(_ context.Context, h Host, _ string) (Result, error) {
 	c := h.Context()
 	var b strings.Builder
 	b.WriteString("Context window\n")
-	if c.Used > 0 {
-		fmt.Fprintf(&b, "- Used: %d of %d tokens (%.1f%%), as the model last reported\n", c.Used, c.Window, 100*float64(c.Used)/float64(max(c.Window, 1)))
-	} else {
-		fmt.Fprintf(&b, "- Used: no model response yet; window %d tokens\n", c.Window)
+	how := "the model's last count plus what was added since"
+	if c.Estimated {
+		how = "estimated"
+	}
+	fmt.Fprintf(&b, "- Used: %d of %d tokens (%.1f%%), %s\n", c.Used, c.Window, 100*float64(c.Used)/float64(max(c.Window, 1)), how)
+	fmt.Fprintf(&b, "- Automatic compaction at %d tokens\n", c.Threshold)
+	if c.SummariesPaused {
+		b.WriteString("- Automatic summaries are paused after three failures; /compress resumes them\n")
 	}
 	fmt.Fprintf(&b, "- System prompt: about %d tokens; tool definitions: about %d tokens\n", c.SystemTokens, c.ToolTokens)
 	fmt.Fprintf(&b, "- Conversation: %d messages\n", c.Messages)

@@ -41,6 +41,9 @@ type Input struct {
 	// Used is the size of the next request (Accounting.Used).
 	Used int
 	Th   Thresholds
+	// Manual is a forced compaction (/compress): the summary covers the
+	// whole history but the calls in flight and the current prompt.
+	Manual bool
 }
 
 // Plan is one compaction being planned. Stage by stage: Stub (no model
@@ -163,6 +166,9 @@ func (p *Plan) Stub() (*store.Compaction, int) {
 func (p *Plan) Summarisable() bool {
 	h := p.in.History
 	budget := p.in.Th.Target / 2
+	if p.in.Manual {
+		budget = 0
+	}
 	acc := 0
 	for i := p.inflight; i < len(h); i++ {
 		acc += p.est[i]
@@ -212,11 +218,8 @@ func (p *Plan) ToSummarise() []model.Message {
 // message, then the acknowledgement when a user message follows.
 func (p *Plan) head(text string, cut int) []store.HeadMessage {
 	hm := []store.HeadMessage{{Role: model.RoleUser, Text: text}}
-	next := model.RoleAssistant
-	switch {
-	case p.pinned >= 0:
-		next = model.RoleUser
-	case cut < len(p.in.History):
+	next := model.RoleUser // nothing kept: the next prompt follows
+	if p.pinned < 0 && cut < len(p.in.History) {
 		next = p.in.History[cut].Role
 	}
 	if next == model.RoleUser {
