@@ -28,8 +28,16 @@ func initLine(id string) string {
 // response.
 func nextResponse(t *testing.T, rc *RawClient) Message {
 	t.Helper()
+	return nextResponseWithin(t, rc, replyTimeout)
+}
+
+// nextResponseWithin is nextResponse with its own wait, for lines so large
+// that reading them under the race detector on a loaded machine takes longer
+// than an ordinary reply.
+func nextResponseWithin(t *testing.T, rc *RawClient, wait time.Duration) Message {
+	t.Helper()
 	for {
-		m, err := rc.NextMessage(replyTimeout)
+		m, err := rc.NextMessage(wait)
 		require.NoError(t, err)
 		if m.Method == "" {
 			return m
@@ -198,7 +206,7 @@ func RunRobustness(t *testing.T, start StartFunc) {
 		line := b.String()
 		sent := make(chan error, 1)
 		go func() { sent <- rc.Send(line) }()
-		m := nextResponse(t, rc)
+		m := nextResponseWithin(t, rc, 90*time.Second)
 		require.NotNil(t, m.Error, "a 100 MiB line must be rejected (oversized) or fail (unknown session): %s", truncate(m.Raw))
 		if string(m.ID) == "null" {
 			assert.Equal(t, -32600, m.Error.Code)
