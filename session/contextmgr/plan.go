@@ -102,7 +102,6 @@ func (p *Plan) planStubs() {
 	h := p.in.History
 	total := p.in.Used
 	asst := -1 // the assistant message whose calls the results answer
-	var scratch []byte
 	for i := 0; i < p.inflight && total > p.in.Th.Target; i++ {
 		m := &h[i]
 		if m.Role == model.RoleAssistant {
@@ -122,8 +121,7 @@ func (p *Plan) planStubs() {
 				}
 			}
 		}
-		scratch = store.AppendStubText(scratch[:0], name, args, r.tokens)
-		e := messageOverhead + tokens(len(scratch)+len(m.ToolCallID))
+		e := messageOverhead + tokens(store.StubTextLen(name, args, r.tokens)+len(m.ToolCallID))
 		if e >= p.est[i] {
 			continue
 		}

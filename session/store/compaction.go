@@ -56,6 +56,25 @@ const stubSuffix = " tokens) was removed to fit the model's context window. Run 
 // MaxStubArgs bounds the arguments a stub repeats.
 const MaxStubArgs = 200
 
+// StubTextLen is len(AppendStubText(nil, name, args, tokens)), without
+// building the text.
+func StubTextLen(name string, args []byte, tokens int) int {
+	n := len(StubPrefix) + len(name) + 1 + len(" (about ") + len(stubSuffix) + 1
+	if len(args) > MaxStubArgs {
+		n += MaxStubArgs + len("…")
+	} else {
+		n += len(args)
+	}
+	for tokens >= 10 {
+		tokens /= 10
+		n++
+	}
+	if tokens < 0 {
+		n++
+	}
+	return n
+}
+
 // AppendStubText appends the text that replaces the result of the call
 // name(args), of about tokens tokens: one line naming the call and the size
 // dropped, telling the model to run it again if it needs it.

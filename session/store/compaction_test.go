@@ -65,3 +65,13 @@ func TestCompaction_ApplyRefusesABadCut(t *testing.T) {
 	r.Compaction.Method, r.Compaction.Pinned, r.Compaction.Cut = "summary", 3, 2
 	assert.ErrorContains(t, r.validate(), "pinned")
 }
+
+func TestStubTextLen(t *testing.T) {
+	long := make([]byte, 300)
+	for _, tc := range []struct {
+		args   []byte
+		tokens int
+	}{{nil, 0}, {[]byte(`{"a":1}`), 9}, {[]byte(`{}`), 10}, {long, 123456}, {long[:MaxStubArgs], 99}} {
+		assert.Equal(t, len(AppendStubText(nil, "read_file", tc.args, tc.tokens)), StubTextLen("read_file", tc.args, tc.tokens))
+	}
+}
