@@ -46,11 +46,26 @@ const (
 
 // Config is the resolved configuration of one acpd process.
 type Config struct {
-	Model   ModelConfig
-	Tools   ToolsConfig
-	Context ContextConfig
-	Session SessionConfig
-	Log     LogConfig
+	Model     ModelConfig
+	Tools     ToolsConfig
+	Context   ContextConfig
+	Session   SessionConfig
+	Log       LogConfig
+	Telemetry TelemetryConfig
+}
+
+// TelemetryConfig is the [telemetry] table: OpenTelemetry export, off by
+// default (package session/telemetry).
+type TelemetryConfig struct {
+	Enabled bool
+	// Endpoint is the OTLP collector URL; "" defers to the OTEL_EXPORTER_OTLP_
+	// endpoint variables, else localhost.
+	Endpoint string
+	// Protocol is grpc or http; "" (the default) lets
+	// OTEL_EXPORTER_OTLP_PROTOCOL decide, else grpc (session/telemetry).
+	Protocol string
+	// LogPrompts adds prompt text and tool arguments to spans.
+	LogPrompts bool
 }
 
 // ModelConfig is the [model] table.
@@ -198,7 +213,8 @@ func Default() Config {
 			SandboxWritable:          []string{},
 			SandboxNetwork:           true,
 		},
-		Context: ContextConfig{FileNames: []string{}, Environment: true, Instructions: true},
-		Log:     LogConfig{Level: "info"},
+		Context:   ContextConfig{FileNames: []string{}, Environment: true, Instructions: true},
+		Log:       LogConfig{Level: "info"},
+		Telemetry: TelemetryConfig{},
 	}
 }

@@ -53,7 +53,7 @@ func (r resolver) path(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-var tables = []string{"model", "tools", "context", "session", "log"}
+var tables = []string{"model", "tools", "context", "session", "log", "telemetry"}
 
 // fields lists every key; the order is the order of `acpd config` output.
 var fields = []*field{
@@ -129,6 +129,16 @@ var fields = []*field{
 		[]string{"ACPD_LOG_FILE"}, "log-file", "write logs to this file instead of stderr"),
 	boolField("log", "trace", func(c *Config) *bool { return &c.Log.Trace },
 		[]string{"ACPD_TRACE"}, "trace", "log every JSON-RPC message at debug level"),
+
+	boolField("telemetry", "enabled", func(c *Config) *bool { return &c.Telemetry.Enabled },
+		[]string{"ACPD_TELEMETRY"}, "telemetry", "export traces and metrics over OTLP (default false)"),
+	stringField("telemetry", "endpoint", func(c *Config) *string { return &c.Telemetry.Endpoint },
+		[]string{"ACPD_TELEMETRY_ENDPOINT"}, "telemetry-endpoint", "OTLP collector URL (default: OTEL_EXPORTER_OTLP_ENDPOINT, else localhost)"),
+	// "" is the default: OTEL_EXPORTER_OTLP_PROTOCOL decides, else grpc.
+	enumField("telemetry", "protocol", []string{"", "grpc", "http"}, func(c *Config) *string { return &c.Telemetry.Protocol },
+		[]string{"ACPD_TELEMETRY_PROTOCOL"}, "telemetry-protocol", "OTLP protocol: grpc or http (default: OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)"),
+	boolField("telemetry", "logPrompts", func(c *Config) *bool { return &c.Telemetry.LogPrompts },
+		nil, "", ""),
 }
 
 func lookupField(table, name string) *field {

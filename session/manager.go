@@ -22,6 +22,7 @@ import (
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
+	"github.com/acpd/acpd/session/telemetry"
 	"github.com/acpd/acpd/session/tools"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
@@ -105,6 +106,10 @@ type Options struct {
 	// and session/load, resume, list and delete are served (and advertised)
 	// from it. Nil keeps sessions in memory only.
 	Store *store.Store
+
+	// Telemetry exports spans and metrics of turns, model requests and
+	// tool calls; nil (telemetry off) does nothing.
+	Telemetry *telemetry.Telemetry
 
 	Version string
 	Logger  *slog.Logger

@@ -54,6 +54,10 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 		answered:   map[string]string{},
 		duplicates: map[string]bool{},
 	}
+	// Telemetry (off: a no-op): the turn's span ends after the transcript's
+	// turn end below, with the final answer.
+	ctx, tspan := s.m.opts.Telemetry.StartTurn(ctx, s.id, s.getModel(), msg.Content)
+	defer func() { tspan.End(t.telemetryEnd(resp, err)) }()
 	if s.w != nil {
 		// A prompt that cannot be recorded is refused before anything runs,
 		// so the conversation in memory and on disk stay the same.
@@ -190,6 +194,7 @@ type streamResult struct {
 	text, reasoning string
 	calls           []model.ToolCall
 	finish          string
+	usage           *model.Usage // the response's token usage, when the provider sent it
 }
 
 // appendAssistant adds a model response to the history and records it:
@@ -250,7 +255,7 @@ func historyCalls(ps []pcall) []model.ToolCall {
 // stream runs one model request, forwarding text and reasoning as chunks.
 // On a retry marker the attempt's calls and text are discarded before they
 // are ever counted (§7.2).
-func (t *turn) stream(ctx context.Context) (streamResult, error) {
+func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 	s := t.s
 	req := model.Request{
 		Model:       s.getModel(),
@@ -295,6 +300,7 @@ func (t *turn) stream(ctx context.Context) (streamResult, error) {
 		}
 	}
 	r.text, r.reasoning = text.String(), reasoning.String()
+	r.usage = usage
 	if usage != nil {
 		s.cm.acct.Observe(usage.PromptTokens)
 		used := usage.TotalTokens
@@ -444,7 +450,9 @@ func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 			obs = append(obs, failureObservation{providerDuplicate: true})
 			continue
 		}
+		span := t.s.m.opts.Telemetry.StartTool(ctx, p.Name, p.acpID, p.Arguments)
 		r := t.runTool(ctx, p)
+		span.End(r.obs.telemetryErrorType())
 		t.answered[p.id] = p.key
 		out.messages = append(out.messages, toolMessage(p, r.llm))
 		obs = append(obs, r.obs)

@@ -252,6 +252,13 @@ func cmdRun(ctx context.Context, a *app) int {
 		return exitUsage
 	}
 	opts.Store = st
+	tel, stopTel, err := startTelemetry(ctx, cfg, logger)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "acpd run: configuration error: %v\n", err)
+		return exitUsage
+	}
+	defer stopTel()
+	opts.Telemetry = tel
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)

@@ -51,6 +51,12 @@ func serve(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Wr
 		return err
 	}
 	opts.Store = st
+	tel, stopTel, err := startTelemetry(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTel()
+	opts.Telemetry = tel
 	conn := acp.NewConn(stdin, stdout, acp.Options{Logger: logger, Trace: cfg.Log.Trace})
 	agent := session.NewManager(conn, opts)
 	defer agent.Close()

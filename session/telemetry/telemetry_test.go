@@ -1,0 +1,166 @@
+package telemetry_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/telemetry"
+	"github.com/acpd/acpd/session/telemetry/telemetrytest"
+)
+
+// Off: nothing is set up, no goroutine starts, every call is a no-op.
+func TestDisabled(t *testing.T) {
+	before := runtime.NumGoroutine()
+	tel, err := telemetry.Start(t.Context(), telemetry.Config{Endpoint: "http://127.0.0.1:1"})
+	require.NoError(t, err)
+	require.Nil(t, tel)
+	ctx, turn := tel.StartTurn(t.Context(), "s", "m", "p")
+	assert.Equal(t, t.Context(), ctx)
+	_, chat := tel.StartChat(ctx, "m")
+	chat.End(telemetry.ChatEnd{})
+	tel.StartTool(ctx, "read_file", "c1", nil).End("")
+	turn.End(telemetry.TurnEnd{LoopType: "turn_tool_call_cap"})
+	require.NoError(t, tel.ForceFlush(ctx))
+	require.NoError(t, tel.Shutdown(ctx))
+	assert.Equal(t, before, runtime.NumGoroutine())
+}
+
+func TestExportOverHTTP(t *testing.T) {
+	c := telemetrytest.NewCollector(t)
+	tel, err := telemetry.Start(t.Context(), telemetry.Config{Enabled: true, Protocol: telemetry.ProtocolHTTP,
+		Endpoint: c.URL(), ProviderName: "openai", ServiceVersion: "test", LogPrompts: true})
+	require.NoError(t, err)
+	require.NotNil(t, tel)
+
+	ctx, turn := tel.StartTurn(t.Context(), "sess1", "qwen3", "fix the tests")
+	_, chat := tel.StartChat(ctx, "qwen3")
+	chat.End(telemetry.ChatEnd{HaveUsage: true, InputTokens: 1200, OutputTokens: 30, FinishReason: "tool_calls"})
+	tel.StartTool(ctx, "read_file", "call_1", []byte(`{"file_path":"/w/x"}`)).End("")
+	tel.StartTool(ctx, "run_shell_command", "call_2", nil).End("EXECUTION_FAILED")
+	turn.End(telemetry.TurnEnd{ToolCalls: 101, LoopType: "turn_tool_call_cap", CapReason: "stuck", Err: errors.New("loop")})
+	require.NoError(t, tel.Shutdown(t.Context()))
+	assert.Empty(t, c.Errors())
+
+	turns := c.SpansNamed("invoke_agent acpd")
+	require.Len(t, turns, 1)
+	ta := telemetrytest.Attrs(turns[0].Attributes)
+	assert.Equal(t, "invoke_agent", ta["gen_ai.operation.name"])
+	assert.Equal(t, "sess1", ta["gen_ai.conversation.id"])
+	assert.Equal(t, "openai", ta["gen_ai.provider.name"])
+	assert.Equal(t, int64(101), ta["acpd.turn.tool_calls"])
+	assert.Equal(t, "turn_tool_call_cap", ta["loop_type"])
+	assert.Equal(t, "stuck", ta["cap_reason"])
+	assert.Equal(t, "loop_detected", ta["error.type"])
+	assert.Contains(t, ta["gen_ai.input.messages"], "fix the tests", "logPrompts")
+
+	chats := c.SpansNamed("chat qwen3")
+	require.Len(t, chats, 1)
+	assert.Equal(t, turns[0].SpanId, chats[0].ParentSpanId)
+	ca := telemetrytest.Attrs(chats[0].Attributes)
+	assert.Equal(t, int64(1200), ca["gen_ai.usage.input_tokens"])
+	assert.Equal(t, int64(30), ca["gen_ai.usage.output_tokens"])
+	assert.Equal(t, []string{"tool_calls"}, ca["gen_ai.response.finish_reasons"])
+
+	tools := c.SpansNamed("execute_tool read_file")
+	require.Len(t, tools, 1)
+	assert.Equal(t, turns[0].SpanId, tools[0].ParentSpanId)
+	tla := telemetrytest.Attrs(tools[0].Attributes)
+	assert.Equal(t, "call_1", tla["gen_ai.tool.call.id"])
+	assert.Equal(t, `{"file_path":"/w/x"}`, tla["gen_ai.tool.call.arguments"])
+	failed := c.SpansNamed("execute_tool run_shell_command")
+	require.Len(t, failed, 1)
+	assert.Equal(t, "EXECUTION_FAILED", telemetrytest.Attrs(failed[0].Attributes)["error.type"])
+
+	stops := c.Metric("acpd.loop.stops")
+	require.NotNil(t, stops)
+	dps := stops.GetSum().DataPoints
+	require.Len(t, dps, 1)
+	assert.Equal(t, int64(1), dps[0].GetAsInt())
+	assert.Equal(t, map[string]any{"loop_type": "turn_tool_call_cap", "cap_reason": "stuck"}, telemetrytest.Attrs(dps[0].Attributes))
+
+	calls := c.Metric("acpd.turn.tool_calls").GetHistogram().DataPoints
+	require.Len(t, calls, 1)
+	assert.Equal(t, 101.0, calls[0].GetSum())
+
+	tokens := c.Metric("gen_ai.client.token.usage").GetHistogram().DataPoints
+	require.Len(t, tokens, 2)
+	byType := map[any]float64{}
+	for _, dp := range tokens {
+		byType[telemetrytest.Attrs(dp.Attributes)["gen_ai.token.type"]] = dp.GetSum()
+	}
+	assert.Equal(t, map[any]float64{"input": 1200, "output": 30}, byType)
+	require.NotNil(t, c.Metric("gen_ai.client.operation.duration"))
+}
+
+// The standard variables choose the endpoint and protocol when the
+// configuration does not.
+func TestStandardEnvironment(t *testing.T) {
+	c := telemetrytest.NewCollector(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", c.URL())
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	tel, err := telemetry.Start(t.Context(), telemetry.Config{Enabled: true})
+	require.NoError(t, err)
+	_, turn := tel.StartTurn(t.Context(), "s", "m", "")
+	turn.End(telemetry.TurnEnd{StopReason: "end_turn"})
+	require.NoError(t, tel.Shutdown(t.Context()))
+	assert.Len(t, c.SpansNamed("invoke_agent acpd"), 1)
+
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	_, err = telemetry.Start(t.Context(), telemetry.Config{Enabled: true})
+	require.ErrorContains(t, err, "OTEL_EXPORTER_OTLP_PROTOCOL")
+	_, err = telemetry.Start(t.Context(), telemetry.Config{Enabled: true, Protocol: "udp"})
+	require.ErrorContains(t, err, "telemetry.protocol")
+}
+
+// A collector that refuses connections or never answers costs a turn
+// nothing: spans end at once (export is asynchronous), and shutdown is
+// bounded by its context.
+func TestUnreachableCollector(t *testing.T) {
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer hole.Close()
+	go func() {
+		for {
+			conn, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close() // held open, never answered
+		}
+	}()
+	for _, tc := range []struct{ name, proto, endpoint string }{
+		{"refused http", telemetry.ProtocolHTTP, "http://127.0.0.1:1"},
+		{"refused grpc", telemetry.ProtocolGRPC, "http://127.0.0.1:1"},
+		{"black hole http", telemetry.ProtocolHTTP, "http://" + hole.Addr().String()},
+		{"black hole grpc", telemetry.ProtocolGRPC, "http://" + hole.Addr().String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tel, err := telemetry.Start(t.Context(), telemetry.Config{Enabled: true, Protocol: tc.proto, Endpoint: tc.endpoint,
+				MetricInterval: 10 * time.Millisecond})
+			require.NoError(t, err)
+			for range 50 {
+				ctx, turn := tel.StartTurn(t.Context(), "s", "m", "")
+				_, chat := tel.StartChat(ctx, "m")
+				chat.End(telemetry.ChatEnd{})
+				tel.StartTool(ctx, "read_file", "c", nil).End("")
+				turn.End(telemetry.TurnEnd{StopReason: "end_turn", ToolCalls: 1})
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			done := make(chan struct{})
+			go func() { _ = tel.Shutdown(ctx); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Shutdown did not honour its context")
+			}
+		})
+	}
+}
