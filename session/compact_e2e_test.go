@@ -131,9 +131,23 @@ func TestE2E_LongSessionStaysInsideTheWindow(t *testing.T) {
 		}
 	}
 	assert.Equal(t, prompts, replayed)
+	replayedIDs := map[string]bool{}
+	for _, n := range d2.cc.Updates() {
+		if tc := n.Update.ToolCall; tc != nil && strings.HasPrefix(tc.Title, "Compacting conversation (") {
+			assert.Equal(t, acp.StatusCompleted, tc.Status, "a replayed compaction is finished")
+			replayedIDs[tc.ToolCallID] = true
+		}
+	}
+	assert.Len(t, replayedIDs, compactions, "the replay shows every compaction")
+	seen := len(d2.cc.Updates())
 	resp, err := d2.cc.Prompt(t.Context(), sid, fmt.Sprintf("Read src_%03d.go and summarise it.", prompts))
 	require.NoError(t, err)
 	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	for _, n := range d2.cc.Updates()[seen:] {
+		if tc := n.Update.ToolCall; tc != nil {
+			assert.False(t, replayedIDs[tc.ToolCallID], "tool call id %s reused after the reload", tc.ToolCallID)
+		}
+	}
 	reqs2 := d2.model.Requests()
 	require.NotEmpty(t, reqs2)
 	for i, r := range reqs2 {
@@ -298,6 +312,11 @@ func TestE2E_ProviderOverflowCompactsAndRetries(t *testing.T) {
 	assert.True(t, trigger, "the overflow forced a compaction")
 
 	_, err := d.cc.Prompt(t.Context(), sid, bigPrompt(9, 100<<10))
+	for _, r := range d.model.Requests() {
+		if !isSummaryRequest(r) {
+			assert.NotContains(t, r.Messages[len(r.Messages)-1].Text(), "Prompt 9.", "a request known to be too large was sent")
+		}
+	}
 	var ae *acp.Error
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, acp.CodeInternalError, ae.Code)
@@ -512,4 +531,29 @@ contextWindows = { "small-model" = 40000 }
 		require.NoError(t, err)
 	}
 	assert.Equal(t, []uint64{64000, 40000, 200000}, sizes())
+}
+
+// model.compactionModel answers the summary requests; the session's model
+// answers the prompts.
+func TestE2E_CompactionModel(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "acpd.toml")
+	require.NoError(t, os.WriteFile(cfg, []byte("[model]\ncompactionModel = \"cheap-model\"\ncontextWindows = { \"cheap-model\" = 48000 }\n"), 0o644))
+	d := startSmall(t, 48000, 48000, "--config", cfg)
+	sid := d.session(t)
+	for i := range 4 {
+		d.model.Add(modeltest.Response{Text: fmt.Sprint("noted ", i)})
+		_, err := d.cc.Prompt(t.Context(), sid, bigPrompt(i, 24<<10))
+		require.NoError(t, err)
+	}
+	var summaries int
+	for _, r := range d.model.Requests() {
+		if isSummaryRequest(r) {
+			summaries++
+			assert.Equal(t, "cheap-model", r.Model)
+		} else {
+			assert.Equal(t, "scripted", r.Model)
+		}
+	}
+	assert.Positive(t, summaries)
+	checkNoneRefused(t, d.model, 48000)
 }
