@@ -290,6 +290,9 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandb
 		pw.Close()
 		if sw != nil {
 			sw.Close()
+			// The helper itself did not start (acpd's binary replaced or
+			// removed): a set-up failure, for the fallback to decide.
+			return Result{}, fmt.Sprintf("starting the sandbox helper %s: %v", plan.Argv[0], err)
 		}
 		return failure(ErrTypeExecutionFailed, fmt.Errorf("starting %q: %w", c.command, err)), ""
 	}

@@ -196,3 +196,26 @@ func envText(env []acp.EnvVariable) string {
 	}
 	return b.String()
 }
+
+// TestRunShellCommand_HelperMissing: acpd's binary gone (replaced by an
+// upgrade, removed) is a set-up failure like any other, never a crash or
+// an unexplained error.
+func TestRunShellCommand_HelperMissing(t *testing.T) {
+	for _, mode := range []sandbox.Mode{sandbox.ModeRequired, sandbox.ModeAuto} {
+		t.Run(string(mode), func(t *testing.T) {
+			w := sandboxedWorkspace(t, mode, filepath.Join(t.TempDir(), "no-such-acpd"))
+			w.env.Sandbox = (&sandbox.Policy{Mode: mode, Helper: filepath.Join(t.TempDir(), "no-such-acpd"), TempRoot: t.TempDir(),
+				Probe: func() sandbox.Status { return sandbox.Status{Backend: "landlock", ABI: 7} }}).NewSession(w.env.Roots)
+			_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo ran"})
+			if mode == sandbox.ModeRequired {
+				require.Error(t, res.Err)
+				assert.Equal(t, ErrTypeSandboxUnavailable, res.ErrType)
+				assert.Contains(t, res.LLMContent, "starting the sandbox helper")
+				return
+			}
+			require.NoError(t, res.Err)
+			assert.Contains(t, res.LLMContent, "UNCONFINED")
+			assert.Contains(t, res.LLMContent, "Output: ran")
+		})
+	}
+}
