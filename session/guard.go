@@ -162,7 +162,10 @@ func (g *guard) recordBatch(keys, names []string) bool {
 }
 
 // repeated names the most repeated call of the turn and its count. A call
-// the model sent without a name is counted under nameless.
+// the model sent without a name is counted under nameless. Decision: with a
+// stuck window this is still the whole turn's most repeated call (the one
+// the window found is almost always the same call; the window's own
+// highest count is reported as windowKeyRepeat).
 func (g *guard) repeated() (string, int) {
 	name := g.keyNames[g.cap.MaxRepeatKey()]
 	if name == "" {
