@@ -347,6 +347,7 @@ func (s *Session) shutdown(ctx context.Context) error {
 func (s *Session) free() error {
 	s.freeOnce.Do(func() {
 		s.stopPrep()
+		s.stopCommands()
 		s.closeMCP()
 		s.rootCache.Close()
 		if err := s.sandbox.Close(); err != nil {

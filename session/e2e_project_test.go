@@ -175,18 +175,30 @@ func TestE2E_FileCommand(t *testing.T) {
 	assert.Equal(t, "user", last.Role)
 	assert.Equal(t, "Review src/x.go for bugs and list what you found.", last.Text())
 
-	// A command file added later is announced at the next prompt; /help,
-	// which only reports, does not reach the model.
+	// A command file added later is announced while the session is idle;
+	// one changed just before a prompt, at that prompt. /help, which only
+	// reports, does not reach the model.
 	writeFile(t, filepath.Join(cwd, ".acpd", "commands", "later.md"), "---\ndescription: Added later\n---\nLater.")
+	assert.Contains(t, commandNames(waitCommands(t, d, sid, 2)), "later")
+	require.NoError(t, os.Remove(filepath.Join(cwd, ".qwen", "commands", "git", "summary.toml")))
 	before := len(d.cc.Updates())
 	resp, err = d.cc.Prompt(t.Context(), sid, "/help")
 	require.NoError(t, err)
 	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
-	assert.Contains(t, commandNames(waitCommands(t, d, sid, 2)), "later")
+	assert.NotContains(t, commandNames(waitCommands(t, d, sid, 3)), "git:summary")
 	help := turnText(d, sid, before)
 	assert.Contains(t, help, "/later: Added later")
 	assert.Contains(t, help, "/review <file>: Review a file for bugs")
 	assert.Equal(t, 1, d.model.Served(), "/help asked the model nothing")
+
+	// The files left out are named, with their line, by /context.
+	before = len(d.cc.Updates())
+	_, err = d.cc.Prompt(t.Context(), sid, "/context")
+	require.NoError(t, err)
+	ctxText := turnText(d, sid, before)
+	assert.Contains(t, ctxText, "Warnings\n")
+	assert.Contains(t, ctxText, filepath.Join(cwd, ".qwen", "commands", "broken.toml")+":1: invalid TOML")
+	assert.Contains(t, ctxText, filepath.Join(cwd, ".acpd", "commands", "bad.md")+":1: front matter opened with --- is never closed")
 
 	// An unknown /name goes to the model unchanged.
 	d.model.Add(modeltest.Response{Text: "unknown command passed on"})
@@ -218,6 +230,7 @@ func TestE2E_ContextCommand(t *testing.T) {
 	assert.Contains(t, text, "MCP servers\n- none")
 	assert.Contains(t, text, "Compaction\n- none in this session")
 	assert.Zero(t, d.model.Served(), "/context asked the model")
+	assert.NotContains(t, text, "Warnings")
 
 	_, err = d.cc.Prompt(t.Context(), sid, "hello "+strings.Repeat("and some context ", 200))
 	require.NoError(t, err)
@@ -316,4 +329,33 @@ func TestE2E_InitCommand(t *testing.T) {
 	last := reqs[len(reqs)-1].Messages[len(reqs[len(reqs)-1].Messages)-1]
 	assert.Contains(t, last.Text(), "Update the project's instruction file "+target)
 	assert.Contains(t, last.Text(), "Also take this into account: focus on tests")
+}
+
+// TestE2E_CommandsAfterLoadAndResume: session/load and session/resume
+// announce the commands after their answer too.
+func TestE2E_CommandsAfterLoadAndResume(t *testing.T) {
+	cwd := t.TempDir()
+	writeFile(t, filepath.Join(cwd, ".acpd", "commands", "ship.md"), "Ship it.")
+	d := startDaemonIn(t, cwd, t.TempDir(), nil, nil)
+	sid := d.session(t)
+	ctx := ctxFor(t)
+	require.NoError(t, d.cc.Call(ctx, acp.MethodSessionClose, acp.SessionIDRequest{SessionID: sid}, nil))
+	var lr acp.LoadSessionResponse
+	require.NoError(t, d.cc.Call(ctx, acp.MethodSessionLoad, acp.LoadSessionRequest{SessionID: sid, Cwd: cwd, MCPServers: []acp.MCPServer{}}, &lr))
+	assert.Contains(t, commandNames(waitCommands(t, d, sid, 2)), "ship")
+	require.NoError(t, d.cc.Call(ctx, acp.MethodSessionClose, acp.SessionIDRequest{SessionID: sid}, nil))
+	require.NoError(t, d.cc.Call(ctx, acp.MethodSessionResume, acp.ResumeSessionRequest{SessionID: sid, Cwd: cwd, MCPServers: []acp.MCPServer{}}, &lr))
+	assert.Contains(t, commandNames(waitCommands(t, d, sid, 3)), "ship")
+	// The announcement follows the answer on the wire.
+	lines := d.cc.Lines()
+	var answered, announced int
+	for i, l := range lines {
+		if strings.Contains(string(l), `"available_commands_update"`) {
+			announced = i
+		}
+		if strings.Contains(string(l), `"result"`) {
+			answered = i
+		}
+	}
+	assert.Greater(t, announced, answered, "the last announcement comes after the resume answer")
 }

@@ -299,6 +299,7 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 		turns: make(chan struct{}, 1),
 	}
 	s.cmds.ready = make(chan struct{})
+	s.cmds.stop = make(chan struct{})
 	if m.opts.Tools != nil {
 		s.tools = m.opts.Tools()
 	} else {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/commands"
@@ -15,8 +16,11 @@ import (
 // Slash commands. Decisions where the spec is silent:
 //   - The commands are announced (available_commands_update) once the
 //     answer to session/new, load or resume is on the wire, and again when
-//     a prompt finds the command files changed (checked by path, size and
-//     modification time at the start of each prompt).
+//     the command files change: checked by path, size and modification
+//     time at the start of each prompt and every commandPoll while the
+//     session is idle. Polling (a few stat calls per root) rather than
+//     inotify: it needs no descriptors per session, sees folders created
+//     later, and works on network file systems.
 //   - A prompt waits for the first announcement, so the update never lands
 //     inside a turn's updates.
 //   - A command that only reports (/context, /help, …) is not recorded in
@@ -26,12 +30,18 @@ import (
 //     reloaded conversation is the one the model saw.
 //   - Built-in names are reserved (see commands.NewSet).
 
+// commandPoll is how often an idle session looks for changed command files.
+const commandPoll = 2 * time.Second
+
 // cmdState is a session's commands.
 type cmdState struct {
 	mu    sync.Mutex
 	set   *commands.Set
 	ready chan struct{} // closed after the first announcement
 	once  sync.Once
+	// stop ends the watcher (closed by free).
+	stop     chan struct{}
+	stopOnce sync.Once
 }
 
 func (s *Session) commandDirs() []commands.Dir {
@@ -67,12 +77,43 @@ func (s *Session) announceCommands(ctx context.Context) {
 	fn := func() {
 		set := s.loadCommands()
 		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAvailableCommands, AvailableCommands: set.Available()})
-		s.cmds.once.Do(func() { close(s.cmds.ready) })
+		s.cmds.once.Do(func() {
+			close(s.cmds.ready)
+			go s.watchCommands()
+		})
 	}
 	if !acp.AfterReply(ctx, fn) {
 		go fn()
 	}
 }
+
+// watchCommands re-announces the commands when their files change while
+// no turn runs (a prompt checks for itself when it starts).
+func (s *Session) watchCommands() {
+	t := time.NewTicker(commandPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.cmds.stop:
+			return
+		case <-t.C:
+		}
+		select {
+		case s.turns <- struct{}{}:
+		default:
+			continue // a turn runs
+		}
+		select {
+		case <-s.cmds.stop:
+		default:
+			s.refreshCommands(context.Background())
+		}
+		s.release()
+	}
+}
+
+// stopCommands ends the watcher.
+func (s *Session) stopCommands() { s.cmds.stopOnce.Do(func() { close(s.cmds.stop) }) }
 
 // waitCommands waits for the first announcement; false when ctx ended.
 func (s *Session) waitCommands(ctx context.Context) bool {
@@ -168,6 +209,7 @@ func (h sessionHost) Context() commands.ContextInfo {
 			Path: f.Path, Tokens: instructions.EstimateTokens(f.Text), Truncated: f.Truncated,
 		})
 	}
+	info.Warnings = append(append(info.Warnings, s.prep.instr.Warnings...), s.commandSet().Warnings...)
 	return info
 }
 

@@ -57,6 +57,8 @@ type ContextInfo struct {
 	Environment bool
 	// Compaction describes the last compaction ("" when there was none).
 	Compaction string
+	// Warnings are the instruction and command files left out or cut.
+	Warnings []string
 }
 
 // InstructionFile is one loaded instruction file.
@@ -195,6 +197,12 @@ func contextCmd(_ context.Context, h Host, _ string) (Result, error) {
 		b.WriteString("- none in this session\n")
 	} else {
 		b.WriteString("- " + c.Compaction + "\n")
+	}
+	if len(c.Warnings) > 0 {
+		b.WriteString("\nWarnings\n")
+		for _, w := range c.Warnings {
+			b.WriteString("- " + w + "\n")
+		}
 	}
 	return Result{Message: b.String()}, nil
 }

@@ -1,0 +1,68 @@
+package instructions
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// benchRepo makes a committed git repository of n files in 100 folders,
+// with AGENTS.md at its root and in the folder returned as the workspace.
+func benchRepo(b *testing.B, n int) (repo, ws string) {
+	if _, err := exec.LookPath("git"); err != nil {
+		b.Skip("needs git")
+	}
+	repo = b.TempDir()
+	for i := range n {
+		sub := filepath.Join(repo, fmt.Sprintf("pkg%02d", i%100))
+		require.NoError(b, os.MkdirAll(sub, 0o755))
+		require.NoError(b, os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%05d.go", i)), []byte("package p\n"), 0o644))
+	}
+	ws = filepath.Join(repo, "pkg07")
+	require.NoError(b, os.WriteFile(filepath.Join(repo, "AGENTS.md"), []byte("Run the tests. @docs.md\n"), 0o644))
+	require.NoError(b, os.WriteFile(filepath.Join(repo, "docs.md"), []byte("Docs.\n"), 0o644))
+	require.NoError(b, os.WriteFile(filepath.Join(ws, "AGENTS.md"), []byte("Package rules.\n"), 0o644))
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"}, {"add", "-A"},
+		{"-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "seed"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		require.NoError(b, err, "git %v: %s", args, out)
+	}
+	return repo, ws
+}
+
+// BenchmarkGather_GitRepo10k is the background work a session starts after
+// its session/new answer, in a git repository of 10,000 files: the
+// environment block (git status and log, the listing) — what the first
+// model request may wait for.
+func BenchmarkGather_GitRepo10k(b *testing.B) {
+	_, ws := benchRepo(b, 10000)
+	for b.Loop() {
+		env := Gather(context.Background(), []string{ws}, 0)
+		if env.Roots[0].Branch != "main" {
+			b.Fatalf("branch %q, git error %q", env.Roots[0].Branch, env.Roots[0].GitErr)
+		}
+	}
+}
+
+// BenchmarkLoad_GitRepo10k finds and reads the instruction files (walking
+// up from the workspace, never down the 10,000 files).
+func BenchmarkLoad_GitRepo10k(b *testing.B) {
+	_, ws := benchRepo(b, 10000)
+	global := b.TempDir()
+	b.ReportAllocs()
+	for b.Loop() {
+		l := Load(Options{Roots: []string{ws}, GlobalDir: global, Budget: 52428})
+		if len(l.Files) != 2 {
+			b.Fatalf("%d files", len(l.Files))
+		}
+	}
+}
