@@ -359,3 +359,66 @@ func TestE2E_CommandsAfterLoadAndResume(t *testing.T) {
 	}
 	assert.Greater(t, announced, answered, "the last announcement comes after the resume answer")
 }
+
+// TestE2E_BadInstructionFiles: an AGENTS.md that is a folder, a binary
+// QWEN.md and an import escaping the workspace never fail session/new; the
+// prompt still runs, and /context names what was skipped.
+func TestE2E_BadInstructionFiles(t *testing.T) {
+	cwd, outside := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(cwd, "AGENTS.md"), 0o755))
+	writeFile(t, filepath.Join(cwd, "QWEN.md"), "\x00\x01binary")
+	writeFile(t, filepath.Join(outside, "secret.md"), "SECRET")
+	configHome := t.TempDir()
+	writeFile(t, filepath.Join(configHome, "acpd", "AGENTS.md"), "Global. @"+filepath.Join(outside, "secret.md"))
+	d := startDaemonIn(t, cwd, configHome, nil, []modeltest.Response{{Text: "fine"}})
+	sid := d.session(t)
+	resp, err := d.cc.Prompt(t.Context(), sid, "hello")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	sys := d.model.Requests()[0].Messages[0].Text()
+	assert.Contains(t, sys, "Global.")
+	assert.NotContains(t, sys, "SECRET")
+	before := len(d.cc.Updates())
+	_, err = d.cc.Prompt(t.Context(), sid, "/context")
+	require.NoError(t, err)
+	text := turnText(d, sid, before)
+	assert.Contains(t, text, filepath.Join(cwd, "AGENTS.md")+": instruction file skipped: is a directory")
+	assert.Contains(t, text, filepath.Join(cwd, "QWEN.md")+": instruction file skipped: binary")
+	assert.Contains(t, text, "is outside the workspace")
+}
+
+// TestE2E_CustomSystemPrompt: model.systemPrompt replaces acpd's own
+// prompt; the instructions and the environment are still added.
+func TestE2E_CustomSystemPrompt(t *testing.T) {
+	cwd := t.TempDir()
+	writeFile(t, filepath.Join(cwd, "AGENTS.md"), "PROJECT-RULE")
+	cfg := filepath.Join(t.TempDir(), "acpd.toml")
+	writeFile(t, cfg, "[model]\nsystemPrompt = \"You are a terse reviewer.\"\n")
+	d := startDaemonIn(t, cwd, t.TempDir(), nil, []modeltest.Response{{Text: "ok"}}, "--config", cfg)
+	sid := d.session(t)
+	_, err := d.cc.Prompt(t.Context(), sid, "hi")
+	require.NoError(t, err)
+	sys := d.model.Requests()[0].Messages[0].Text()
+	assert.True(t, strings.HasPrefix(sys, "You are a terse reviewer.\n\n"), sys)
+	assert.NotContains(t, sys, "You are acpd")
+	assert.Contains(t, sys, "PROJECT-RULE")
+	assert.Contains(t, sys, "# Environment")
+}
+
+// TestE2E_ContextOff: context.environment and context.instructions false
+// leave both out; the roots are still given.
+func TestE2E_ContextOff(t *testing.T) {
+	cwd := t.TempDir()
+	writeFile(t, filepath.Join(cwd, "AGENTS.md"), "PROJECT-RULE")
+	cfg := filepath.Join(t.TempDir(), "acpd.toml")
+	writeFile(t, cfg, "[context]\nenvironment = false\ninstructions = false\n")
+	d := startDaemonIn(t, cwd, t.TempDir(), nil, []modeltest.Response{{Text: "ok"}}, "--config", cfg)
+	sid := d.session(t)
+	_, err := d.cc.Prompt(t.Context(), sid, "hi")
+	require.NoError(t, err)
+	sys := d.model.Requests()[0].Messages[0].Text()
+	assert.Contains(t, sys, "You are acpd")
+	assert.NotContains(t, sys, "PROJECT-RULE")
+	assert.NotContains(t, sys, "# Environment")
+	assert.Contains(t, sys, "Workspace roots (absolute): "+cwd)
+}

@@ -287,8 +287,8 @@ func firstLine(s string) string {
 		s = s[:i]
 	}
 	const limit = 120
-	if len(s) > limit {
-		s = s[:limit] + "…"
+	if r := []rune(s); len(r) > limit {
+		s = string(r[:limit]) + "…"
 	}
 	return s
 }

@@ -93,7 +93,11 @@ func gatherRoot(ctx context.Context, root string) RootInfo {
 		ri.Git, ri.GitErr = true, "git did not answer in time"
 		return ri
 	default:
-		return ri // not a repository, or no git
+		// .git is there but git refused (not installed, a repository it
+		// does not trust, a damaged one): say so rather than "not a
+		// repository".
+		ri.Git, ri.GitErr = true, "git status failed: "+firstLine(statusErr)
+		return ri
 	}
 	if logErr == nil {
 		for l := range strings.SplitSeq(strings.TrimSpace(string(log)), "\n") {
@@ -118,11 +122,23 @@ func inRepo(root string) bool {
 func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
 	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
-	var out bytes.Buffer
-	cmd.Stdout = &out
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
+	if err != nil && errOut.Len() > 0 {
+		err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(errOut.Bytes()))
+	}
 	return out.Bytes(), err
+}
+
+// firstLine is the first line of err's text, at most 200 bytes.
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return strings.ToValidUTF8(s, "")
 }
 
 // parseStatus splits `git status --short --branch` into the branch and the

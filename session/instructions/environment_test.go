@@ -72,3 +72,14 @@ func TestGather_TimeLimit(t *testing.T) {
 	assert.Equal(t, "git did not answer in time", env.Roots[0].GitErr)
 	assert.Contains(t, env.Text(), "(git did not answer in time)")
 }
+
+func TestGather_GitFails(t *testing.T) {
+	dir := t.TempDir()
+	// A .git that is no repository: git refuses, the block says so.
+	write(t, filepath.Join(dir, ".git"), "gitdir: /nonexistent/place\n")
+	env := Gather(context.Background(), []string{dir}, 0)
+	r := env.Roots[0]
+	assert.True(t, r.Git)
+	assert.Contains(t, r.GitErr, "git status failed: ")
+	assert.Contains(t, env.Text(), "(git status failed: ")
+}
