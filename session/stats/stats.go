@@ -17,6 +17,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -203,6 +204,15 @@ type Report struct {
 
 // Collect reads the transcripts in opts.DataDir and describes their turns.
 func Collect(opts Options) (*Report, error) {
+	// A data folder that does not exist is most likely a mistyped
+	// --data-dir or ACPD_DATA_DIR: say so rather than report zero turns.
+	// (A data folder without a sessions folder is a daemon that has not
+	// recorded a session yet: zero turns, no error.)
+	if fi, err := os.Stat(opts.DataDir); err != nil {
+		return nil, fmt.Errorf("session.dataDir: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("session.dataDir: %s is not a folder", opts.DataDir)
+	}
 	ids, err := store.SessionIDs(opts.DataDir)
 	if err != nil {
 		return nil, err
@@ -216,6 +226,13 @@ func Collect(opts Options) (*Report, error) {
 			want[s] = true
 		}
 		ids = slices.DeleteFunc(ids, func(id string) bool { return !want[id] })
+		// A session asked for by id that is not there is a mistake
+		// (a typo, another data folder), not an empty answer.
+		for _, s := range opts.Sessions {
+			if !slices.Contains(ids, s) {
+				return nil, fmt.Errorf("--session: no session %q in %s", s, opts.DataDir)
+			}
+		}
 	}
 	cwd := ""
 	if opts.Cwd != "" {

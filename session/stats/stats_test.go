@@ -157,8 +157,15 @@ func TestCollect_Filters(t *testing.T) {
 		"turn numbers stay the session's own")
 	_, err := Collect(Options{DataDir: dir, Sessions: []string{"../x"}})
 	require.ErrorContains(t, err, "--session")
-	rep, err := Collect(Options{DataDir: filepath.Join(dir, "missing")})
-	require.NoError(t, err)
+	_, err = Collect(Options{DataDir: dir, Sessions: []string{"sessB", "sessZ"}})
+	require.ErrorContains(t, err, `--session: no session "sessZ" in `+dir)
+	_, err = Collect(Options{DataDir: filepath.Join(dir, "missing")})
+	require.ErrorContains(t, err, "session.dataDir: ")
+	require.ErrorContains(t, err, filepath.Join(dir, "missing"))
+	_, err = Collect(Options{DataDir: filepath.Join(dir, "sessions", "sessA.jsonl")})
+	require.ErrorContains(t, err, "is not a folder")
+	rep, err := Collect(Options{DataDir: t.TempDir()})
+	require.NoError(t, err, "a data folder with no sessions yet")
 	assert.Empty(t, rep.Turns)
 }
 
