@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -112,8 +113,7 @@ var fields = []*field{
 	boolField("tools", "sandboxNetwork", func(c *Config) *bool { return &c.Tools.SandboxNetwork },
 		[]string{"ACPD_SANDBOX_NETWORK"}, "", ""),
 
-	stringListField("context", "fileNames", func(c *Config) *[]string { return &c.Context.FileNames },
-		nil, "", ""),
+	fileNamesField(),
 	boolField("context", "environment", func(c *Config) *bool { return &c.Context.Environment },
 		nil, "", ""),
 	boolField("context", "instructions", func(c *Config) *bool { return &c.Context.Instructions },
@@ -132,8 +132,7 @@ var fields = []*field{
 
 	boolField("telemetry", "enabled", func(c *Config) *bool { return &c.Telemetry.Enabled },
 		[]string{"ACPD_TELEMETRY"}, "telemetry", "export traces and metrics over OTLP (default false)"),
-	stringField("telemetry", "endpoint", func(c *Config) *string { return &c.Telemetry.Endpoint },
-		[]string{"ACPD_TELEMETRY_ENDPOINT"}, "telemetry-endpoint", "OTLP collector URL (default: OTEL_EXPORTER_OTLP_ENDPOINT, else localhost)"),
+	endpointField(),
 	// "" is the default: OTEL_EXPORTER_OTLP_PROTOCOL decides, else grpc.
 	enumField("telemetry", "protocol", []string{"", "grpc", "http"}, func(c *Config) *string { return &c.Telemetry.Protocol },
 		[]string{"ACPD_TELEMETRY_PROTOCOL"}, "telemetry-protocol", "OTLP protocol: grpc or http (default: OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)"),
@@ -627,4 +626,61 @@ func contextWindowsField() *field {
 			return "{" + strings.Join(parts, ", ") + "}", true
 		},
 	}
+}
+
+// fileNamesField is context.fileNames: instruction file names looked up in
+// every folder from the git root down to the workspace root. Decision: each
+// is a plain file name — "" would name the folder itself and "a/b" or ".."
+// would read outside the folders walked — so those are configuration
+// errors rather than a warning on every session/new.
+func fileNamesField() *field {
+	f := stringListField("context", "fileNames", func(c *Config) *[]string { return &c.Context.FileNames },
+		nil, "", "")
+	decode := f.decode
+	f.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		for i, n := range c.Context.FileNames {
+			if n == "" || n == "." || n == ".." || strings.ContainsAny(n, `/\`) {
+				return fmt.Errorf("element %d: must be a file name without a folder, got %s", i, quote(n))
+			}
+		}
+		return nil
+	}
+	return f
+}
+
+// endpointField is telemetry.endpoint: the OTLP collector's URL. The
+// exporters drop a URL they cannot parse and fall back to localhost with
+// only a line on stderr, so a bad value is a configuration error here. A
+// bare host:port is taken as http://host:port, as the exporter does.
+func endpointField() *field {
+	f := stringField("telemetry", "endpoint", func(c *Config) *string { return &c.Telemetry.Endpoint },
+		[]string{"ACPD_TELEMETRY_ENDPOINT"}, "telemetry-endpoint", "OTLP collector URL (default: OTEL_EXPORTER_OTLP_ENDPOINT, else localhost)")
+	decode := f.decode
+	f.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		e := c.Telemetry.Endpoint
+		if e == "" {
+			return nil
+		}
+		full := e
+		if !strings.Contains(full, "://") {
+			full = "http://" + full
+		}
+		u, err := url.Parse(full)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("must be an http or https URL such as http://localhost:4317, got %s", quote(e))
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("must be an http or https URL such as http://localhost:4317, got %s (port %s)", quote(e), p)
+			}
+		}
+		return nil
+	}
+	return f
 }
