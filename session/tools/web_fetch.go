@@ -31,6 +31,11 @@ const (
 	DefaultWebFetchMaxBytes = 10 << 20
 	// webFetchMaxRedirects bounds same-host redirects, as qwen-code.
 	webFetchMaxRedirects = 10
+	// webFetchMaxURL bounds the URL a model may ask for. Decision (the
+	// reference has no limit): RFC 9110 asks servers to take at least 8000
+	// octets, so a longer URL would most often be refused anyway, and the
+	// URL goes whole into the tool call's title and permission request.
+	webFetchMaxURL = 8192
 )
 
 // WebFetchOptions tune web_fetch; the zero value uses the defaults above
@@ -64,6 +69,9 @@ func (t *webFetchTool) Build(_ *Env, args json.RawMessage) (Call, error) {
 	}
 	if err := t.decode(args, &a); err != nil {
 		return nil, err
+	}
+	if len(a.URL) > webFetchMaxURL {
+		return nil, fmt.Errorf("invalid parameters for web_fetch: params/url: %d bytes long; at most %d are fetched", len(a.URL), webFetchMaxURL)
 	}
 	u, err := url.Parse(strings.TrimSpace(a.URL))
 	if err != nil {
