@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/acpd/acpd/loopdetect"
 )
 
 // field describes one configuration key. A single table of fields drives
@@ -70,8 +72,7 @@ var fields = []*field{
 	maxToolCallsField(),
 	boolField("model", "skipLoopDetection", func(c *Config) *bool { return &c.Model.SkipLoopDetection },
 		[]string{"ACPD_SKIP_LOOP_DETECTION"}, "skip-loop-detection", "skip the heuristic loop detectors (default true)"),
-	intField("model", "stuckWindow", 0, func(c *Config) *int { return &c.Model.StuckWindow },
-		[]string{"ACPD_STUCK_WINDOW"}, "stuck-window", "adaptive cap: judge 'stuck' on the last N tool calls only (0: the whole turn)"),
+	stuckWindowField(),
 	intField("model", "maxRetries", 0, func(c *Config) *int { return &c.Model.MaxRetries },
 		nil, "", ""),
 	durationField("model", "requestTimeout", func(c *Config) *time.Duration { return &c.Model.RequestTimeout },
@@ -679,6 +680,28 @@ func endpointField() *field {
 			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
 				return fmt.Errorf("must be an http or https URL such as http://localhost:4317, got %s (port %s)", quote(e), p)
 			}
+		}
+		return nil
+	}
+	return f
+}
+
+// stuckWindowField is model.stuckWindow: 0 (the whole turn) or a window of
+// the last N calls. Decision: a window smaller than the stuck threshold can
+// never hold that many repeats of one call, so it would silently switch the
+// adaptive cap's stuck halt off (turns would run on to the backstop); it is
+// refused, naming the threshold.
+func stuckWindowField() *field {
+	f := intField("model", "stuckWindow", 0, func(c *Config) *int { return &c.Model.StuckWindow },
+		[]string{"ACPD_STUCK_WINDOW"}, "stuck-window", "adaptive cap: judge 'stuck' on the last N tool calls only (0: the whole turn)")
+	decode := f.decode
+	f.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		if w := c.Model.StuckWindow; w > 0 && w < loopdetect.GlobalDuplicateThreshold {
+			return fmt.Errorf("must be 0 (the whole turn) or at least %d (the repeats of one call that mean stuck), got %d",
+				loopdetect.GlobalDuplicateThreshold, w)
 		}
 		return nil
 	}

@@ -43,6 +43,8 @@ func TestLoad_NewKeyErrors(t *testing.T) {
 			msg: `model.contextWindows: model "m": must be an integer, got string "big"`},
 		{name: "stuck window negative", file: "[model]\nstuckWindow = -1\n", line: 2, col: 15,
 			msg: "model.stuckWindow: must be at least 0, got -1"},
+		{name: "stuck window below the stuck threshold", file: "[model]\nstuckWindow = 5\n", line: 2, col: 15,
+			msg: "model.stuckWindow: must be 0 (the whole turn) or at least 6 (the repeats of one call that mean stuck), got 5"},
 		{name: "stuck window a float", file: "[model]\nstuckWindow = 2.5\n", line: 2, col: 15,
 			msg: "model.stuckWindow: must be an integer, got float 2.5"},
 		{name: "file names a string", file: "[context]\nfileNames = \"AGENTS.md\"\n", line: 2, col: 13,
