@@ -257,23 +257,30 @@ func (c *runShellCommandCall) result(env *Env, o shellOutcome, content []acp.Too
 
 // runLocal runs the command in its own process group; on cancel or timeout
 // the whole group is killed, and so is whatever is left of it afterwards.
-// A confined command starts as the sandbox helper, which execs the shell in
-// place (same pid and group); its set-up failure, read from the status
-// pipe, is returned instead of a result.
+// A confined command is started by the session's spawn server when it has
+// one (see sandbox.Session.Spawn), otherwise as the sandbox helper, which
+// execs the shell in place (same pid and group); the helper's set-up
+// failure, read from the status pipe, is returned instead of a result.
 func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandbox.Plan) (Result, string) {
 	rctx, cancel := context.WithTimeout(ctx, c.effectiveTimeout(env))
 	defer cancel()
-	cmd := exec.CommandContext(rctx, plan.Argv[0], plan.Argv[1:]...)
-	cmd.Dir = c.dir.real
-	cmd.Env = append(os.Environ(), "PAGER=cat", "GIT_PAGER=cat")
-	cmd.Env = append(cmd.Env, plan.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	environ := append(os.Environ(), "PAGER=cat", "GIT_PAGER=cat")
+	environ = append(environ, plan.Env...)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return failure(ErrTypeExecutionFailed, fmt.Errorf("creating output pipe: %w", err)), ""
 	}
 	defer pr.Close()
+	if plan.Confined {
+		if res, ok := c.runSpawned(ctx, rctx, env, plan, environ, pr, pw); ok {
+			return res, ""
+		}
+	}
+	cmd := exec.CommandContext(rctx, plan.Argv[0], plan.Argv[1:]...)
+	cmd.Dir = c.dir.real
+	cmd.Env = environ
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// The child writes straight into the pipe, so Wait returns when the
 	// shell exits and does not wait for background children holding it.
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -309,13 +316,64 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandb
 			return Result{}, string(msg)
 		}
 	}
+	out, drained := drain(env, pr)
+	werr := cmd.Wait()
+	var ws *syscall.WaitStatus
+	if cmd.ProcessState != nil {
+		if s, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+			ws = &s
+		}
+	}
+	if werr != nil && ws != nil {
+		var ee *exec.ExitError
+		if errors.As(werr, &ee) {
+			werr = nil // the status says it
+		}
+	}
+	return c.finishLocal(ctx, rctx, env, pgid, pr, out, drained, ws, werr), ""
+}
+
+// runSpawned runs a confined command through the session's spawn server;
+// ok is false when the server could not start it, and then nothing ran.
+func (c *runShellCommandCall) runSpawned(ctx, rctx context.Context, env *Env, plan sandbox.Plan, environ []string, pr, pw *os.File) (Result, bool) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return Result{}, false
+	}
+	proc, err := env.Sandbox.Spawn(plan, environ, c.dir.real, [3]*os.File{devnull, pw, pw})
+	devnull.Close()
+	if err != nil {
+		slog.Debug("spawn server not used", "session_id", env.SessionID, "err", err)
+		return Result{}, false
+	}
+	pw.Close()
+	pgid := proc.Pid
+	out, drained := drain(env, pr)
+	stop := context.AfterFunc(rctx, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	defer stop()
+	s, werr := proc.Wait()
+	var ws *syscall.WaitStatus
+	if werr == nil {
+		ws = &s
+	}
+	return c.finishLocal(ctx, rctx, env, pgid, pr, out, drained, ws, werr), true
+}
+
+// drain copies the command's output pipe into a tail buffer until EOF.
+func drain(env *Env, pr *os.File) (*tailBuffer, chan struct{}) {
 	out := newTailBuffer(maxOutput(env))
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
 		_, _ = io.Copy(out, pr)
 	}()
-	werr := cmd.Wait()
+	return out, drained
+}
+
+// finishLocal kills what is left of the command's group, collects its
+// output and makes the result from its wait status ws (nil: werr says why
+// there is none).
+func (c *runShellCommandCall) finishLocal(ctx, rctx context.Context, env *Env, pgid int, pr *os.File, out *tailBuffer, drained chan struct{}, ws *syscall.WaitStatus, werr error) Result {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	timer := time.NewTimer(pipeDrainTimeout)
 	select {
@@ -326,24 +384,18 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandb
 		<-drained
 	}
 	o := shellOutcome{output: out.String(), cut: out.dropped()}
-	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
 		o.cancelled = true
 	case errors.Is(rctx.Err(), context.DeadlineExceeded):
 		o.timedOut = true
-	case werr == nil:
-		code := 0
-		o.exitCode = &code
-	case errors.As(werr, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			o.signal = ws.Signal().String()
-		} else {
-			code := ee.ExitCode()
-			o.exitCode = &code
-		}
+	case werr != nil || ws == nil:
+		return failure(ErrTypeExecutionFailed, fmt.Errorf("running %q: %w", c.command, werr))
+	case ws.Signaled():
+		o.signal = ws.Signal().String()
 	default:
-		return failure(ErrTypeExecutionFailed, fmt.Errorf("running %q: %w", c.command, werr)), ""
+		code := ws.ExitStatus()
+		o.exitCode = &code
 	}
 	text := o.output
 	if o.cut > 0 {
@@ -352,7 +404,7 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandb
 	if o.exitCode != nil && *o.exitCode != 0 {
 		text += fmt.Sprintf("\n[exit code %d]", *o.exitCode)
 	}
-	return c.result(env, o, []acp.ToolCallContent{acp.TextContent(text)}), ""
+	return c.result(env, o, []acp.ToolCallContent{acp.TextContent(text)})
 }
 
 // runTerminal runs plan in the editor's terminal. There is no status pipe

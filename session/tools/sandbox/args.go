@@ -8,6 +8,8 @@ import (
 // helperArgs is the helper's command line.
 type helperArgs struct {
 	statusFD int
+	serve    bool // --serve N: run the spawn server on socket N; no command
+	serveFD  int
 	rw       []string
 	noNet    bool
 	argv     []string
@@ -25,7 +27,7 @@ func parseHelperArgs(args []string) (helperArgs, error) {
 			return h, nil
 		case "--no-net":
 			h.noNet = true
-		case "--rw", "--status-fd":
+		case "--rw", "--status-fd", "--serve":
 			if i+1 >= len(args) {
 				return h, fmt.Errorf("%s needs a value", a)
 			}
@@ -36,12 +38,19 @@ func parseHelperArgs(args []string) (helperArgs, error) {
 			}
 			n, err := strconv.Atoi(args[i])
 			if err != nil || n < 0 {
-				return h, fmt.Errorf("--status-fd %q: not a file descriptor", args[i])
+				return h, fmt.Errorf("%s %q: not a file descriptor", a, args[i])
+			}
+			if a == "--serve" {
+				h.serve, h.serveFD = true, n
+				continue
 			}
 			h.statusFD = n
 		default:
 			return h, fmt.Errorf("unknown argument %q", a)
 		}
+	}
+	if h.serve {
+		return h, nil
 	}
 	return h, fmt.Errorf("missing -- before the command")
 }

@@ -39,6 +39,9 @@ func HelperMain(args []string) int {
 	// into the whole new process. Never unlocked.
 	runtime.LockOSThread()
 	h, err := parseHelperArgs(args)
+	if err == nil && h.serve {
+		return serve(h)
+	}
 	var status *os.File
 	if h.statusFD >= 0 {
 		// Close-on-exec: the parent reads EOF and nothing else once execve
@@ -65,15 +68,17 @@ func HelperMain(args []string) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if err := confineThread(h, st); err != nil {
+	if err := confine(h, st, false); err != nil {
 		return fail("sandbox set-up failed: %v", err)
 	}
 	err = syscall.Exec(path, h.argv, os.Environ())
 	return fail("exec %s: %v", path, err)
 }
 
-// confineThread applies the policy to the calling (locked) thread.
-func confineThread(h helperArgs, st Status) error {
+// confine applies the policy to the calling (locked) thread, or with
+// allThreads to every thread of the process (the spawn server, whose
+// commands may be forked from any of its threads).
+func confine(h helperArgs, st Status, allThreads bool) error {
 	// Strict, not best effort: every right asked for exists from ABI 3 on
 	// (TCP from ABI 4), and a failure is an error, never a silent no-op.
 	cfg := landlock.Config{HandledAccessFS: writeRights}
@@ -99,17 +104,21 @@ func confineThread(h helperArgs, st Status) error {
 	defer unix.Close(fd)
 	// no_new_privs: required for an unprivileged landlock_restrict_self and
 	// seccomp, and it makes set-uid programs (sudo) unable to escape.
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+	prctl, restrict := unix.Prctl, ll.LandlockRestrictSelf
+	if allThreads {
+		prctl, restrict = ll.AllThreadsPrctl, ll.AllThreadsLandlockRestrictSelf
+	}
+	if err := prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
 	if h.noNet {
 		// Landlock's TCP rules miss UDP, MPTCP and raw sockets; the filter
 		// refuses every socket family but unix and netlink.
-		if err := denyNetwork(); err != nil {
+		if err := denyNetwork(allThreads); err != nil {
 			return fmt.Errorf("seccomp: %w", err)
 		}
 	}
-	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
+	if err := restrict(fd, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
 	return nil

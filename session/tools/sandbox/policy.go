@@ -30,6 +30,10 @@ type Policy struct {
 	TempRoot string
 	// Probe reports the kernel's support; nil means the package's Probe.
 	Probe func() Status
+	// NoSpawnServer runs every confined command through its own helper
+	// process instead of the session's spawn server (benchmarks compare
+	// the two; the per-command helper is also the fallback).
+	NoSpawnServer bool
 }
 
 // Status is the kernel's support as this policy sees it.
@@ -96,6 +100,12 @@ type Session struct {
 	tmp    string
 	warned bool
 	closed bool
+
+	// The session's spawn server (see zygote_linux.go).
+	zmu     sync.Mutex
+	zy      *zygote
+	zfails  int
+	zclosed bool
 }
 
 // NewSession returns the sandbox of a session working in roots.
@@ -103,11 +113,12 @@ func (p *Policy) NewSession(roots []string) *Session {
 	return &Session{p: p, roots: append([]string(nil), roots...)}
 }
 
-// Close removes the session's temp folder.
+// Close stops the session's spawn server and removes its temp folder.
 func (s *Session) Close() error {
 	if s == nil {
 		return nil
 	}
+	s.closeZygote()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -141,6 +152,9 @@ type Plan struct {
 	// Confined: Argv starts the helper. Otherwise Argv is the command itself.
 	Confined bool
 	Argv     []string
+	// Command is the command Argv confines (set when Confined), for the
+	// session's spawn server ([Session.Spawn]).
+	Command []string
 	// Env is added to the command's environment (TMPDIR, cache locations).
 	Env []string
 	// Writable lists the folders the command may write, for messages.
@@ -202,7 +216,7 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 		helper = append(helper, "--no-net")
 	}
 	helper = append(append(helper, "--"), argv...)
-	return Plan{Confined: true, Argv: helper, Env: env, Writable: writable, DenyNetwork: s.p.DenyNetwork}, nil
+	return Plan{Confined: true, Argv: helper, Command: argv, Env: env, Writable: writable, DenyNetwork: s.p.DenyNetwork}, nil
 }
 
 // Fallback is what to do when the helper reported a set-up failure (msg):

@@ -39,8 +39,13 @@ func TestParseHelperArgs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, helperArgs{statusFD: 3, rw: []string{"/a", "/b c"}, noNet: true, argv: []string{"sh", "-c", "echo --rw"}}, h)
 
+	h, err = parseHelperArgs([]string{"--serve", "3", "--rw", "/a", "--no-net"})
+	require.NoError(t, err)
+	assert.Equal(t, helperArgs{statusFD: -1, serve: true, serveFD: 3, rw: []string{"/a"}, noNet: true}, h)
+
 	for _, bad := range [][]string{
 		{"sh"},
+		{"--serve", "x"},
 		{"--rw"},
 		{"--status-fd", "x", "--", "sh"},
 		{"--status-fd", "-1", "--", "sh"},

@@ -17,8 +17,10 @@ import (
 //   - system calls of another architecture or of the x32 ABI, which would
 //     otherwise reach the kernel under numbers the filter does not check.
 //
-// Everything else is allowed. no_new_privs must already be set.
-func denyNetwork() error {
+// Everything else is allowed. no_new_privs must already be set. With
+// allThreads the filter is synchronized onto every thread of the process
+// (SECCOMP_FILTER_FLAG_TSYNC), which fails if any thread has another one.
+func denyNetwork(allThreads bool) error {
 	var arch uint32
 	switch runtime.GOARCH {
 	case "amd64":
@@ -57,8 +59,16 @@ func denyNetwork() error {
 		/* 12 */ {Code: ret, K: allow},
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
+	var flags uintptr
+	if allThreads {
+		flags = unix.SECCOMP_FILTER_FLAG_TSYNC
+	}
+	r, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	if errno != 0 {
 		return errno
+	}
+	if r != 0 {
+		return fmt.Errorf("thread %d could not take the filter", r)
 	}
 	return nil
 }

@@ -1,0 +1,455 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The spawn server ("zygote"). Re-executing acpd for every confined command
+// costs a Go runtime start, the helper's share of initialization and the
+// page faults of a large binary: about 4 ms on a quiet machine, tens of ms
+// on a loaded one. So a session's first confined command starts ONE helper
+// in server mode (`acpd __sandbox-exec --serve FD --rw … [--no-net]`), which
+// confines its whole process (every thread: no_new_privs, the seccomp filter
+// with TSYNC, Landlock through go-landlock's all-threads restrict) and then
+// serves spawn requests on a SOCK_SEQPACKET socket pair: each request is one
+// JSON message (argv, env, dir) carrying the command's stdin, stdout and
+// stderr as SCM_RIGHTS; the server starts the command in its own process
+// group, replies with its pid, and later with its wait status. Its children
+// are forked from a confined process and so inherit the domain; the daemon
+// stays unrestricted and kills a command's group with kill(-pgid) as before.
+//
+// The server dies with the daemon (PR_SET_PDEATHSIG, and EOF on its socket,
+// upon which it also kills the groups it started) and when the session is
+// closed. Anything that goes wrong with it — it cannot start, cannot
+// confine itself, dies, or a request does not fit in a message — makes the
+// caller fall back to the per-command helper, which still confines (or, in
+// mode auto on a kernel that cannot, reports the set-up failure the policy
+// decides on): correctness never depends on the server.
+
+// zygoteStartTimeout bounds the server's start-up handshake.
+const zygoteStartTimeout = 10 * time.Second
+
+// maxSpawnMessage bounds one request (argv and environment): larger ones
+// are not sent (EMSGSIZE) and run through the per-command helper.
+const maxSpawnMessage = 1 << 20
+
+type spawnRequest struct {
+	ID   uint64   `json:"id"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+}
+
+type spawnReply struct {
+	ID uint64 `json:"id"`
+	// Ready answers the start-up (ID 0); Err says why not, or why a
+	// request could not start.
+	Ready bool   `json:"ready,omitempty"`
+	Err   string `json:"err,omitempty"`
+	// Pid is set when the command started; Exited with Status when it
+	// was reaped (Status is the raw wait status).
+	Pid    int  `json:"pid,omitempty"`
+	Exited bool `json:"exited,omitempty"`
+	Status int  `json:"status,omitempty"`
+}
+
+// serve is the server side: confine this whole process, then start the
+// commands the daemon asks for until the socket closes.
+func serve(h helperArgs) int {
+	f := os.NewFile(uintptr(h.serveFD), "spawn")
+	unix.CloseOnExec(h.serveFD)
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, StderrPrefix+"spawn server: "+err.Error())
+		return ExitUnavailable
+	}
+	conn, ok := c.(*net.UnixConn)
+	if !ok {
+		fmt.Fprintln(os.Stderr, StderrPrefix+"spawn server: not a unix socket")
+		return ExitUnavailable
+	}
+	var wmu sync.Mutex
+	reply := func(r spawnReply) {
+		b, _ := json.Marshal(r)
+		wmu.Lock()
+		defer wmu.Unlock()
+		_, _ = conn.Write(b)
+	}
+	st := Probe()
+	switch {
+	case !st.Usable():
+		reply(spawnReply{Err: fmt.Sprintf("sandbox unavailable: %v", st.Err)})
+		return ExitUnavailable
+	default:
+		if err := confine(h, st, true); err != nil {
+			reply(spawnReply{Err: fmt.Sprintf("sandbox set-up failed: %v", err)})
+			return ExitUnavailable
+		}
+	}
+	reply(spawnReply{Ready: true})
+
+	var (
+		mu     sync.Mutex
+		groups = map[int]bool{}
+	)
+	buf := make([]byte, maxSpawnMessage)
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	for {
+		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			// The daemon closed the session or died: take the commands
+			// still running with it.
+			mu.Lock()
+			for pg := range groups {
+				_ = syscall.Kill(-pg, syscall.SIGKILL)
+			}
+			mu.Unlock()
+			return 0
+		}
+		files := receivedFiles(oob[:oobn])
+		var req spawnRequest
+		if err := json.Unmarshal(buf[:n], &req); err != nil || len(files) != 3 || len(req.Argv) == 0 {
+			closeAll(files)
+			reply(spawnReply{ID: req.ID, Err: fmt.Sprintf("bad spawn request (%d files): %v", len(files), err)})
+			continue
+		}
+		cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
+		cmd.Env, cmd.Dir = req.Env, req.Dir
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		err = cmd.Start()
+		closeAll(files)
+		if err != nil {
+			reply(spawnReply{ID: req.ID, Err: err.Error()})
+			continue
+		}
+		pid := cmd.Process.Pid
+		mu.Lock()
+		groups[pid] = true
+		mu.Unlock()
+		reply(spawnReply{ID: req.ID, Pid: pid})
+		go func(id uint64) {
+			_ = cmd.Wait()
+			mu.Lock()
+			delete(groups, pid)
+			mu.Unlock()
+			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			reply(spawnReply{ID: id, Exited: true, Status: int(ws)})
+		}(req.ID)
+	}
+}
+
+func receivedFiles(oob []byte) []*os.File {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var out []*os.File
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			unix.CloseOnExec(fd)
+			out = append(out, os.NewFile(uintptr(fd), "fd"+strconv.Itoa(fd)))
+		}
+	}
+	return out
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// zygote is the daemon's side of one spawn server.
+type zygote struct {
+	key  string // the policy it enforces (writable folders, network)
+	conn *net.UnixConn
+	proc *os.Process
+
+	wmu     sync.Mutex
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan spawnReply
+	dead    error // set when the server is gone
+	done    chan struct{}
+}
+
+// errSpawnFallback wraps every reason to run a command through the
+// per-command helper instead.
+var errSpawnFallback = errors.New("spawn server unavailable")
+
+// startZygote starts the server for plan's policy and waits until it has
+// confined itself.
+func startZygote(helper string, plan Plan) (*zygote, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socketpair: %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "spawn"), os.NewFile(uintptr(fds[1]), "spawn-server")
+	defer theirs.Close()
+	c, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		return nil, err
+	}
+	conn := c.(*net.UnixConn)
+	args := []string{Subcommand, "--serve", "3"}
+	for _, w := range plan.Writable {
+		args = append(args, "--rw", w)
+	}
+	if plan.DenyNetwork {
+		args = append(args, "--no-net")
+	}
+	cmd := exec.Command(helper, args...)
+	cmd.ExtraFiles = []*os.File{theirs}
+	// Its own group, so a signal to the daemon's group (Ctrl-C in a
+	// terminal running acpd) is not delivered to it; it follows the
+	// daemon through the death signal and its socket instead.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// The death signal fires when the daemon's thread that forked the
+	// server exits. Go ends a thread only when a goroutine locked to it
+	// returns without unlocking, which acpd's callers never do; and the
+	// server exits on its socket's EOF anyway.
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("starting the sandbox helper %s: %w", helper, err)
+	}
+	z := &zygote{key: zygoteKey(plan), conn: conn, proc: cmd.Process, pending: map[uint64]chan spawnReply{}, done: make(chan struct{})}
+	_ = conn.SetReadDeadline(time.Now().Add(zygoteStartTimeout))
+	hello, err := z.read()
+	_ = conn.SetReadDeadline(time.Time{})
+	if err == nil && !hello.Ready {
+		err = errors.New(hello.Err)
+	}
+	if err != nil {
+		conn.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, err
+	}
+	go func() { _ = cmd.Wait() }()
+	go z.readLoop()
+	return z, nil
+}
+
+func zygoteKey(p Plan) string {
+	b, _ := json.Marshal([]any{p.Writable, p.DenyNetwork})
+	return string(b)
+}
+
+func (z *zygote) read() (spawnReply, error) {
+	buf := make([]byte, 4096)
+	n, err := z.conn.Read(buf)
+	if err != nil {
+		return spawnReply{}, err
+	}
+	if n == 0 {
+		return spawnReply{}, errors.New("the spawn server closed its socket")
+	}
+	var r spawnReply
+	if err := json.Unmarshal(buf[:n], &r); err != nil {
+		return spawnReply{}, fmt.Errorf("bad reply from the spawn server: %w", err)
+	}
+	return r, nil
+}
+
+func (z *zygote) readLoop() {
+	var err error
+	for {
+		var r spawnReply
+		if r, err = z.read(); err != nil {
+			break
+		}
+		z.mu.Lock()
+		ch := z.pending[r.ID]
+		if r.Exited || r.Err != "" {
+			delete(z.pending, r.ID)
+		}
+		z.mu.Unlock()
+		if ch != nil {
+			ch <- r
+		}
+	}
+	z.mu.Lock()
+	z.dead = fmt.Errorf("%w: %v", errSpawnFallback, err)
+	for id, ch := range z.pending {
+		close(ch)
+		delete(z.pending, id)
+	}
+	z.mu.Unlock()
+	close(z.done)
+}
+
+func (z *zygote) alive() bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.dead == nil
+}
+
+func (z *zygote) close() {
+	z.conn.Close()
+	<-z.done
+}
+
+// Process is a command the spawn server started.
+type Process struct {
+	// Pid is the command's pid, which is also its process group.
+	Pid     int
+	replies chan spawnReply
+}
+
+// Wait returns the command's wait status, or an error when the server died
+// before reporting it (then the command's group was killed with it).
+func (p *Process) Wait() (syscall.WaitStatus, error) {
+	r, ok := <-p.replies
+	if !ok {
+		return 0, errors.New("the sandbox's spawn server died while the command ran")
+	}
+	return syscall.WaitStatus(r.Status), nil
+}
+
+// spawn asks the server to start argv with stdio as its stdin, stdout and
+// stderr. An error wrapping errSpawnFallback means nothing was started.
+func (z *zygote) spawn(argv, env []string, dir string, stdio [3]*os.File) (*Process, error) {
+	z.mu.Lock()
+	if z.dead != nil {
+		z.mu.Unlock()
+		return nil, z.dead
+	}
+	z.nextID++
+	id := z.nextID
+	ch := make(chan spawnReply, 2)
+	z.pending[id] = ch
+	z.mu.Unlock()
+	forget := func() {
+		z.mu.Lock()
+		delete(z.pending, id)
+		z.mu.Unlock()
+	}
+	b, err := json.Marshal(spawnRequest{ID: id, Argv: argv, Env: env, Dir: dir})
+	if err != nil || len(b) > maxSpawnMessage {
+		forget()
+		return nil, fmt.Errorf("%w: request of %d bytes", errSpawnFallback, len(b))
+	}
+	fds := make([]int, 3)
+	for i, f := range stdio {
+		fds[i] = int(f.Fd())
+	}
+	z.wmu.Lock()
+	_, _, err = z.conn.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
+	z.wmu.Unlock()
+	runtime.KeepAlive(stdio)
+	if err != nil {
+		forget()
+		return nil, fmt.Errorf("%w: %v", errSpawnFallback, err)
+	}
+	r, ok := <-ch
+	switch {
+	case !ok:
+		z.mu.Lock()
+		defer z.mu.Unlock()
+		return nil, z.dead
+	case r.Err != "":
+		return nil, fmt.Errorf("%w: %s", errSpawnFallback, r.Err)
+	}
+	return &Process{Pid: r.Pid, replies: ch}, nil
+}
+
+// maxZygoteFailures is how many spawn servers a session starts (or loses)
+// before it stops trying and uses the per-command helper for good.
+const maxZygoteFailures = 3
+
+// Spawn starts a confined plan's command (plan.Command) through the
+// session's spawn server, starting the server at the first call or when
+// the policy changed (a writable folder appeared). stdio are the command's
+// stdin, stdout and stderr; the caller closes its copies. An error means
+// nothing was started and the caller runs plan.Argv (the per-command
+// helper) instead.
+func (s *Session) Spawn(plan Plan, env []string, dir string, stdio [3]*os.File) (*Process, error) {
+	if !plan.Confined || len(plan.Command) == 0 || s.p.Helper == "" || s.p.NoSpawnServer {
+		return nil, errSpawnFallback
+	}
+	z, err := s.zygote(plan)
+	if err != nil {
+		return nil, err
+	}
+	p, err := z.spawn(plan.Command, env, dir, stdio)
+	if err != nil && !z.alive() {
+		s.zmu.Lock()
+		if s.zy == z {
+			s.zy = nil
+			s.zfails++
+		}
+		s.zmu.Unlock()
+	}
+	return p, err
+}
+
+func (s *Session) zygote(plan Plan) (*zygote, error) {
+	s.zmu.Lock()
+	defer s.zmu.Unlock()
+	if s.zclosed || s.zfails >= maxZygoteFailures {
+		return nil, errSpawnFallback
+	}
+	key := zygoteKey(plan)
+	if z := s.zy; z != nil {
+		if z.key == key && z.alive() {
+			return z, nil
+		}
+		s.zy = nil
+		if !z.alive() {
+			s.zfails++
+		}
+		go z.close()
+		if s.zfails >= maxZygoteFailures {
+			return nil, errSpawnFallback
+		}
+	}
+	z, err := startZygote(s.p.Helper, plan)
+	if err != nil {
+		s.zfails++
+		return nil, fmt.Errorf("%w: %v", errSpawnFallback, err)
+	}
+	s.zy = z
+	return z, nil
+}
+
+// closeZygote stops the session's spawn server (which kills the commands
+// it still runs) and keeps later Spawns on the per-command helper.
+func (s *Session) closeZygote() {
+	s.zmu.Lock()
+	z := s.zy
+	s.zy, s.zclosed = nil, true
+	s.zmu.Unlock()
+	if z != nil {
+		z.close()
+	}
+}
+
+// ServerPid is the pid of the session's spawn server, 0 when it has none
+// (not started yet, gone, or not used).
+func (s *Session) ServerPid() int {
+	s.zmu.Lock()
+	defer s.zmu.Unlock()
+	if s.zy == nil || !s.zy.alive() {
+		return 0
+	}
+	return s.zy.proc.Pid
+}
