@@ -4,12 +4,17 @@
 // an acpd-owned cache folder, the devices a shell needs and the folders the
 // user added. With network denied it may not open IP sockets either.
 //
-// The daemon is never restricted: each command starts as a re-exec of acpd's
-// own binary with the hidden subcommand [Subcommand] (see [HelperMain]),
+// The daemon is never restricted. A session's local commands are started
+// by its spawn server ([Session.Spawn], zygote_linux.go): one re-exec of
+// acpd's own binary with the hidden subcommand [Subcommand] and --serve,
+// which confines its whole process and then forks each command on request,
+// so a command costs about what an unconfined one does. When there is no
+// server (it failed or died, or the editor's terminal runs the command),
+// each command starts as its own re-exec of the helper (see [HelperMain]),
 // which locks its OS thread, sets no_new_privs, installs the seccomp filter
 // (network denied only), restricts that thread with a Landlock ruleset and
-// execve()s the shell, so the whole command and every process it starts,
-// background ones included, run in the domain and cannot leave it.
+// execve()s the shell. Either way the whole command and every process it
+// starts, background ones included, run in the domain and cannot leave it.
 //
 // The parent side is [Policy] (from configuration) and [Session] (one per
 // ACP session: its roots and temp folder), whose Command wraps an argv.
