@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,4 +71,23 @@ func TestRun_StatsBadInput(t *testing.T) {
 	r := sb.run(t, nil, "stats", "--data-dir", data, "--format", "json")
 	assert.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, `"skippedLines": 1`)
+}
+
+// parseSince never wraps a long age around into the future.
+func TestParseSince_Edges(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	got, err := parseSince("99999999d", now)
+	require.NoError(t, err)
+	assert.True(t, got.IsZero(), "an age past a Duration's range means every turn, got %v", got)
+	got, err = parseSince("106751d", now)
+	require.NoError(t, err)
+	assert.True(t, got.Before(now) && got.Year() < 1800, "%v", got)
+	got, err = parseSince("0d", now)
+	require.NoError(t, err)
+	assert.Equal(t, now, got)
+	for _, bad := range []string{"", "d", "-1d", "1.5d", "9999999999999h", "tomorrow", "2026-13-01"} {
+		_, err := parseSince(bad, now)
+		assert.Error(t, err, bad)
+	}
 }

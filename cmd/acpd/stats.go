@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -126,6 +127,11 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	}
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+			// An age past what a Duration holds (about 292 years) would
+			// wrap around; it means every turn.
+			if n > int(math.MaxInt64/int64(24*time.Hour)) {
+				return time.Time{}, nil
+			}
 			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
 		}
 	}
