@@ -135,15 +135,18 @@ func TestRunShellCommand_SpawnServerConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			_, results[i] = run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{
-				"command": fmt.Sprintf("sleep 0.2; echo %d > f%d; echo done %d; exit %d", i, i, i, i)})
+				"command": fmt.Sprintf("sleep 0.2; echo %d > f%d; echo %d > %s/f%d; echo done %d; exit %d", i, i, i, w.outside, i, i, i)})
 		}()
 	}
 	wg.Wait()
 	for i, res := range results {
 		require.NoError(t, res.Err)
-		assert.Contains(t, res.LLMContent, fmt.Sprintf("Output: done %d", i))
+		assert.Contains(t, res.LLMContent, fmt.Sprintf("\ndone %d\n", i))
 		assert.Contains(t, res.LLMContent, fmt.Sprintf("Exit Code: %d", i))
 		assert.FileExists(t, w.path(fmt.Sprintf("f%d", i)))
+		// Whichever of the server's threads forked it, it is confined.
+		assert.Contains(t, res.LLMContent, "Permission denied")
+		assert.NoFileExists(t, filepath.Join(w.outside, fmt.Sprintf("f%d", i)))
 	}
 }
 

@@ -99,6 +99,14 @@ func serve(h helperArgs) int {
 			return ExitUnavailable
 		}
 	}
+	// Not dumpable: a command of the same user (and, here, the same
+	// domain) may not ptrace the server or write its memory to make it
+	// report a forged pid, which the daemon would then kill as a group.
+	// Its children are dumpable again once they exec.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		reply(spawnReply{Err: fmt.Sprintf("sandbox set-up failed: prctl(PR_SET_DUMPABLE): %v", err)})
+		return ExitUnavailable
+	}
 	reply(spawnReply{Ready: true})
 
 	var (
