@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -144,4 +145,14 @@ func TestTailBuffer(t *testing.T) {
 	}
 	assert.Equal(t, "lmno", b.String())
 	assert.Equal(t, 11, b.dropped())
+}
+
+// TestBuiltinSchemasCompile compiles every built-in tool's parameter schema,
+// which the tools otherwise do only on first use.
+func TestBuiltinSchemasCompile(t *testing.T) {
+	for _, tl := range Builtin() {
+		spec, ok := tl.(interface{ compiled() *jsonschema.Schema })
+		require.True(t, ok, "%s has no toolSpec", tl.Name())
+		require.NotNil(t, spec.compiled(), tl.Name())
+	}
 }
