@@ -399,24 +399,40 @@ func durationField(table, name string, acc func(*Config) *time.Duration, envs []
 	}
 }
 
+// decodeFloat reads a number: a TOML float or integer, or (from the
+// environment or a flag) its text.
+func decodeFloat(raw any, fromText bool) (float64, error) {
+	switch v := raw.(type) {
+	case float64:
+		return v, nil
+	case int64:
+		return float64(v), nil
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if !fromText || err != nil {
+			return 0, typeErr("a number", raw)
+		}
+		return f, nil
+	}
+	return 0, typeErr("a number", raw)
+}
+
+// encodeFloat renders f as a TOML float literal (always with a point).
+func encodeFloat(f float64) string {
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.Contains(s, ".") {
+		s += ".0"
+	}
+	return s
+}
+
 func temperatureField() *field {
 	return &field{
 		table: "model", name: "temperature",
 		decode: func(c *Config, raw any, fromText bool, _ resolver) error {
-			var t float64
-			switch v := raw.(type) {
-			case float64:
-				t = v
-			case int64:
-				t = float64(v)
-			case string:
-				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if !fromText || err != nil {
-					return typeErr("a number", raw)
-				}
-				t = f
-			default:
-				return typeErr("a number", raw)
+			t, err := decodeFloat(raw, fromText)
+			if err != nil {
+				return err
 			}
 			if math.IsNaN(t) || t < 0 || t > 2 {
 				return fmt.Errorf("must be between 0 and 2, got %s", rawText(t))
@@ -428,11 +444,7 @@ func temperatureField() *field {
 			if c.Model.Temperature == nil {
 				return "", false
 			}
-			s := strconv.FormatFloat(*c.Model.Temperature, 'f', -1, 64)
-			if !strings.Contains(s, ".") {
-				s += ".0"
-			}
-			return s, true
+			return encodeFloat(*c.Model.Temperature), true
 		},
 	}
 }
@@ -535,20 +547,9 @@ func compactThresholdField() *field {
 	return &field{
 		table: "model", name: "compactThreshold",
 		decode: func(c *Config, raw any, fromText bool, _ resolver) error {
-			var t float64
-			switch v := raw.(type) {
-			case float64:
-				t = v
-			case int64:
-				t = float64(v)
-			case string:
-				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if !fromText || err != nil {
-					return typeErr("a number", raw)
-				}
-				t = f
-			default:
-				return typeErr("a number", raw)
+			t, err := decodeFloat(raw, fromText)
+			if err != nil {
+				return err
 			}
 			if math.IsNaN(t) || t <= 0 || t > 1 {
 				return fmt.Errorf("must be greater than 0 and at most 1, got %s", rawText(t))
@@ -557,11 +558,7 @@ func compactThresholdField() *field {
 			return nil
 		},
 		encode: func(c *Config) (string, bool) {
-			s := strconv.FormatFloat(c.Model.CompactThreshold, 'f', -1, 64)
-			if !strings.Contains(s, ".") {
-				s += ".0"
-			}
-			return s, true
+			return encodeFloat(c.Model.CompactThreshold), true
 		},
 	}
 }

@@ -224,8 +224,19 @@ func xdgDir(getenv func(string) string, name, fallback string) string {
 }
 
 func userConfigPath(getenv func(string) string) string {
+	if d := UserDir(getenv); d != "" {
+		return filepath.Join(d, "config.toml")
+	}
+	return ""
+}
+
+// UserDir is acpd's folder in the user's configuration directory,
+// $XDG_CONFIG_HOME/acpd (~/.config/acpd when XDG_CONFIG_HOME is unset), or ""
+// when neither XDG_CONFIG_HOME nor HOME is set. It holds config.toml, the
+// global instruction files and the global commands/ folder.
+func UserDir(getenv func(string) string) string {
 	if d := xdgDir(getenv, "XDG_CONFIG_HOME", ".config"); d != "" {
-		return filepath.Join(d, "acpd", "config.toml")
+		return filepath.Join(d, "acpd")
 	}
 	return ""
 }

@@ -11,14 +11,15 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/loopdetect"
-	"github.com/acpd/acpd/session/instructions"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
@@ -141,7 +142,7 @@ func NewManager(client acp.Client, opts Options) *Manager {
 	}
 	opts.FailureGuard = loopdetect.ResolveFailureMode(string(opts.FailureGuard))
 	if opts.ConfigDir == "" {
-		opts.ConfigDir = instructions.GlobalDir()
+		opts.ConfigDir = config.UserDir(os.Getenv)
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"

@@ -60,20 +60,6 @@ func Dirs(roots []string, globalDir string) []Dir {
 	return out
 }
 
-// GlobalDir is $XDG_CONFIG_HOME/acpd/commands (or ~/.config/acpd/commands);
-// "" when neither variable is set.
-func GlobalDir() string {
-	base := os.Getenv("XDG_CONFIG_HOME")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil || home == "" {
-			return ""
-		}
-		base = filepath.Join(home, ".config")
-	}
-	return filepath.Join(base, "acpd", "commands")
-}
-
 // Loaded is the file commands of a session.
 type Loaded struct {
 	Commands []*Command // by name

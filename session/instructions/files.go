@@ -32,20 +32,6 @@ type Options struct {
 	Budget int
 }
 
-// GlobalDir is $XDG_CONFIG_HOME/acpd (or ~/.config/acpd); "" when neither
-// variable is set.
-func GlobalDir() string {
-	base := os.Getenv("XDG_CONFIG_HOME")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil || home == "" {
-			return ""
-		}
-		base = filepath.Join(home, ".config")
-	}
-	return filepath.Join(base, "acpd")
-}
-
 // File is one loaded instruction file.
 type File struct {
 	Path      string
