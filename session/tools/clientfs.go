@@ -60,14 +60,8 @@ func clientWrite(ctx context.Context, env *Env, t target, content string) error 
 	}
 	if dir := filepath.Dir(t.rel); dir != "." {
 		if _, err := os.Lstat(filepath.Join(t.root, dir)); errors.Is(err, fs.ErrNotExist) {
-			r, _, done, err := t.useRoot()
-			if err != nil {
-				return err
-			}
-			err = r.MkdirAll(dir, 0o755)
-			done()
-			if err != nil {
-				return fmt.Errorf("creating the folder of %s: %w", t.path, rootErr(err))
+			if err := t.mkdirParents(); err != nil {
+				return fmt.Errorf("creating the folder of %s: %w", t.path, err)
 			}
 		}
 	}

@@ -158,19 +158,27 @@ func (e *tooLargeError) Error() string {
 	return fmt.Sprintf("file %s is %d bytes, more than the %d bytes tools read", e.path, e.size, maxReadBytes)
 }
 
+// mkdirParents creates t's missing parent folders below its root, confined
+// to the root like every local write.
+func (t target) mkdirParents() error {
+	dir := filepath.Dir(t.rel)
+	if dir == "." {
+		return nil
+	}
+	r, _, done, err := t.useRoot()
+	if err != nil {
+		return err
+	}
+	err = r.MkdirAll(dir, 0o755)
+	done()
+	return rootErr(err)
+}
+
 // writeLocal replaces the file at t with content, creating parent
 // directories. The file is truncated only after the open was verified.
 func (t target) writeLocal(content string) error {
-	if dir := filepath.Dir(t.rel); dir != "." {
-		r, _, done, err := t.useRoot()
-		if err != nil {
-			return err
-		}
-		err = r.MkdirAll(dir, 0o755)
-		done()
-		if err != nil {
-			return rootErr(err)
-		}
+	if err := t.mkdirParents(); err != nil {
+		return err
 	}
 	f, err := t.openLocal(os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
