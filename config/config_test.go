@@ -347,21 +347,28 @@ func TestLoad_Errors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fx := newFixture(t)
-			path := fx.write(t, "bad.toml", tt.file)
-			_, _, err := fx.load(LoadOptions{ConfigPath: path})
-			require.Error(t, err)
-			var ce *Error
-			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, path, ce.File)
-			assert.Equal(t, tt.line, ce.Line, "line")
-			assert.Equal(t, tt.col, ce.Col, "column")
-			if tt.msg != "" {
-				assert.Equal(t, tt.msg, ce.Msg)
-			}
-			assert.Contains(t, err.Error(), fmt.Sprintf("%s:%d:%d: ", path, tt.line, tt.col))
+			assertFileError(t, tt.file, tt.line, tt.col, tt.msg)
 		})
 	}
+}
+
+// assertFileError loads file as the --config file and checks the error
+// names the file, line and column, and (unless msg is "") says msg.
+func assertFileError(t *testing.T, file string, line, col int, msg string) {
+	t.Helper()
+	fx := newFixture(t)
+	path := fx.write(t, "bad.toml", file)
+	_, _, err := fx.load(LoadOptions{ConfigPath: path})
+	require.Error(t, err)
+	var ce *Error
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, path, ce.File)
+	assert.Equal(t, line, ce.Line, "line")
+	assert.Equal(t, col, ce.Col, "column")
+	if msg != "" {
+		assert.Equal(t, msg, ce.Msg)
+	}
+	assert.Contains(t, err.Error(), fmt.Sprintf("%s:%d:%d: ", path, line, col))
 }
 
 func TestLoad_ReportsEveryFileError(t *testing.T) {
