@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -10,17 +11,60 @@ import (
 // BenchmarkStartup runs the built binary to completion (`acpd --version`,
 // which loads every package and runs every package init, telemetry's
 // included, then exits) and reports the process's CPU time besides the wall
-// time, which on a shared machine also counts other processes.
-// ACPD_STARTUP_BIN runs another build in its place, to compare two builds:
+// time, which on a shared machine also counts other processes, and the
+// binary's size.
+//
+// It builds acpd twice, stripped as a release is: telemetry=linked is the
+// normal build, telemetry=out is -tags notelemetry, the same acpd without the
+// OpenTelemetry SDK and exporters. Each -count round runs both, so the two
+// interleave, and benchstat compares them side by side (the issue 17 budget:
+// disabled telemetry adds at most 3 ms to start-up):
+//
+//	go test -run '^$' -bench Startup -benchtime 100x -count 8 ./cmd/acpd | tee startup.txt
+//	benchstat -col /telemetry startup.txt
+//
+// ACPD_STARTUP_BIN runs one other build instead, to compare two commits:
 //
 //	ACPD_STARTUP_BIN=/tmp/acpd-before go test -run '^$' -bench Startup -count 10 ./cmd/acpd
 func BenchmarkStartup(b *testing.B) {
-	bin := os.Getenv("ACPD_STARTUP_BIN")
-	if bin == "" {
-		bin = b.TempDir() + "/acpd"
-		if out, err := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".").CombinedOutput(); err != nil {
-			b.Fatalf("go build: %v\n%s", err, out)
-		}
+	if bin := os.Getenv("ACPD_STARTUP_BIN"); bin != "" {
+		benchStartup(b, bin)
+		return
+	}
+	for _, v := range []struct{ name, tags string }{
+		{"telemetry=linked", ""},
+		{"telemetry=out", "notelemetry"},
+	} {
+		bin := startupBinary(b, v.tags)
+		b.Run(v.name, func(b *testing.B) { benchStartup(b, bin) })
+	}
+}
+
+// startupBinaries holds one stripped build per tag set for the whole
+// process: -count reruns BenchmarkStartup and must not rebuild each round.
+var startupBinaries = map[string]string{}
+
+func startupBinary(b *testing.B, tags string) string {
+	b.Helper()
+	if bin, ok := startupBinaries[tags]; ok {
+		return bin
+	}
+	dir, err := os.MkdirTemp("", "acpd-startup-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(dir, "acpd")
+	if out, err := exec.Command("go", "build", "-tags", tags, "-trimpath", "-ldflags=-s -w", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("go build -tags %q: %v\n%s", tags, err, out)
+	}
+	startupBinaries[tags] = bin
+	return bin
+}
+
+func benchStartup(b *testing.B, bin string) {
+	st, err := os.Stat(bin)
+	if err != nil {
+		b.Fatal(err)
 	}
 	var cpu time.Duration
 	n := 0
@@ -33,4 +77,5 @@ func BenchmarkStartup(b *testing.B) {
 		n++
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(n), "cpu-ms/op")
+	b.ReportMetric(float64(st.Size())/1e6, "binary-MB")
 }

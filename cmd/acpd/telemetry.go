@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"go.opentelemetry.io/otel"
-
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session/telemetry"
 )
@@ -28,10 +26,10 @@ func startTelemetry(ctx context.Context, cfg config.Config, logger *slog.Logger)
 		Protocol:       cfg.Telemetry.Protocol,
 		ProviderName:   string(cfg.Model.Provider),
 		ServiceVersion: versionString(),
+		// Export failures (an unreachable collector) go to the log, never
+		// to stdout, and never fail a turn.
+		OnError: func(err error) { logger.Warn("telemetry", "err", err) },
 	}
-	// Export failures (an unreachable collector) are the SDK's to report:
-	// to the log, never to stdout, and never failing a turn.
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { logger.Warn("telemetry", "err", err) }))
 	tel, err := telemetry.Start(ctx, tc)
 	if err != nil {
 		return nil, nil, err

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -72,4 +75,44 @@ func TestTelemetry_UnreachableCollector(t *testing.T) {
 		require.Equal(t, 0, o.code, o.stderr)
 		assert.Equal(t, "end_turn", decodeResult(t, strings.TrimSpace(o.stdout)).StopReason)
 	}
+}
+
+// Built with -tags notelemetry, acpd links no OpenTelemetry, gRPC or
+// protobuf package, runs turns as usual, and refuses enabled telemetry with
+// an error naming the tag rather than silently not exporting.
+func TestTelemetry_NotBuiltIn(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds acpd with -tags notelemetry")
+	}
+	deps, err := exec.Command("go", "list", "-deps", "-tags", "notelemetry", ".").CombinedOutput()
+	require.NoError(t, err, "%s", deps)
+	for _, p := range strings.Fields(string(deps)) {
+		for _, heavy := range []string{"go.opentelemetry.io/", "google.golang.org/grpc", "google.golang.org/protobuf"} {
+			assert.False(t, strings.HasPrefix(p, heavy), "-tags notelemetry still links %s", p)
+		}
+	}
+	assert.Contains(t, string(deps), "github.com/acpd/acpd/session/telemetry")
+
+	bin := filepath.Join(t.TempDir(), "acpd")
+	out, err := exec.Command("go", "build", "-tags", "notelemetry", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	e := newRunEnv(t)
+	script := e.script(t, `{"toolCalls":[{"name":"read_file","arguments":{"file_path":"%s/x.txt"}}]}`+"\n"+`{"text":"done"}`+"\n")
+	runBin := func(args ...string) runOut {
+		cmd := exec.CommandContext(t.Context(), bin, args...)
+		cmd.Env, cmd.Dir = e.env, e.dir
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		_ = cmd.Run()
+		return runOut{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+	}
+	o := runBin(e.scripted(script, "--output-format", "json", "go")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	assert.Equal(t, "end_turn", decodeResult(t, strings.TrimSpace(o.stdout)).StopReason)
+
+	o = runBin(e.scripted(script, "--telemetry", "--telemetry-endpoint", "http://127.0.0.1:1", "go")...)
+	assert.Equal(t, exitUsage, o.code, o.stderr)
+	assert.Contains(t, o.stderr, "built with -tags notelemetry")
+	assert.Contains(t, o.stderr, "[telemetry] enabled = false")
 }

@@ -1,0 +1,326 @@
+//go:build !notelemetry
+
+package telemetry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Built reports whether this binary carries the OpenTelemetry SDK and
+// exporters; false under -tags notelemetry.
+const Built = true
+
+// Telemetry holds the providers and instruments; nil means disabled.
+type Telemetry struct {
+	cfg    Config
+	tp     *sdktrace.TracerProvider
+	mp     *sdkmetric.MeterProvider
+	tracer trace.Tracer
+
+	tokens    metric.Float64Histogram
+	duration  metric.Float64Histogram
+	turnCalls metric.Int64Histogram
+	loopStops metric.Int64Counter
+}
+
+// Start sets up the SDK when cfg.Enabled; disabled it returns nil, nil and
+// touches nothing. Exporters connect lazily, so an unreachable collector is
+// not an error here (it is logged by the SDK when an export fails).
+func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
+	if !cfg.Enabled {
+		return nil, nil
+	}
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
+	proto, err := protocol(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.OnError != nil {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(cfg.OnError))
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
+		attribute.String("service.version", cfg.ServiceVersion)))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	if cfg.Getenv("OTEL_SERVICE_NAME") == "" && !strings.Contains(cfg.Getenv("OTEL_RESOURCE_ATTRIBUTES"), "service.name=") {
+		res, _ = resource.Merge(res, resource.NewSchemaless(attribute.String("service.name", ServiceName)))
+	}
+	spanExp, metricExp, err := exporters(ctx, cfg, proto)
+	if err != nil {
+		return nil, err
+	}
+	interval := cfg.MetricInterval
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	t := &Telemetry{cfg: cfg}
+	t.tp = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(spanExp))
+	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res),
+		sdkmetric.WithReader(sdkmetric.NewPeriodicReader(metricExp, sdkmetric.WithInterval(interval))))
+	t.tracer = t.tp.Tracer(ScopeName)
+	m := t.mp.Meter(ScopeName)
+	var errs []error
+	var e error
+	t.tokens, e = m.Float64Histogram(MetricTokenUsage, metric.WithUnit("{token}"),
+		metric.WithDescription("Number of input and output tokens used."), metric.WithExplicitBucketBoundaries(tokenBuckets...))
+	errs = append(errs, e)
+	t.duration, e = m.Float64Histogram(MetricOperationDuration, metric.WithUnit("s"),
+		metric.WithDescription("GenAI operation duration."), metric.WithExplicitBucketBoundaries(durationBuckets...))
+	errs = append(errs, e)
+	t.turnCalls, e = m.Int64Histogram(MetricTurnToolCalls, metric.WithUnit("{call}"),
+		metric.WithDescription("Tool calls the loop guard counted in one prompt turn."), metric.WithExplicitBucketBoundaries(toolCallBuckets...))
+	errs = append(errs, e)
+	t.loopStops, e = m.Int64Counter(MetricLoopStops, metric.WithUnit("{stop}"),
+		metric.WithDescription("Prompt turns stopped by loop protection, by loop_type and cap_reason."))
+	errs = append(errs, e)
+	if err := errors.Join(errs...); err != nil {
+		_ = t.Shutdown(ctx)
+		return nil, fmt.Errorf("telemetry instruments: %w", err)
+	}
+	return t, nil
+}
+
+// endpointURL is the collector URL for one signal: cfg.Endpoint, else ""
+// when an OTEL_EXPORTER_OTLP_ endpoint variable is set (the exporter reads
+// it), else the local default.
+func endpointURL(cfg Config, proto, signal string) string {
+	base := cfg.Endpoint
+	if base == "" {
+		if cfg.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" ||
+			cfg.Getenv("OTEL_EXPORTER_OTLP_"+strings.ToUpper(signal)+"_ENDPOINT") != "" {
+			return ""
+		}
+		base = "http://localhost:4317"
+		if proto == ProtocolHTTP {
+			base = "http://localhost:4318"
+		}
+	}
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	if proto == ProtocolHTTP {
+		return strings.TrimRight(base, "/") + "/v1/" + signal
+	}
+	return base
+}
+
+func exporters(ctx context.Context, cfg Config, proto string) (sdktrace.SpanExporter, sdkmetric.Exporter, error) {
+	tu, mu := endpointURL(cfg, proto, "traces"), endpointURL(cfg, proto, "metrics")
+	if proto == ProtocolHTTP {
+		var to []otlptracehttp.Option
+		var mo []otlpmetrichttp.Option
+		if tu != "" {
+			to = append(to, otlptracehttp.WithEndpointURL(tu))
+		}
+		if mu != "" {
+			mo = append(mo, otlpmetrichttp.WithEndpointURL(mu))
+		}
+		se, err := otlptracehttp.New(ctx, to...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("telemetry trace exporter: %w", err)
+		}
+		me, err := otlpmetrichttp.New(ctx, mo...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("telemetry metric exporter: %w", err)
+		}
+		return se, me, nil
+	}
+	var to []otlptracegrpc.Option
+	var mo []otlpmetricgrpc.Option
+	if tu != "" {
+		to = append(to, otlptracegrpc.WithEndpointURL(tu))
+	}
+	if mu != "" {
+		mo = append(mo, otlpmetricgrpc.WithEndpointURL(mu))
+	}
+	se, err := otlptracegrpc.New(ctx, to...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("telemetry trace exporter: %w", err)
+	}
+	me, err := otlpmetricgrpc.New(ctx, mo...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("telemetry metric exporter: %w", err)
+	}
+	return se, me, nil
+}
+
+// Shutdown flushes and stops the exporters; bound it with ctx (a black-holed
+// collector would otherwise hold it until the exporters' own timeout).
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	return errors.Join(t.tp.Shutdown(ctx), t.mp.Shutdown(ctx))
+}
+
+// ForceFlush exports what is buffered (tests, and before a short-lived
+// process exits).
+func (t *Telemetry) ForceFlush(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	return errors.Join(t.tp.ForceFlush(ctx), t.mp.ForceFlush(ctx))
+}
+
+// Turn is an invoke_agent span; nil when telemetry is off.
+type Turn struct {
+	t    *Telemetry
+	span trace.Span
+	ctx  context.Context
+}
+
+// StartTurn starts a prompt turn's span. prompt is recorded only with
+// LogPrompts.
+func (t *Telemetry) StartTurn(ctx context.Context, sessionID, model, prompt string) (context.Context, *Turn) {
+	if t == nil {
+		return ctx, nil
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String(AttrOperationName, OpInvokeAgent),
+		attribute.String(AttrAgentName, AgentName),
+		attribute.String(AttrProviderName, t.cfg.ProviderName),
+		attribute.String(AttrConversationID, sessionID),
+		attribute.String(AttrRequestModel, model),
+	}
+	if t.cfg.LogPrompts && prompt != "" {
+		msgs, _ := json.Marshal([]map[string]any{{"role": "user", "parts": []map[string]string{{"type": "text", "content": prompt}}}})
+		attrs = append(attrs, attribute.String(AttrInputMessages, string(msgs)))
+	}
+	ctx, span := t.tracer.Start(ctx, OpInvokeAgent+" "+AgentName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return ctx, &Turn{t: t, span: span, ctx: ctx}
+}
+
+// End ends the turn's span and records its tool calls and any loop stop.
+func (tu *Turn) End(e TurnEnd) {
+	if tu == nil {
+		return
+	}
+	ctx := context.WithoutCancel(tu.ctx)
+	tu.t.turnCalls.Record(ctx, int64(e.ToolCalls))
+	tu.span.SetAttributes(attribute.Int(AttrTurnToolCalls, e.ToolCalls))
+	if e.StopReason != "" {
+		tu.span.SetAttributes(attribute.String(AttrStopReason, e.StopReason))
+	}
+	if e.LoopType != "" {
+		tu.t.loopStops.Add(ctx, 1, metric.WithAttributes(
+			attribute.String(AttrLoopType, e.LoopType), attribute.String(AttrCapReason, e.CapReason)))
+		tu.span.SetAttributes(attribute.String(AttrLoopType, e.LoopType))
+		if e.CapReason != "" {
+			tu.span.SetAttributes(attribute.String(AttrCapReason, e.CapReason))
+		}
+	}
+	if e.Err != nil {
+		tu.span.SetAttributes(attribute.String(AttrErrorType, errorType(e)))
+		tu.span.SetStatus(codes.Error, e.Err.Error())
+	}
+	tu.span.End()
+}
+
+// Chat is a chat span; nil when telemetry is off.
+type Chat struct {
+	t     *Telemetry
+	span  trace.Span
+	ctx   context.Context
+	model string
+	start time.Time
+}
+
+// StartChat starts a model request's span.
+func (t *Telemetry) StartChat(ctx context.Context, model string) (context.Context, *Chat) {
+	if t == nil {
+		return ctx, nil
+	}
+	ctx, span := t.tracer.Start(ctx, OpChat+" "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String(AttrOperationName, OpChat),
+		attribute.String(AttrProviderName, t.cfg.ProviderName),
+		attribute.String(AttrRequestModel, model),
+	))
+	return ctx, &Chat{t: t, span: span, ctx: ctx, model: model, start: time.Now()}
+}
+
+// End ends the request's span and records its duration and token usage.
+func (c *Chat) End(e ChatEnd) {
+	if c == nil {
+		return
+	}
+	ctx := context.WithoutCancel(c.ctx)
+	common := []attribute.KeyValue{
+		attribute.String(AttrOperationName, OpChat),
+		attribute.String(AttrProviderName, c.t.cfg.ProviderName),
+		attribute.String(AttrRequestModel, c.model),
+	}
+	durAttrs := common
+	if e.Err != nil {
+		durAttrs = append(durAttrs[:len(durAttrs):len(durAttrs)], attribute.String(AttrErrorType, "_OTHER"))
+		c.span.SetAttributes(attribute.String(AttrErrorType, "_OTHER"))
+		c.span.SetStatus(codes.Error, e.Err.Error())
+	}
+	c.t.duration.Record(ctx, time.Since(c.start).Seconds(), metric.WithAttributes(durAttrs...))
+	if e.HaveUsage {
+		c.span.SetAttributes(attribute.Int(AttrInputTokens, e.InputTokens), attribute.Int(AttrOutputTokens, e.OutputTokens))
+		in := append(common[:len(common):len(common)], attribute.String(AttrTokenType, TokenInput))
+		out := append(common[:len(common):len(common)], attribute.String(AttrTokenType, TokenOutput))
+		c.t.tokens.Record(ctx, float64(e.InputTokens), metric.WithAttributes(in...))
+		c.t.tokens.Record(ctx, float64(e.OutputTokens), metric.WithAttributes(out...))
+	}
+	if e.FinishReason != "" {
+		c.span.SetAttributes(attribute.StringSlice(AttrFinishReasons, []string{e.FinishReason}))
+	}
+	c.span.End()
+}
+
+// Tool is an execute_tool span; nil when telemetry is off.
+type Tool struct{ span trace.Span }
+
+// StartTool starts a tool call's span; args are recorded only with
+// LogPrompts.
+func (t *Telemetry) StartTool(ctx context.Context, name, callID string, args []byte) *Tool {
+	if t == nil {
+		return nil
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String(AttrOperationName, OpExecuteTool),
+		attribute.String(AttrToolName, name),
+		attribute.String(AttrToolCallID, callID),
+		attribute.String(AttrToolType, "function"),
+	}
+	if t.cfg.LogPrompts && len(args) > 0 {
+		attrs = append(attrs, attribute.String(AttrToolCallArguments, string(args)))
+	}
+	_, span := t.tracer.Start(ctx, OpExecuteTool+" "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return &Tool{span: span}
+}
+
+// End ends the tool call's span; errType is "" on success.
+func (tl *Tool) End(errType string) {
+	if tl == nil {
+		return
+	}
+	if errType != "" {
+		tl.span.SetAttributes(attribute.String(AttrErrorType, errType))
+		tl.span.SetStatus(codes.Error, errType)
+	}
+	tl.span.End()
+}
