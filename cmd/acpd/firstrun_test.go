@@ -11,11 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/session/model/modeltest"
+	"github.com/acpd/acpd/session/telemetry/telemetrytest"
 	sbx "github.com/acpd/acpd/session/tools/sandbox"
 )
 
 // TestDoctorCmd_ScriptedServer runs `acpd doctor` against the scripted
-// model server: every check passes, one line each, exit 0.
+// model server and an in-test OTLP/gRPC collector: every check passes, one
+// line each, exit 0.
 func TestDoctorCmd_ScriptedServer(t *testing.T) {
 	t.Parallel()
 	srv := modeltest.NewServer(t)
@@ -25,11 +27,12 @@ func TestDoctorCmd_ScriptedServer(t *testing.T) {
 	require.NoError(t, os.MkdirAll(cfgDir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(cfgDir, "config.toml"),
 		[]byte("[model]\nname = \"m1\"\nbaseUrl = \""+srv.BaseURL()+"\"\n"), 0o644))
-	e.env = append(e.env, "OPENAI_API_KEY=sk-test")
+	collector := telemetrytest.NewGRPCCollector(t)
+	e.env = append(e.env, "OPENAI_API_KEY=sk-test", "ACPD_TELEMETRY=true", "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL())
 	o := e.run(t, "", "doctor")
 	require.Equal(t, 0, o.code, "stdout:\n%s\nstderr:\n%s", o.stdout, o.stderr)
 	lines := strings.Split(strings.TrimRight(o.stdout, "\n"), "\n")
-	require.Len(t, lines, 6, o.stdout)
+	require.Len(t, lines, 7, o.stdout)
 	for _, l := range lines {
 		if strings.Contains(l, "  shell sandbox  ") && !sbx.Probe().Usable() {
 			// This machine has no usable Landlock: mode auto warns.
@@ -44,6 +47,8 @@ func TestDoctorCmd_ScriptedServer(t *testing.T) {
 	assert.Contains(t, o.stdout, "read from OPENAI_API_KEY")
 	assert.Contains(t, o.stdout, srv.BaseURL()+"/models reachable, model m1 listed")
 	assert.Contains(t, o.stdout, filepath.Join(e.dir, "state", "acpd")+" is writable")
+	assert.Contains(t, o.stdout, "grpc "+collector.URL()+" accepted an empty export")
+	assert.Equal(t, 1, collector.Requests())
 }
 
 // TestDoctorCmd_ClosedPort: the endpoint check fails and doctor exits 1;
@@ -75,7 +80,7 @@ func TestDoctorCmd_BadConfig(t *testing.T) {
 	o := e.run(t, "", "doctor", "--config", bad)
 	require.Equal(t, 1, o.code, o.stdout+o.stderr)
 	assert.Regexp(t, `^FAIL  configuration  .*bad.toml:2`, o.stdout)
-	assert.Equal(t, 6, strings.Count(o.stdout, "\n"), "one line per check, the sandbox's included")
+	assert.Equal(t, 7, strings.Count(o.stdout, "\n"), "one line per check, the sandbox's and telemetry's included")
 }
 
 // TestRunCmd_FreshHomeWithoutModel: `acpd run` in a home without any

@@ -115,4 +115,8 @@ func TestTelemetry_NotBuiltIn(t *testing.T) {
 	assert.Equal(t, exitUsage, o.code, o.stderr)
 	assert.Contains(t, o.stderr, "built with -tags notelemetry")
 	assert.Contains(t, o.stderr, "[telemetry] enabled = false")
+
+	o = runBin("doctor", "--provider", "script", "--model-script", script, "--telemetry")
+	assert.Equal(t, 1, o.code, o.stderr)
+	assert.Regexp(t, `(?m)^FAIL\s+telemetry\s+telemetry: this acpd was built with -tags notelemetry`, o.stdout)
 }

@@ -1,5 +1,6 @@
 // Package doctor checks that acpd can run: the configuration, the model
-// settings, the provider's endpoint and the data folder. `acpd doctor` prints
+// settings, the provider's endpoint, the data folder, the shell sandbox and
+// the telemetry collector. `acpd doctor` prints
 // one line per check. Checks run in the order of Checks; a package adding a
 // check appends it there.
 package doctor
@@ -53,6 +54,16 @@ type Env struct {
 	// SandboxProbe reports the kernel's Landlock support; nil means
 	// sandbox.Probe.
 	SandboxProbe func() sandbox.Status
+	// Getenv reads the OTEL_EXPORTER_OTLP_* variables; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// timeout bounds one network check.
+func (env *Env) timeout() time.Duration {
+	if env.Timeout > 0 {
+		return env.Timeout
+	}
+	return DefaultTimeout
 }
 
 // DefaultTimeout bounds `GET {baseUrl}/models`: long enough for a remote
@@ -74,6 +85,7 @@ func Checks() []Check {
 		{Name: "endpoint", Run: checkEndpoint},
 		{Name: "data folder", Run: checkDataDir},
 		{Name: "shell sandbox", Run: checkSandbox},
+		{Name: "telemetry", Run: checkTelemetry},
 	}
 }
 
@@ -163,10 +175,7 @@ func checkEndpoint(ctx context.Context, env *Env) Result {
 	if m.Provider == config.ProviderScript {
 		return Result{Status: Skip, Detail: "a scripted model has no endpoint"}
 	}
-	timeout := env.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
+	timeout := env.timeout()
 	client := env.HTTP
 	if client == nil {
 		client = &http.Client{Timeout: timeout}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session/model/modeltest"
+	"github.com/acpd/acpd/session/telemetry/telemetrytest"
 )
 
 func okConfig(t *testing.T, baseURL string) config.Config {
@@ -51,7 +52,10 @@ func line(t *testing.T, lines []string, name string) string {
 func TestDoctor_AllPassAgainstScriptedServer(t *testing.T) {
 	srv := modeltest.NewServer(t)
 	srv.SetModels("other", "m1")
-	env := &Env{Config: okConfig(t, srv.BaseURL()), Sources: config.Sources{}, SandboxProbe: landlockABI7}
+	collector := telemetrytest.NewCollector(t)
+	cfg := okConfig(t, srv.BaseURL())
+	cfg.Telemetry = config.TelemetryConfig{Enabled: true, Protocol: "http", Endpoint: collector.URL()}
+	env := &Env{Config: cfg, Sources: config.Sources{}, SandboxProbe: landlockABI7}
 	ok, lines := run(t, env)
 	assert.True(t, ok, strings.Join(lines, "\n"))
 	require.Len(t, lines, len(Checks()), "one line per check")
@@ -60,6 +64,7 @@ func TestDoctor_AllPassAgainstScriptedServer(t *testing.T) {
 	}
 	assert.Contains(t, line(t, lines, "endpoint"), "model m1 listed")
 	assert.Contains(t, line(t, lines, "data folder"), "is writable")
+	assert.Contains(t, line(t, lines, "telemetry"), "http "+collector.URL()+"/v1/traces accepted an empty export")
 	entries, err := os.ReadDir(env.Config.Session.DataDir)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "the probe file is removed")
@@ -148,4 +153,46 @@ func TestDoctor_DataFolderNotWritable(t *testing.T) {
 	ok, lines := run(t, &Env{Config: cfg})
 	assert.False(t, ok)
 	assert.Contains(t, line(t, lines, "data folder"), "is not writable")
+}
+
+// The telemetry check: off it does not apply; on, the collector must take an
+// empty export over the configured protocol, and a refusal or silence fails
+// with the target named.
+func TestDoctor_Telemetry(t *testing.T) {
+	withTelemetry := func(proto, endpoint string) *Env {
+		cfg := okConfig(t, "http://127.0.0.1:1/v1")
+		cfg.Telemetry = config.TelemetryConfig{Enabled: true, Protocol: proto, Endpoint: endpoint}
+		return &Env{Config: cfg, Timeout: 500 * time.Millisecond, Getenv: func(string) string { return "" }}
+	}
+	r := checkTelemetry(t.Context(), &Env{Config: okConfig(t, "")})
+	assert.Equal(t, Result{Status: Skip, Detail: "off ([telemetry] enabled = false)"}, r)
+
+	g := telemetrytest.NewGRPCCollector(t)
+	r = checkTelemetry(t.Context(), withTelemetry("grpc", g.URL()))
+	assert.Equal(t, Result{Status: OK, Detail: "grpc " + g.URL() + " accepted an empty export"}, r)
+	assert.Equal(t, 1, g.Requests())
+
+	r = checkTelemetry(t.Context(), withTelemetry("http", "http://127.0.0.1:1"))
+	assert.Equal(t, Fail, r.Status)
+	assert.Contains(t, r.Detail, "http http://127.0.0.1:1/v1/traces: ")
+	assert.Contains(t, r.Detail, "connection refused")
+
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer hole.Close()
+	go func() {
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	r = checkTelemetry(t.Context(), withTelemetry("http", "http://"+hole.Addr().String()))
+	assert.Equal(t, Result{Status: Fail, Detail: "http http://" + hole.Addr().String() + "/v1/traces: no answer within 500ms"}, r)
+
+	r = checkTelemetry(t.Context(), withTelemetry("udp", "http://127.0.0.1:1"))
+	assert.Equal(t, Fail, r.Status)
+	assert.Contains(t, r.Detail, "telemetry.protocol")
 }

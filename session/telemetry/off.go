@@ -35,6 +35,17 @@ func Start(_ context.Context, cfg Config) (*Telemetry, error) {
 	return nil, ErrNotBuilt
 }
 
+// Probe answers ErrNotBuilt: this build cannot export.
+func Probe(_ context.Context, cfg Config) (proto, target string, err error) {
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
+	if _, err := protocol(cfg); err != nil {
+		return "", "", err
+	}
+	return "", "", ErrNotBuilt
+}
+
 // Shutdown does nothing: nothing was set up.
 func (t *Telemetry) Shutdown(context.Context) error { return nil }
 

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"testing"
 	"time"
@@ -34,9 +36,22 @@ func TestDisabled(t *testing.T) {
 	assert.Equal(t, before, runtime.NumGoroutine())
 }
 
-func TestExportOverHTTP(t *testing.T) {
-	c := telemetrytest.NewCollector(t)
-	tel, err := telemetry.Start(t.Context(), telemetry.Config{Enabled: true, Protocol: telemetry.ProtocolHTTP,
+// The same turn exported over each protocol arrives with the same spans,
+// attributes and metrics.
+func TestExport(t *testing.T) {
+	for _, tc := range []struct {
+		proto     string
+		collector func(testing.TB) *telemetrytest.Collector
+	}{
+		{telemetry.ProtocolHTTP, telemetrytest.NewCollector},
+		{telemetry.ProtocolGRPC, telemetrytest.NewGRPCCollector},
+	} {
+		t.Run(tc.proto, func(t *testing.T) { testExport(t, tc.proto, tc.collector(t)) })
+	}
+}
+
+func testExport(t *testing.T, proto string, c *telemetrytest.Collector) {
+	tel, err := telemetry.Start(t.Context(), telemetry.Config{Enabled: true, Protocol: proto,
 		Endpoint: c.URL(), ProviderName: "openai", ServiceVersion: "test", LogPrompts: true})
 	require.NoError(t, err)
 	require.NotNil(t, tel)
@@ -165,4 +180,63 @@ func TestUnreachableCollector(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Probe sends the collector an empty export over the configured protocol,
+// with the standard headers, and says why a collector did not take it.
+func TestProbe(t *testing.T) {
+	for _, tc := range []struct {
+		proto     string
+		collector func(testing.TB) *telemetrytest.Collector
+		target    func(base string) string
+	}{
+		{telemetry.ProtocolHTTP, telemetrytest.NewCollector, func(b string) string { return b + "/v1/traces" }},
+		{telemetry.ProtocolGRPC, telemetrytest.NewGRPCCollector, func(b string) string { return b }},
+	} {
+		t.Run(tc.proto, func(t *testing.T) {
+			c := tc.collector(t)
+			proto, target, err := telemetry.Probe(t.Context(), telemetry.Config{Enabled: true, Protocol: tc.proto, Endpoint: c.URL()})
+			require.NoError(t, err)
+			assert.Equal(t, tc.proto, proto)
+			assert.Equal(t, tc.target(c.URL()), target)
+			assert.Equal(t, 1, c.Requests())
+			assert.Empty(t, c.Spans(), "an empty export records nothing")
+
+			// From the standard variables alone.
+			env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": c.URL(), "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+			if tc.proto == telemetry.ProtocolHTTP {
+				env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
+			}
+			proto, target, err = telemetry.Probe(t.Context(), telemetry.Config{Enabled: true,
+				Getenv: func(k string) string { return env[k] }})
+			require.NoError(t, err)
+			assert.Equal(t, tc.proto, proto)
+			assert.Equal(t, tc.target(c.URL()), target)
+			assert.Equal(t, 2, c.Requests())
+
+			_, _, err = telemetry.Probe(t.Context(), telemetry.Config{Enabled: true, Protocol: tc.proto, Endpoint: "http://127.0.0.1:1"})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "refused")
+		})
+	}
+}
+
+// The probe carries OTEL_EXPORTER_OTLP_HEADERS (percent-decoded), as the
+// exporters do, and reports a collector's refusal with its status.
+func TestProbe_HeadersAndRefusal(t *testing.T) {
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		http.Error(w, "bad api key", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	env := map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=a%20b, x-team = t1,malformed"}
+	_, target, err := telemetry.Probe(t.Context(), telemetry.Config{Enabled: true, Protocol: telemetry.ProtocolHTTP,
+		Endpoint: srv.URL, Getenv: func(k string) string { return env[k] }})
+	assert.Equal(t, srv.URL+"/v1/traces", target)
+	require.Error(t, err)
+	assert.Equal(t, "401 Unauthorized: bad api key", err.Error())
+	assert.Equal(t, "a b", got.Get("X-Api-Key"))
+	assert.Equal(t, "t1", got.Get("X-Team"))
+	assert.Equal(t, "application/x-protobuf", got.Get("Content-Type"))
 }

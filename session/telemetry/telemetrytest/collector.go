@@ -1,11 +1,14 @@
-// Package telemetrytest is an OTLP/HTTP receiver for tests: an httptest
-// server that decodes the protobuf bodies the official exporters POST to
-// /v1/traces and /v1/metrics, so tests see exactly what a collector would.
+// Package telemetrytest is an OTLP receiver for tests: an httptest server
+// that decodes the protobuf bodies the official exporters POST to /v1/traces
+// and /v1/metrics, or a gRPC server with the OTLP trace and metrics
+// services, so tests see exactly what a collector would.
 package telemetrytest
 
 import (
 	"compress/gzip"
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -16,29 +19,99 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
-// Collector receives OTLP/HTTP exports.
+// Collector receives OTLP exports.
 type Collector struct {
-	srv *httptest.Server
+	url string
 
-	mu      sync.Mutex
-	spans   []*tracepb.Span
-	metrics []*metricpb.Metric
-	errs    []string
+	mu       sync.Mutex
+	requests int
+	spans    []*tracepb.Span
+	metrics  []*metricpb.Metric
+	errs     []string
 }
 
-// NewCollector starts a receiver, closed when the test ends.
+// NewCollector starts an OTLP/HTTP receiver, closed when the test ends.
 func NewCollector(t testing.TB) *Collector {
 	c := &Collector{}
-	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
-	t.Cleanup(c.srv.Close)
+	srv := httptest.NewServer(http.HandlerFunc(c.serve))
+	t.Cleanup(srv.Close)
+	c.url = srv.URL
 	return c
 }
 
-// URL is the receiver's base URL (the exporters add /v1/traces, /v1/metrics).
-func (c *Collector) URL() string { return c.srv.URL }
+// NewGRPCCollector starts an OTLP/gRPC receiver (plaintext, as an
+// http:// endpoint asks), stopped when the test ends.
+func NewGRPCCollector(t testing.TB) *Collector {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Collector{url: "http://" + ln.Addr().String()}
+	srv := grpc.NewServer()
+	coltracepb.RegisterTraceServiceServer(srv, grpcTraces{c: c})
+	colmetricpb.RegisterMetricsServiceServer(srv, grpcMetrics{c: c})
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return c
+}
+
+type grpcTraces struct {
+	coltracepb.UnimplementedTraceServiceServer
+	c *Collector
+}
+
+func (g grpcTraces) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	g.c.addSpans(req)
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+type grpcMetrics struct {
+	colmetricpb.UnimplementedMetricsServiceServer
+	c *Collector
+}
+
+func (g grpcMetrics) Export(_ context.Context, req *colmetricpb.ExportMetricsServiceRequest) (*colmetricpb.ExportMetricsServiceResponse, error) {
+	g.c.addMetrics(req)
+	return &colmetricpb.ExportMetricsServiceResponse{}, nil
+}
+
+// URL is the receiver's base URL (the HTTP exporters add /v1/traces,
+// /v1/metrics).
+func (c *Collector) URL() string { return c.url }
+
+// Requests counts the export requests received, empty ones included.
+func (c *Collector) Requests() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.requests
+}
+
+func (c *Collector) addSpans(req *coltracepb.ExportTraceServiceRequest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.requests++
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			c.spans = append(c.spans, ss.Spans...)
+		}
+	}
+}
+
+func (c *Collector) addMetrics(req *colmetricpb.ExportMetricsServiceRequest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.requests++
+	for _, rm := range req.ResourceMetrics {
+		for _, sm := range rm.ScopeMetrics {
+			c.metrics = append(c.metrics, sm.Metrics...)
+		}
+	}
+}
 
 func (c *Collector) serve(w http.ResponseWriter, r *http.Request) {
 	var body io.Reader = r.Body
@@ -67,13 +140,7 @@ func (c *Collector) serve(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, err.Error())
 			return
 		}
-		c.mu.Lock()
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				c.spans = append(c.spans, ss.Spans...)
-			}
-		}
-		c.mu.Unlock()
+		c.addSpans(req)
 		resp = &coltracepb.ExportTraceServiceResponse{}
 	case "/v1/metrics":
 		req := &colmetricpb.ExportMetricsServiceRequest{}
@@ -81,13 +148,7 @@ func (c *Collector) serve(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, err.Error())
 			return
 		}
-		c.mu.Lock()
-		for _, rm := range req.ResourceMetrics {
-			for _, sm := range rm.ScopeMetrics {
-				c.metrics = append(c.metrics, sm.Metrics...)
-			}
-		}
-		c.mu.Unlock()
+		c.addMetrics(req)
 		resp = &colmetricpb.ExportMetricsServiceResponse{}
 	default:
 		c.fail(w, "unexpected path "+r.URL.Path)
