@@ -13,17 +13,31 @@ import (
 	"github.com/acpd/acpd/session/telemetry/telemetrytest"
 )
 
-// A loop-stopped turn run by the built binary, exported over OTLP/HTTP to an
-// in-test receiver: the turn, model and tool spans and the loop-stop
-// counter with its attributes arrive.
-func TestTelemetry_LoopStoppedTurnOverOTLPHTTP(t *testing.T) {
+// A loop-stopped turn run by the built binary, exported over OTLP/HTTP and
+// OTLP/gRPC to in-test receivers: the turn, model and tool spans and the
+// loop-stop counter with its attributes arrive.
+func TestTelemetry_LoopStoppedTurn(t *testing.T) {
 	t.Parallel()
-	c := telemetrytest.NewCollector(t)
+	for _, tc := range []struct {
+		proto     string
+		collector func(testing.TB) *telemetrytest.Collector
+	}{
+		{"http", telemetrytest.NewCollector},
+		{"grpc", telemetrytest.NewGRPCCollector},
+	} {
+		t.Run(tc.proto, func(t *testing.T) {
+			t.Parallel()
+			testLoopStoppedTurnTelemetry(t, tc.proto, tc.collector(t))
+		})
+	}
+}
+
+func testLoopStoppedTurnTelemetry(t *testing.T, proto string, c *telemetrytest.Collector) {
 	e := newRunEnv(t)
 	read := `{"toolCalls":[{"name":"read_file","arguments":{"file_path":"%s/x.txt"}}],"usage":{"promptTokens":100,"completionTokens":7}}` + "\n"
 	script := e.script(t, strings.Repeat(read, 3)+`{"text":"never"}`+"\n")
 	o := e.run(t, "", e.scripted(script, "--max-tool-calls-per-turn", "2", "--output-format", "json",
-		"--telemetry", "--telemetry-protocol", "http", "--telemetry-endpoint", c.URL(), "go")...)
+		"--telemetry", "--telemetry-protocol", proto, "--telemetry-endpoint", c.URL(), "go")...)
 	require.Equal(t, 3, o.code, o.stderr)
 	res := decodeResult(t, strings.TrimSpace(o.stdout))
 	assert.Empty(t, c.Errors())
