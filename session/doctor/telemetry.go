@@ -29,7 +29,7 @@ func checkTelemetry(ctx context.Context, env *Env) Result {
 	case err != nil && ctx.Err() != nil:
 		return Result{Status: Fail, Detail: fmt.Sprintf("%s %s: no answer within %v", proto, target, env.timeout())}
 	case err != nil:
-		return Result{Status: Fail, Detail: fmt.Sprintf("%s %s: %v", proto, target, err)}
+		return Result{Status: Fail, Detail: fmt.Sprintf("%s %s: %v", proto, target, unwrapURLError(err))}
 	}
 	return Result{Status: OK, Detail: fmt.Sprintf("%s %s accepted an empty export", proto, target)}
 }

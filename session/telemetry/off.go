@@ -5,7 +5,6 @@ package telemetry
 import (
 	"context"
 	"errors"
-	"os"
 )
 
 // Built reports whether this binary carries the OpenTelemetry SDK and
@@ -26,10 +25,7 @@ func Start(_ context.Context, cfg Config) (*Telemetry, error) {
 	if !cfg.Enabled {
 		return nil, nil
 	}
-	if cfg.Getenv == nil {
-		cfg.Getenv = os.Getenv
-	}
-	if _, err := protocol(cfg); err != nil {
+	if _, err := protocol(&cfg); err != nil {
 		return nil, err
 	}
 	return nil, ErrNotBuilt
@@ -37,10 +33,7 @@ func Start(_ context.Context, cfg Config) (*Telemetry, error) {
 
 // Probe answers ErrNotBuilt: this build cannot export.
 func Probe(_ context.Context, cfg Config) (proto, target string, err error) {
-	if cfg.Getenv == nil {
-		cfg.Getenv = os.Getenv
-	}
-	if _, err := protocol(cfg); err != nil {
+	if _, err := protocol(&cfg); err != nil {
 		return "", "", err
 	}
 	return "", "", ErrNotBuilt

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -49,10 +48,7 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if !cfg.Enabled {
 		return nil, nil
 	}
-	if cfg.Getenv == nil {
-		cfg.Getenv = os.Getenv
-	}
-	proto, err := protocol(cfg)
+	proto, err := protocol(&cfg)
 	if err != nil {
 		return nil, err
 	}

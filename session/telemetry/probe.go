@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -28,10 +27,7 @@ import (
 // the collector did not accept them (`acpd doctor`). An empty request is valid OTLP, and a
 // collector accepts it without recording anything. ctx bounds the attempt.
 func Probe(ctx context.Context, cfg Config) (proto, target string, err error) {
-	if cfg.Getenv == nil {
-		cfg.Getenv = os.Getenv
-	}
-	proto, err = protocol(cfg)
+	proto, err = protocol(&cfg)
 	if err != nil {
 		return "", "", err
 	}
@@ -100,7 +96,7 @@ func probeHTTP(ctx context.Context, target string, headers map[string]string) er
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return unwrapURLError(err)
+		return err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -138,12 +134,4 @@ func probeGRPC(ctx context.Context, target string, headers map[string]string, ge
 		return fmt.Errorf("gRPC %s: %s", s.Code(), s.Message())
 	}
 	return nil
-}
-
-// unwrapURLError drops *url.Error's repetition of method and URL.
-func unwrapURLError(err error) error {
-	if ue, ok := err.(*url.Error); ok {
-		return ue.Err
-	}
-	return err
 }

@@ -21,6 +21,7 @@ package telemetry
 
 import (
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -58,7 +59,13 @@ type Config struct {
 	OnError func(error)
 }
 
-func protocol(cfg Config) (string, error) {
+// protocol resolves the export protocol (the configured one, else
+// OTEL_EXPORTER_OTLP_PROTOCOL, else grpc); it first makes cfg.Getenv
+// os.Getenv when unset, for everything after it to read the environment.
+func protocol(cfg *Config) (string, error) {
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
 	p := cfg.Protocol
 	if p == "" {
 		switch env := cfg.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"); env {

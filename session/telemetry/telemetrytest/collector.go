@@ -7,10 +7,13 @@ package telemetrytest
 import (
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -202,6 +205,26 @@ func (c *Collector) Metric(name string) *metricpb.Metric {
 		}
 	}
 	return nil
+}
+
+// Counts flattens the last export of a counter (a sum of ints) to one entry
+// per data point: its attributes as sorted "key=value" pairs joined by ","
+// mapped to its value. nil when the metric never arrived.
+func (c *Collector) Counts(name string) map[string]int64 {
+	m := c.Metric(name)
+	if m == nil {
+		return nil
+	}
+	out := map[string]int64{}
+	for _, dp := range m.GetSum().GetDataPoints() {
+		var kv []string
+		for k, v := range Attrs(dp.Attributes) {
+			kv = append(kv, fmt.Sprintf("%s=%v", k, v))
+		}
+		sort.Strings(kv)
+		out[strings.Join(kv, ",")] += dp.GetAsInt()
+	}
+	return out
 }
 
 // Attrs flattens OTLP attributes to strings, ints, bools and string lists.
