@@ -12,6 +12,7 @@ import (
 	"github.com/acpd/acpd/session/contextmgr"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
+	"github.com/acpd/acpd/session/tokens"
 )
 
 // Context management (issue 14). Before every model request of a turn the
@@ -119,13 +120,10 @@ func (s *Session) thresholds() contextmgr.Thresholds {
 }
 
 // requestOverhead estimates what a request costs besides its messages: the
-// system prompt and the tool schemas. It does not depend on the history.
+// system prompt and the tool schemas as sent. It does not depend on the
+// history.
 func (s *Session) requestOverhead() int {
-	n := contextmgr.EstimateText(s.systemPrompt()) + 8
-	for _, t := range s.tools.Specs() {
-		n += contextmgr.EstimateText(t.Name) + contextmgr.EstimateText(t.Description) + contextmgr.EstimateText(string(t.Parameters)) + 8
-	}
-	return n
+	return tokens.Overhead(s.systemPrompt(), s.toolSpecs())
 }
 
 // used brings the accounting up to date and returns the next request's size.
@@ -320,7 +318,7 @@ func (s *Session) summarise(ctx context.Context, plan *contextmgr.Plan, th conte
 		win = s.configuredWindow(mdl)
 	}
 	maxOut := min(max(th.Target/2, 512), contextmgr.MaxSummaryTokens)
-	budget := (win-maxOut)*4/5 - contextmgr.EstimateText(contextmgr.SummaryPrompt)
+	budget := (win-maxOut)*4/5 - tokens.Text(contextmgr.SummaryPrompt)
 	req := contextmgr.SummaryRequest(mdl, plan.ToSummarise(), focus, budget, maxOut)
 	var text strings.Builder
 	for ev, err := range s.m.opts.Provider.Stream(ctx, req) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -224,6 +225,15 @@ func TestE2E_ContextCommand(t *testing.T) {
 	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
 	text := acptest.AgentText(d.cc.Updates(), sid)
 	assert.Regexp(t, `- Used: \d+ of 131072 tokens \(\d+\.\d%\), estimated\n`, text)
+	// One estimator: with no conversation yet, what compaction counts
+	// (Used) is exactly the system prompt and tool figures shown.
+	var used, system, toolTok int
+	_, err = fmt.Sscanf(regexp.MustCompile(`Used: \d+`).FindString(text), "Used: %d", &used)
+	require.NoError(t, err)
+	_, err = fmt.Sscanf(regexp.MustCompile(`System prompt: about \d+ tokens; tool definitions: about \d+`).FindString(text),
+		"System prompt: about %d tokens; tool definitions: about %d", &system, &toolTok)
+	require.NoError(t, err)
+	assert.Equal(t, used, system+toolTok)
 	assert.Contains(t, text, "- Automatic compaction at 98072 tokens")
 	assert.Contains(t, text, filepath.Join(cwd, "AGENTS.md")+": about 3 tokens")
 	assert.Contains(t, text, fmt.Sprintf("Tools: %d offered", len(tools.Builtin())))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/instructions"
+	"github.com/acpd/acpd/session/tokens"
 )
 
 // Project awareness: the system prompt's environment block and instruction
@@ -44,7 +45,7 @@ func (s *Session) newPrep() {
 			FileNames: o.ContextFileNames,
 			GlobalDir: o.ConfigDir,
 			// A file may fill a tenth of the window (about 4 bytes a token).
-			Budget: s.window() / 10 * 4,
+			Budget: tokens.ToBytes(s.window() / 10),
 		}
 	}
 }

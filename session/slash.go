@@ -2,15 +2,14 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/commands"
-	"github.com/acpd/acpd/session/instructions"
 	"github.com/acpd/acpd/session/mcp"
+	"github.com/acpd/acpd/session/tokens"
 )
 
 // Slash commands. Decisions where the spec is silent:
@@ -199,14 +198,12 @@ func (h sessionHost) Context() commands.ContextInfo {
 		info.Compaction = fmt.Sprintf("%s (%s) at %s: %d -> %d tokens. %s",
 			c.Method, c.Trigger, c.At.UTC().Format("15:04:05"), c.Before, c.After, c.Detail)
 	}
-	info.SystemTokens = instructions.EstimateTokens(s.systemPrompt())
-	for _, spec := range s.tools.Specs() {
-		b, _ := json.Marshal(spec.Parameters)
-		info.ToolTokens += instructions.EstimateTokens(spec.Name + spec.Description + string(b))
-	}
+	// The same estimates compaction acts on (requestOverhead).
+	info.SystemTokens = tokens.System(s.systemPrompt())
+	info.ToolTokens = tokens.Tools(s.toolSpecs())
 	for _, f := range s.prep.instr.Files {
 		info.Instructions = append(info.Instructions, commands.InstructionFile{
-			Path: f.Path, Tokens: instructions.EstimateTokens(f.Text), Truncated: f.Truncated,
+			Path: f.Path, Tokens: tokens.Text(f.Text), Truncated: f.Truncated,
 		})
 	}
 	info.Warnings = append(append(info.Warnings, s.prep.instr.Warnings...), s.commandSet().Warnings...)

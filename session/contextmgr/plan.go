@@ -7,6 +7,7 @@ import (
 
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
+	"github.com/acpd/acpd/session/tokens"
 )
 
 // StubPrefix starts every stub that replaces an old tool result.
@@ -70,7 +71,7 @@ func NewPlan(in Input) *Plan {
 	p := &Plan{in: in, est: make([]int, len(h)), inflight: len(h), pinned: -1}
 	sum := 0
 	for i := range h {
-		p.est[i] = EstimateMessage(&h[i])
+		p.est[i] = tokens.Message(&h[i])
 		sum += p.est[i]
 	}
 	p.overhead = in.Used - sum
@@ -111,7 +112,7 @@ func (p *Plan) planStubs() {
 		if m.Role != model.RoleTool || strings.HasPrefix(m.Content, StubPrefix) {
 			continue
 		}
-		r := stubRef{i: i, tokens: EstimateText(m.Content)}
+		r := stubRef{i: i, tokens: tokens.Text(m.Content)}
 		name, args := m.Name, []byte(nil)
 		if asst >= 0 {
 			for _, c := range h[asst].ToolCalls {
@@ -121,7 +122,7 @@ func (p *Plan) planStubs() {
 				}
 			}
 		}
-		e := messageOverhead + tokens(store.StubTextLen(name, args, r.tokens)+len(m.ToolCallID))
+		e := tokens.MessageOverhead + tokens.Bytes(store.StubTextLen(name, args, r.tokens)+len(m.ToolCallID))
 		if e >= p.est[i] {
 			continue
 		}
@@ -231,7 +232,7 @@ func (p *Plan) head(text string, cut int) []store.HeadMessage {
 func (p *Plan) sizeWith(hm []store.HeadMessage, cut int) int {
 	n := p.overhead
 	for _, m := range hm {
-		n += messageOverhead + EstimateText(m.Text)
+		n += tokens.MessageOverhead + tokens.Text(m.Text)
 	}
 	if p.pinned >= 0 {
 		n += p.est[p.pinned]
@@ -279,7 +280,7 @@ func (p *Plan) Drop() (*store.Compaction, int, error) {
 	if cur >= 0 {
 		limit = cur
 	}
-	noteCost := 2*messageOverhead + EstimateText(dropNote) + EstimateText(Ack) + 8
+	noteCost := 2*tokens.MessageOverhead + tokens.Text(dropNote) + tokens.Text(Ack) + 8
 	var cut, turns int
 	for i := 1; i <= limit && i < len(h); i++ {
 		if h[i].Role != model.RoleUser || h[i-1].Role == model.RoleTool {

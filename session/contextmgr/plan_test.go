@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/tokens"
 )
 
 // history is a random conversation: turns of a prompt (sometimes with an
@@ -68,7 +69,7 @@ func history(r *rand.Rand, turns int) ([]model.Message, int) {
 func total(h []model.Message) int {
 	n := 0
 	for i := range h {
-		n += EstimateMessage(&h[i])
+		n += tokens.Message(&h[i])
 	}
 	return n
 }
@@ -209,7 +210,7 @@ func TestAccounting(t *testing.T) {
 	assert.Equal(t, 104+1000-104, a.Used(), "calibrated overhead after a rewrite")
 	a.Sync(nil)
 	assert.Equal(t, 1000-104, a.Used(), "a shorter history is recounted")
-	assert.Equal(t, 1600+4, EstimateMessage(&model.Message{Role: model.RoleUser, Images: []model.Image{{MimeType: "image/png", Data: "x"}}}))
+	assert.Equal(t, 1600+4, tokens.Message(&model.Message{Role: model.RoleUser, Images: []model.Image{{MimeType: "image/png", Data: "x"}}}))
 }
 
 func TestExtractSummary(t *testing.T) {
@@ -227,7 +228,7 @@ func TestSummaryRequest_FitsItsBudget(t *testing.T) {
 	req := SummaryRequest("m", msgs, "focus on tests", 10_000, 2_000)
 	require.Len(t, req.Messages, 1)
 	body := req.Messages[0].Content
-	assert.LessOrEqual(t, EstimateText(body)+EstimateText(req.System), 10_000)
+	assert.LessOrEqual(t, tokens.Text(body)+tokens.Text(req.System), 10_000)
 	assert.Contains(t, body, "old summary", "an earlier summary always stays")
 	assert.Contains(t, body, "prompt 99", "the newest messages stay")
 	assert.NotContains(t, body, "prompt 0 ", "the oldest are left out")

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/tokens"
 )
 
 // SummaryPrompt is the system prompt of a summary request. Its sections are
@@ -49,7 +50,7 @@ func SummaryRequest(modelID string, msgs []model.Message, focus string, inputBud
 		parts[i] = render(&msgs[i])
 	}
 	// 200: the fixed texts around the parts.
-	budget := max(inputBudget, 1024)*CharsPerToken - len(system) - len(SummaryDirective) - 200
+	budget := max(inputBudget, 1024)*tokens.BytesPerToken - len(system) - len(SummaryDirective) - 200
 	// Keep the newest parts that fit, and a leading earlier summary.
 	var keepFirst string
 	if len(parts) > 0 && strings.Contains(parts[0], SummaryIntro[:40]) {

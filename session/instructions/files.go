@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/acpd/acpd/session/tokens"
 )
 
 // DefaultFileNames are the instruction files read when context.fileNames
@@ -212,7 +214,7 @@ func (l *loader) loadFile(path string) {
 		f.Truncated = true
 	}
 	if f.Truncated {
-		text += fmt.Sprintf("\n\n[acpd: the rest of %s was cut: instruction files are limited to about %d tokens each (10%% of the context window).]", path, l.opts.Budget/4)
+		text += fmt.Sprintf("\n\n[acpd: the rest of %s was cut: instruction files are limited to about %d tokens each (10%% of the context window).]", path, tokens.Bytes(l.opts.Budget))
 		l.warn("%s: instruction file cut to the size budget of %d bytes", path, l.opts.Budget)
 	}
 	f.Text = text

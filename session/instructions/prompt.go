@@ -82,6 +82,3 @@ func SystemPrompt(p Parts) string {
 	}
 	return b.String()
 }
-
-// EstimateTokens is a rough token count of text (four bytes a token).
-func EstimateTokens(s string) int { return (len(s) + 3) / 4 }

@@ -1,41 +1,9 @@
 package contextmgr
 
-import "github.com/acpd/acpd/session/model"
-
-// Token estimates of agent-features.md §1.3.
-const (
-	// CharsPerToken is the estimate's ratio.
-	CharsPerToken = 4
-	// ImageTokens is what one inline image is counted as.
-	ImageTokens = 1600
-	// messageOverhead covers a message's role and framing.
-	messageOverhead = 4
-	// callOverhead covers a tool call's id, type and framing.
-	callOverhead = 8
+import (
+	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/tokens"
 )
-
-// tokens is chars/4, rounded up.
-func tokens(chars int) int { return (chars + CharsPerToken - 1) / CharsPerToken }
-
-// EstimateMessage is the estimated token count of one message. It reads
-// only lengths, so it costs the same for any message size.
-func EstimateMessage(m *model.Message) int {
-	chars := len(m.Content) + len(m.ToolCallID)
-	if len(m.ToolCalls) > 0 {
-		// Reasoning is echoed back only next to tool calls.
-		chars += len(m.Reasoning)
-	}
-	n := messageOverhead + len(m.Images)*ImageTokens
-	for i := range m.ToolCalls {
-		c := &m.ToolCalls[i]
-		chars += len(c.ID) + len(c.Name) + len(c.Arguments)
-		n += callOverhead
-	}
-	return n + tokens(chars)
-}
-
-// EstimateText is the estimated token count of a text.
-func EstimateText(s string) int { return tokens(len(s)) }
 
 // Accounting is a session's token count: the last request's
 // provider-reported prompt_tokens plus estimates of the messages appended
@@ -67,7 +35,7 @@ func (a *Accounting) Sync(history []model.Message) {
 		a.Reset()
 	}
 	for i := a.n; i < len(history); i++ {
-		a.sum += EstimateMessage(&history[i])
+		a.sum += tokens.Message(&history[i])
 	}
 	a.n = len(history)
 }
@@ -81,9 +49,9 @@ func (a *Accounting) Reset() {
 
 // SetOverhead sets the estimated cost of a request besides its messages,
 // used until a provider count calibrates it.
-func (a *Accounting) SetOverhead(tokens int) {
+func (a *Accounting) SetOverhead(n int) {
 	if !a.overheadSeen {
-		a.overhead = max(tokens, 0)
+		a.overhead = max(n, 0)
 	}
 }
 
