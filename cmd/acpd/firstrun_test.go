@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpd/acpd/session/headless"
 	"github.com/acpd/acpd/session/model/modeltest"
 	"github.com/acpd/acpd/session/telemetry/telemetrytest"
 	sbx "github.com/acpd/acpd/session/tools/sandbox"
@@ -116,5 +117,5 @@ func TestRunCmd_PlanModeStaysHeadless(t *testing.T) {
 	assert.Contains(t, o.stderr, `kept plan mode for "Plan: 1. write it"`)
 	r := decodeResult(t, strings.TrimSpace(o.stdout))
 	require.Len(t, r.ToolCalls, 1)
-	assert.Equal(t, toolCallSummary{ToolCallID: "p1", Title: "Plan: 1. write it", Kind: "switch_mode", Status: "failed"}, r.ToolCalls[0])
+	assert.Equal(t, headless.ToolCallSummary{ToolCallID: "p1", Title: "Plan: 1. write it", Kind: "switch_mode", Status: "failed"}, r.ToolCalls[0])
 }

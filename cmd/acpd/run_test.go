@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/headless"
 	"github.com/acpd/acpd/session/model/modeltest"
 )
 
@@ -148,9 +146,9 @@ type jsonResult struct {
 		Message string          `json:"message"`
 		Data    json.RawMessage `json:"data"`
 	} `json:"error"`
-	Text      string            `json:"text"`
-	ToolCalls []toolCallSummary `json:"toolCalls"`
-	Usage     *usageSummary     `json:"usage"`
+	Text      string                     `json:"text"`
+	ToolCalls []headless.ToolCallSummary `json:"toolCalls"`
+	Usage     *headless.UsageSummary     `json:"usage"`
 }
 
 func decodeResult(t *testing.T, line string) jsonResult {
@@ -169,7 +167,7 @@ const readScript = `{"text":"Let me read it.\n","toolCalls":[{"id":"c1","name":"
 
 func TestRunCmd_OutputFormats(t *testing.T) {
 	t.Parallel()
-	wantCalls := []toolCallSummary{{ToolCallID: "c1", Title: "Read x.txt", Kind: "read", Status: "completed"}}
+	wantCalls := []headless.ToolCallSummary{{ToolCallID: "c1", Title: "Read x.txt", Kind: "read", Status: "completed"}}
 	tests := []struct {
 		format string
 		check  func(t *testing.T, o runOut)
@@ -187,7 +185,7 @@ func TestRunCmd_OutputFormats(t *testing.T) {
 			assert.Nil(t, r.Error)
 			assert.Equal(t, "Let me read it.\nThe file says hello.", r.Text)
 			assert.Equal(t, wantCalls, r.ToolCalls)
-			assert.Equal(t, &usageSummary{Used: 15, Size: 131072}, r.Usage)
+			assert.Equal(t, &headless.UsageSummary{Used: 15, Size: 131072}, r.Usage)
 			assert.NotContains(t, o.stderr, "[tool]")
 		}},
 		{format: "stream-json", check: func(t *testing.T, o runOut) {
@@ -365,7 +363,7 @@ func TestRunCmd_LoopbackModel(t *testing.T) {
 	assert.Equal(t, "end_turn", r.StopReason)
 	assert.Equal(t, "I will write it. Declined, fine.", r.Text)
 	require.Len(t, r.ToolCalls, 1)
-	assert.Equal(t, toolCallSummary{ToolCallID: "w1", Title: "echo x > out.txt", Kind: "execute", Status: "failed"}, r.ToolCalls[0])
+	assert.Equal(t, headless.ToolCallSummary{ToolCallID: "w1", Title: "echo x > out.txt", Kind: "execute", Status: "failed"}, r.ToolCalls[0])
 	assert.Contains(t, o.stderr, `acpd run: refused "echo x > out.txt": approval mode "default"`)
 	assert.NoFileExists(t, filepath.Join(e.ws, "out.txt"))
 
@@ -441,217 +439,8 @@ func TestRunCmd_SIGINTDuringToolCall(t *testing.T) {
 	assert.Less(t, elapsed, 10*time.Second, "the sleep must be cancelled, not waited for")
 	r := decodeResult(t, got[len(got)-1])
 	assert.Equal(t, "cancelled", r.StopReason)
-	assert.Equal(t, []toolCallSummary{{ToolCallID: "s1", Title: "sleep 30", Kind: "execute", Status: "failed"}}, r.ToolCalls)
+	assert.Equal(t, []headless.ToolCallSummary{{ToolCallID: "s1", Title: "sleep 30", Kind: "execute", Status: "failed"}}, r.ToolCalls)
 	assert.Contains(t, errOut.String(), "cancelling the turn")
-}
-
-// fakeAgent stands in for session.Manager where the real one cannot go yet
-// (session/load) or where a test needs a turn that ignores cancellation.
-type fakeAgent struct {
-	acp.Agent // methods these tests never reach
-
-	client      acp.Client
-	loadSession bool
-	loadErr     error
-	// ignoreCancel makes Prompt ignore every cancellation and wait for
-	// release, as a wedged turn would.
-	ignoreCancel bool
-	release      chan struct{}
-
-	loaded        chan *acp.LoadSessionRequest
-	promptStarted chan struct{}
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-}
-
-func newFakeAgent() *fakeAgent {
-	return &fakeAgent{loaded: make(chan *acp.LoadSessionRequest, 1), promptStarted: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (f *fakeAgent) Initialize(context.Context, *acp.InitializeRequest) (*acp.InitializeResponse, error) {
-	return &acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersion,
-		AgentCapabilities: acp.AgentCapabilities{LoadSession: f.loadSession}}, nil
-}
-
-func (f *fakeAgent) NewSession(context.Context, *acp.NewSessionRequest) (*acp.NewSessionResponse, error) {
-	return &acp.NewSessionResponse{SessionID: "sess_new"}, nil
-}
-
-func (f *fakeAgent) LoadSession(ctx context.Context, req *acp.LoadSessionRequest) (*acp.LoadSessionResponse, error) {
-	f.loaded <- req
-	if f.loadErr != nil {
-		return nil, f.loadErr
-	}
-	old := acp.TextBlock("old text")
-	if err := f.client.SessionUpdate(ctx, &acp.SessionNotification{SessionID: req.SessionID,
-		Update: acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &old}}); err != nil {
-		return nil, err
-	}
-	return &acp.LoadSessionResponse{}, nil
-}
-
-func (f *fakeAgent) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.PromptResponse, error) {
-	turnCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	f.mu.Lock()
-	f.cancel = cancel
-	f.mu.Unlock()
-	b := acp.TextBlock("new text")
-	if err := f.client.SessionUpdate(ctx, &acp.SessionNotification{SessionID: req.SessionID,
-		Update: acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b}}); err != nil {
-		return nil, err
-	}
-	if f.promptStarted == nil {
-		return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
-	}
-	close(f.promptStarted)
-	if f.ignoreCancel {
-		<-f.release
-		return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
-	}
-	<-turnCtx.Done()
-	return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
-}
-
-func (f *fakeAgent) Cancel(*acp.SessionIDRequest) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.cancel != nil {
-		f.cancel()
-	}
-}
-
-func (f *fakeAgent) Close() {}
-
-// runInProcess drives runTurn against agent; signals are sent on sigs.
-func runInProcess(t *testing.T, agent *fakeAgent, o runOptions, sigs chan os.Signal) (int, runOut) {
-	t.Helper()
-	var out, errOut syncBuffer
-	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut}
-	newAgent := func(c acp.Client) runAgent { agent.client = c; return agent }
-	done := make(chan int, 1)
-	go func() {
-		done <- runTurn(t.Context(), a, o, newAgent, false, slog.New(slog.DiscardHandler), sigs)
-	}()
-	select {
-	case code := <-done:
-		return code, runOut{code: code, stdout: out.String(), stderr: errOut.String()}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("runTurn did not return; stderr: %s", errOut.String())
-	}
-	return 0, runOut{}
-}
-
-func TestRunTurn_LoadSession(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		noCap   bool // the agent does not advertise loadSession
-		loadErr error
-		code    int
-		check   func(t *testing.T, o runOut)
-	}{
-		{name: "agent without loadSession", noCap: true, code: 2, check: func(t *testing.T, o runOut) {
-			assert.Contains(t, o.stderr, "--session sess_old: this build cannot continue sessions")
-		}},
-		{name: "history replay is not reported", code: 0, check: func(t *testing.T, o runOut) {
-			r := decodeResult(t, strings.TrimSpace(o.stdout))
-			assert.Equal(t, "sess_old", r.SessionID)
-			assert.Equal(t, "end_turn", r.StopReason)
-			assert.Equal(t, "new text", r.Text)
-		}},
-		{name: "unknown session is a usage error", loadErr: acp.ErrResourceNotFound("sess_old"), code: 2,
-			check: func(t *testing.T, o runOut) {
-				r := decodeResult(t, strings.TrimSpace(o.stdout))
-				require.NotNil(t, r.Error)
-				assert.Equal(t, acp.CodeResourceNotFound, r.Error.Code)
-				assert.Contains(t, o.stderr, "Resource not found: sess_old")
-			}},
-		{name: "agent failure is an internal error", loadErr: errors.New("disk on fire"), code: 1,
-			check: func(t *testing.T, o runOut) { assert.Contains(t, o.stderr, "disk on fire") }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			agent := newFakeAgent()
-			agent.loadSession, agent.loadErr, agent.promptStarted = !tt.noCap, tt.loadErr, nil
-			cwd := t.TempDir()
-			code, o := runInProcess(t, agent, runOptions{prompt: "go on", cwd: cwd, sessionID: "sess_old", format: formatJSON}, nil)
-			assert.Equal(t, tt.code, code, o.stderr)
-			tt.check(t, o)
-			if tt.noCap {
-				assert.Empty(t, agent.loaded, "session/load must not be sent")
-				return
-			}
-			req := <-agent.loaded
-			assert.Equal(t, "sess_old", req.SessionID)
-			assert.Equal(t, cwd, req.Cwd)
-			assert.NotNil(t, req.MCPServers)
-		})
-	}
-}
-
-func TestRunTurn_Signals(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name         string
-		ignoreCancel bool
-		signals      []os.Signal
-		code         int
-		stderr       string
-	}{
-		{name: "SIGINT waits for cancelled", signals: []os.Signal{os.Interrupt}, code: 130, stderr: "cancelling the turn"},
-		{name: "SIGTERM exits 143", signals: []os.Signal{syscall.SIGTERM}, code: 143, stderr: "cancelling the turn"},
-		{name: "second SIGINT does not wait", ignoreCancel: true, signals: []os.Signal{os.Interrupt, os.Interrupt}, code: 130,
-			stderr: "again, exiting without waiting"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			agent := newFakeAgent()
-			agent.ignoreCancel = tt.ignoreCancel
-			t.Cleanup(func() { close(agent.release) })
-			sigs := make(chan os.Signal, len(tt.signals))
-			go func() {
-				<-agent.promptStarted
-				for _, s := range tt.signals {
-					sigs <- s
-				}
-			}()
-			code, o := runInProcess(t, agent, runOptions{prompt: "wait", cwd: t.TempDir(), format: formatStreamJSON}, sigs)
-			assert.Equal(t, tt.code, code, o.stderr)
-			assert.Contains(t, o.stderr, tt.stderr)
-			lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
-			require.Len(t, lines, 2, o.stdout)
-			assert.Contains(t, lines[0], `"new text"`)
-			r := decodeResult(t, lines[1])
-			assert.Equal(t, "sess_new", r.SessionID)
-			assert.Equal(t, "cancelled", r.StopReason)
-		})
-	}
-}
-
-// BenchmarkRunOutput_Update is the per-notification cost of acpd run's
-// client: decode, track and print one agent_message_chunk.
-func BenchmarkRunOutput_Update(b *testing.B) {
-	chunk := acp.TextBlock("a streamed chunk of assistant text, about sixty bytes long.")
-	params, err := json.Marshal(&acp.SessionNotification{SessionID: "sess_1",
-		Update: acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &chunk}})
-	require.NoError(b, err)
-	for _, format := range []string{formatText, formatJSON, formatStreamJSON} {
-		b.Run(format, func(b *testing.B) {
-			o := newRunOutput(io.Discard, io.Discard, format, "default")
-			o.startTurn()
-			b.ReportAllocs()
-			for b.Loop() {
-				o.update(params)
-				if o.text.Len() > 1<<20 {
-					o.text.Reset()
-				}
-			}
-		})
-	}
 }
 
 // TestRunCmd_ContinueSession continues a run's session in a second process:

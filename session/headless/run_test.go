@@ -1,0 +1,264 @@
+package headless
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
+)
+
+// runOut is what a run printed and returned.
+type runOut struct {
+	code           int
+	stdout, stderr string
+}
+
+// syncBuffer is a bytes.Buffer safe to read while another goroutine writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// decodeResult reads the json output, refusing unknown fields.
+func decodeResult(t *testing.T, line string) Result {
+	t.Helper()
+	var r Result
+	dec := json.NewDecoder(strings.NewReader(line))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&r), "result line: %s", line)
+	require.NotNil(t, r.ToolCalls, "toolCalls must be an array: %s", line)
+	return r
+}
+
+// fakeAgent stands in for session.Manager where the real one cannot go yet
+// (session/load) or where a test needs a turn that ignores cancellation.
+type fakeAgent struct {
+	acp.Agent // methods these tests never reach
+
+	client      acp.Client
+	loadSession bool
+	loadErr     error
+	// ignoreCancel makes Prompt ignore every cancellation and wait for
+	// release, as a wedged turn would.
+	ignoreCancel bool
+	release      chan struct{}
+
+	loaded        chan *acp.LoadSessionRequest
+	promptStarted chan struct{}
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+}
+
+func newFakeAgent() *fakeAgent {
+	return &fakeAgent{loaded: make(chan *acp.LoadSessionRequest, 1), promptStarted: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (f *fakeAgent) Initialize(context.Context, *acp.InitializeRequest) (*acp.InitializeResponse, error) {
+	return &acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersion,
+		AgentCapabilities: acp.AgentCapabilities{LoadSession: f.loadSession}}, nil
+}
+
+func (f *fakeAgent) NewSession(context.Context, *acp.NewSessionRequest) (*acp.NewSessionResponse, error) {
+	return &acp.NewSessionResponse{SessionID: "sess_new"}, nil
+}
+
+func (f *fakeAgent) LoadSession(ctx context.Context, req *acp.LoadSessionRequest) (*acp.LoadSessionResponse, error) {
+	f.loaded <- req
+	if f.loadErr != nil {
+		return nil, f.loadErr
+	}
+	old := acp.TextBlock("old text")
+	if err := f.client.SessionUpdate(ctx, &acp.SessionNotification{SessionID: req.SessionID,
+		Update: acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &old}}); err != nil {
+		return nil, err
+	}
+	return &acp.LoadSessionResponse{}, nil
+}
+
+func (f *fakeAgent) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.PromptResponse, error) {
+	turnCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f.mu.Lock()
+	f.cancel = cancel
+	f.mu.Unlock()
+	b := acp.TextBlock("new text")
+	if err := f.client.SessionUpdate(ctx, &acp.SessionNotification{SessionID: req.SessionID,
+		Update: acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b}}); err != nil {
+		return nil, err
+	}
+	if f.promptStarted == nil {
+		return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
+	}
+	close(f.promptStarted)
+	if f.ignoreCancel {
+		<-f.release
+		return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
+	}
+	<-turnCtx.Done()
+	return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
+}
+
+func (f *fakeAgent) Cancel(*acp.SessionIDRequest) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cancel != nil {
+		f.cancel()
+	}
+}
+
+func (f *fakeAgent) Close() {}
+
+// runInProcess drives Run against agent; signals are sent on sigs.
+func runInProcess(t *testing.T, agent *fakeAgent, o Options, sigs chan os.Signal) (int, runOut) {
+	t.Helper()
+	var out, errOut syncBuffer
+	env := Env{Stdout: &out, Stderr: &errOut, Logger: slog.New(slog.DiscardHandler), Signals: sigs}
+	newAgent := func(c acp.Client) Agent { agent.client = c; return agent }
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(t.Context(), env, o, newAgent)
+	}()
+	select {
+	case code := <-done:
+		return code, runOut{code: code, stdout: out.String(), stderr: errOut.String()}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not return; stderr: %s", errOut.String())
+	}
+	return 0, runOut{}
+}
+
+func TestRunTurn_LoadSession(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		noCap   bool // the agent does not advertise loadSession
+		loadErr error
+		code    int
+		check   func(t *testing.T, o runOut)
+	}{
+		{name: "agent without loadSession", noCap: true, code: 2, check: func(t *testing.T, o runOut) {
+			assert.Contains(t, o.stderr, "--session sess_old: this build cannot continue sessions")
+		}},
+		{name: "history replay is not reported", code: 0, check: func(t *testing.T, o runOut) {
+			r := decodeResult(t, strings.TrimSpace(o.stdout))
+			assert.Equal(t, "sess_old", r.SessionID)
+			assert.Equal(t, acp.StopEndTurn, r.StopReason)
+			assert.Equal(t, "new text", r.Text)
+		}},
+		{name: "unknown session is a usage error", loadErr: acp.ErrResourceNotFound("sess_old"), code: 2,
+			check: func(t *testing.T, o runOut) {
+				r := decodeResult(t, strings.TrimSpace(o.stdout))
+				require.NotNil(t, r.Error)
+				assert.EqualValues(t, acp.CodeResourceNotFound, r.Error.Code)
+				assert.Contains(t, o.stderr, "Resource not found: sess_old")
+			}},
+		{name: "agent failure is an internal error", loadErr: errors.New("disk on fire"), code: 1,
+			check: func(t *testing.T, o runOut) { assert.Contains(t, o.stderr, "disk on fire") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			agent := newFakeAgent()
+			agent.loadSession, agent.loadErr, agent.promptStarted = !tt.noCap, tt.loadErr, nil
+			cwd := t.TempDir()
+			code, o := runInProcess(t, agent, Options{Prompt: "go on", Cwd: cwd, SessionID: "sess_old", Format: FormatJSON}, nil)
+			assert.Equal(t, tt.code, code, o.stderr)
+			tt.check(t, o)
+			if tt.noCap {
+				assert.Empty(t, agent.loaded, "session/load must not be sent")
+				return
+			}
+			req := <-agent.loaded
+			assert.Equal(t, "sess_old", req.SessionID)
+			assert.Equal(t, cwd, req.Cwd)
+			assert.NotNil(t, req.MCPServers)
+		})
+	}
+}
+
+func TestRunTurn_Signals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		ignoreCancel bool
+		signals      []os.Signal
+		code         int
+		stderr       string
+	}{
+		{name: "SIGINT waits for cancelled", signals: []os.Signal{os.Interrupt}, code: 130, stderr: "cancelling the turn"},
+		{name: "SIGTERM exits 143", signals: []os.Signal{syscall.SIGTERM}, code: 143, stderr: "cancelling the turn"},
+		{name: "second SIGINT does not wait", ignoreCancel: true, signals: []os.Signal{os.Interrupt, os.Interrupt}, code: 130,
+			stderr: "again, exiting without waiting"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			agent := newFakeAgent()
+			agent.ignoreCancel = tt.ignoreCancel
+			t.Cleanup(func() { close(agent.release) })
+			sigs := make(chan os.Signal, len(tt.signals))
+			go func() {
+				<-agent.promptStarted
+				for _, s := range tt.signals {
+					sigs <- s
+				}
+			}()
+			code, o := runInProcess(t, agent, Options{Prompt: "wait", Cwd: t.TempDir(), Format: FormatStreamJSON}, sigs)
+			assert.Equal(t, tt.code, code, o.stderr)
+			assert.Contains(t, o.stderr, tt.stderr)
+			lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
+			require.Len(t, lines, 2, o.stdout)
+			assert.Contains(t, lines[0], `"new text"`)
+			r := decodeResult(t, lines[1])
+			assert.Equal(t, "sess_new", r.SessionID)
+			assert.Equal(t, acp.StopCancelled, r.StopReason)
+		})
+	}
+}
+
+// BenchmarkOutput_Update is the per-notification cost of acpd run's
+// client: decode, track and print one agent_message_chunk.
+func BenchmarkOutput_Update(b *testing.B) {
+	chunk := acp.TextBlock("a streamed chunk of assistant text, about sixty bytes long.")
+	params, err := json.Marshal(&acp.SessionNotification{SessionID: "sess_1",
+		Update: acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &chunk}})
+	require.NoError(b, err)
+	for _, format := range []string{FormatText, FormatJSON, FormatStreamJSON} {
+		b.Run(format, func(b *testing.B) {
+			o := NewOutput(io.Discard, io.Discard, format, "default")
+			o.startTurn()
+			b.ReportAllocs()
+			for b.Loop() {
+				o.Update(params)
+				if o.text.Len() > 1<<20 {
+					o.text.Reset()
+				}
+			}
+		})
+	}
+}
