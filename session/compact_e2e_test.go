@@ -54,6 +54,7 @@ func TestE2E_LongSessionStaysInsideTheWindow(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startDaemon(t, nil, nil, "--context-window", fmt.Sprint(window), "--data-dir", dataDir)
 	d.model.SetTokenLimit(window)
+	d.model.SetPrefixCache(true)
 	d.model.SetResponder(summariser)
 	files := make([]string, prompts+1)
 	for i := range files {
@@ -85,7 +86,14 @@ func TestE2E_LongSessionStaysInsideTheWindow(t *testing.T) {
 	for _, r := range reqs {
 		maxTok = max(maxTok, r.Tokens)
 	}
-	t.Logf("%d requests, %d summaries, largest %d tokens", len(reqs), summaries, maxTok)
+	b := billOf(reqs)
+	if os.Getenv("ACPD_BILL_DETAIL") != "" {
+		for i, r := range reqs {
+			t.Logf("req %3d summary=%v msgs=%3d tokens=%6d cached=%6d uncached=%6d", i, isSummaryRequest(r), len(r.Messages), r.Tokens, r.Cached, r.Tokens-r.Cached)
+		}
+	}
+	t.Logf("%d requests, %d summaries, largest %d tokens; %d prompt tokens sent, %.1f%% from the prefix cache; bill %d full-price-equivalent tokens",
+		len(reqs), summaries, maxTok, b.sent, 100*float64(b.cached)/float64(b.sent), b.bill)
 	assert.Positive(t, summaries, "the history was summarised at least once")
 	var lastPrompt, lastFile bool
 	for _, m := range last.Messages {
@@ -158,6 +166,23 @@ func TestE2E_LongSessionStaysInsideTheWindow(t *testing.T) {
 		first = reqs2[1]
 	}
 	assert.Less(t, len(first.Messages), 4*prompts, "the reloaded history is the compacted one")
+}
+
+// bill is what a session's requests cost as a provider with a prefix cache
+// bills them: uncached input at full price, cached input at a tenth.
+type bill struct{ sent, cached, bill int }
+
+func billOf(reqs []modeltest.Request) bill {
+	var b bill
+	for _, r := range reqs {
+		if r.Refused {
+			continue
+		}
+		b.sent += r.Tokens
+		b.cached += r.Cached
+	}
+	b.bill = b.sent - b.cached + b.cached/10
+	return b
 }
 
 // startSmall starts the built daemon against a model whose limit is limit

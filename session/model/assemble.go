@@ -67,12 +67,18 @@ type wireChunk struct {
 	Error   json.RawMessage `json:"error"`
 	Choices []wireChoice    `json:"choices"`
 	Usage   *wireUsage      `json:"usage"`
+	// Timings is llama.cpp's; cache_n is the prompt tokens it reused.
+	Timings *struct {
+		CacheN *int `json:"cache_n"`
+	} `json:"timings"`
 }
 
 type wireChoice struct {
 	Index        int       `json:"index"`
 	Delta        wireDelta `json:"delta"` // absent and {} mean the same
 	FinishReason *string   `json:"finish_reason"`
+	// Usage inside the choice: Kimi's final chunk puts it here.
+	Usage *wireUsage `json:"usage"`
 }
 
 type wireDelta struct {
@@ -118,10 +124,74 @@ func (w *wireArgs) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// wireUsage is every usage shape seen from OpenAI-compatible servers; the
+// model package's README lists which provider sends which field.
 type wireUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// input_tokens/output_tokens: the Responses-API names some gateways use.
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+
+	PromptDetails *wireDetails `json:"prompt_tokens_details"`
+	InputDetails  *wireDetails `json:"input_tokens_details"`
+	// CachedTokens at the top of usage: Moonshot/Kimi, some Qwen models.
+	CachedTokens *int `json:"cached_tokens"`
+	// PromptCacheHitTokens: DeepSeek.
+	PromptCacheHitTokens *int `json:"prompt_cache_hit_tokens"`
+	// CacheReadInputTokens: Anthropic-compatible gateways (LiteLLM, Bedrock).
+	CacheReadInputTokens *int `json:"cache_read_input_tokens"`
+
+	CompletionDetails *wireDetails `json:"completion_tokens_details"`
+	OutputDetails     *wireDetails `json:"output_tokens_details"`
+	ReasoningTokens   *int         `json:"reasoning_tokens"`
+}
+
+type wireDetails struct {
+	CachedTokens    *int `json:"cached_tokens"`
+	ReasoningTokens *int `json:"reasoning_tokens"`
+}
+
+// usage converts a wire usage; cacheN is llama.cpp's timings.cache_n.
+func (w *wireUsage) usage(cacheN *int) *Usage {
+	u := &Usage{PromptTokens: w.PromptTokens, CompletionTokens: w.CompletionTokens, TotalTokens: w.TotalTokens}
+	if u.PromptTokens == 0 {
+		u.PromptTokens = w.InputTokens
+	}
+	if u.CompletionTokens == 0 {
+		u.CompletionTokens = w.OutputTokens
+	}
+	first := func(ps ...*int) int {
+		for _, p := range ps {
+			if p != nil && *p > 0 {
+				return *p
+			}
+		}
+		return 0
+	}
+	detail := func(d *wireDetails, reasoning bool) *int {
+		switch {
+		case d == nil:
+			return nil
+		case reasoning:
+			return d.ReasoningTokens
+		}
+		return d.CachedTokens
+	}
+	u.CachedTokens = first(detail(w.PromptDetails, false), w.CacheReadInputTokens, w.PromptCacheHitTokens,
+		w.CachedTokens, detail(w.InputDetails, false), cacheN)
+	u.ReasoningTokens = first(detail(w.CompletionDetails, true), detail(w.OutputDetails, true), w.ReasoningTokens)
+	// Parts never exceed their whole (a provider counting cached tokens
+	// apart from prompt_tokens, as Anthropic's own API does, is read as if
+	// they were included: the cached count is the trustworthy one).
+	if u.CachedTokens > u.PromptTokens {
+		u.PromptTokens = u.CachedTokens
+	}
+	if u.CompletionTokens > 0 {
+		u.ReasoningTokens = min(u.ReasoningTokens, u.CompletionTokens)
+	}
+	return u
 }
 
 // Feed processes the JSON payload of one SSE data event. The returned
@@ -144,11 +214,16 @@ func (a *Assembler) Feed(data []byte) ([]Event, error) {
 		a.err = &APIError{Status: 200, Message: msg, Type: typ, Code: code, Body: string(c.Error)}
 		return nil, a.err
 	}
+	var cacheN *int
+	if c.Timings != nil {
+		cacheN = c.Timings.CacheN
+	}
 	if c.Usage != nil {
-		a.usage = &Usage{
-			PromptTokens:     c.Usage.PromptTokens,
-			CompletionTokens: c.Usage.CompletionTokens,
-			TotalTokens:      c.Usage.TotalTokens,
+		a.usage = c.Usage.usage(cacheN)
+	}
+	for i := range c.Choices {
+		if u := c.Choices[i].Usage; u != nil && c.Choices[i].Index == 0 && c.Usage == nil {
+			a.usage = u.usage(cacheN)
 		}
 	}
 	for i := range c.Choices {

@@ -30,6 +30,12 @@ type expectedFixture struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 		TotalTokens      int `json:"total_tokens"`
+		PromptDetails    *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		CompletionDetails *struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
 	} `json:"usage"`
 	Errors []struct {
 		Message string `json:"message"`
@@ -105,7 +111,14 @@ func TestAssembler_PublicFixtures(t *testing.T) {
 				assert.Nil(t, usage)
 			} else {
 				require.NotNil(t, usage)
-				assert.Equal(t, Usage{want.Usage.PromptTokens, want.Usage.CompletionTokens, want.Usage.TotalTokens}, *usage)
+				w := Usage{PromptTokens: want.Usage.PromptTokens, CompletionTokens: want.Usage.CompletionTokens, TotalTokens: want.Usage.TotalTokens}
+				if d := want.Usage.PromptDetails; d != nil {
+					w.CachedTokens = d.CachedTokens
+				}
+				if d := want.Usage.CompletionDetails; d != nil {
+					w.ReasoningTokens = d.ReasoningTokens
+				}
+				assert.Equal(t, w, *usage)
 			}
 		})
 	}

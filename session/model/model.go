@@ -61,6 +61,11 @@ type Usage struct {
 	PromptTokens     int
 	CompletionTokens int
 	TotalTokens      int
+	// CachedTokens is the part of PromptTokens the provider served from its
+	// prompt cache (billed at a fraction of the input price).
+	CachedTokens int
+	// ReasoningTokens is the part of CompletionTokens spent reasoning.
+	ReasoningTokens int
 }
 
 // EventKind tells which field of an Event is set.

@@ -104,8 +104,12 @@ type Request struct {
 	Temperature *float64 `json:"temperature"`
 
 	// Tokens is the request's size as the server counted it (CountTokens);
-	// 0 unless SetTokenLimit or SetReportUsage enabled counting.
+	// 0 unless SetTokenLimit, SetReportUsage or SetPrefixCache enabled
+	// counting.
 	Tokens int `json:"-"`
+	// Cached is the part of Tokens served from the simulated prefix cache
+	// (SetPrefixCache): what repeats the previous request's prefix.
+	Cached int `json:"-"`
 	// Refused is set when the request was answered with the
 	// context_length_exceeded 400 (it was larger than the token limit).
 	Refused bool `json:"-"`
@@ -177,6 +181,11 @@ type Server struct {
 	tokenLimit int
 	count      bool
 	responder  func(Request) (Response, bool)
+
+	// prefixCache simulates a provider's prompt cache; prev is the last
+	// request as cache units.
+	prefixCache bool
+	prev        []cacheUnit
 }
 
 // SetTokenLimit makes the server a model with a context window of limit
@@ -200,6 +209,71 @@ func (s *Server) SetReportUsage(on bool) {
 	s.count = on
 }
 
+// SetPrefixCache makes the server simulate a provider's prefix cache, as
+// OpenAI, DeepSeek, DashScope and Anthropic bill it: a request's cached
+// tokens are the part of it that repeats the previous request's prefix
+// (tool schemas, then messages in order; the first message that differs
+// counts as far as its text is the same), reported in usage as
+// prompt_tokens_details.cached_tokens and kept in Request.Cached. It turns
+// on SetReportUsage.
+func (s *Server) SetPrefixCache(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prefixCache, s.prev = on, nil
+	if on {
+		s.count = true
+	}
+}
+
+// cacheUnit is one part of a prompt as the simulated cache compares it.
+type cacheUnit struct {
+	key        string // the unit's whole content
+	role, text string // a message's role and text, for a partial match
+	tokens     int
+}
+
+// cacheUnits lays a request out as a provider's prompt: the tool schemas,
+// then each message (the system message first).
+func cacheUnits(req Request) []cacheUnit {
+	out := make([]cacheUnit, 0, len(req.Messages)+1)
+	if len(req.Tools) > 0 {
+		b, _ := json.Marshal(req.Tools)
+		out = append(out, cacheUnit{key: string(b), tokens: toolsTokens(req.Tools)})
+	}
+	for _, m := range req.Messages {
+		b, _ := json.Marshal(m)
+		out = append(out, cacheUnit{key: string(b), role: m.Role, text: m.Text(), tokens: messageTokens(m)})
+	}
+	return out
+}
+
+// cachedPrefix is how many tokens of cur repeat prev's prefix.
+func cachedPrefix(prev, cur []cacheUnit) int {
+	n := 0
+	for i, u := range cur {
+		if i >= len(prev) {
+			break
+		}
+		if u.key == prev[i].key {
+			n += u.tokens
+			continue
+		}
+		// The first unit that differs is cached as far as its text is the
+		// same (a provider caches token blocks, not whole messages).
+		if u.role != prev[i].role {
+			break
+		}
+		a, b := u.text, prev[i].text
+		k := 0
+		for k < len(a) && k < len(b) && a[k] == b[k] {
+			k++
+		}
+		n += min(tok(k), u.tokens)
+		break
+	}
+	return n
+}
+
 // SetResponder installs f, asked first for every request (decoded): when it
 // returns true its response is served and the script is not advanced. Tests
 // use it for requests they cannot place in the script, such as a
@@ -216,25 +290,35 @@ func (s *Server) SetResponder(f func(Request) (Response, bool)) {
 // and the tool schemas' JSON. Real tokenizers count code and JSON denser
 // than the 4 characters a token clients estimate, so this one does too.
 func CountTokens(req Request) int {
-	tok := func(n int) int { return (n*2 + 6) / 7 }
 	n := 0
 	for _, m := range req.Messages {
-		chars := len(m.Text()) + len(m.ToolCallID)
-		if m.ReasoningContent != nil {
-			chars += len(*m.ReasoningContent)
-		}
-		n += 4 + 1600*bytes.Count(m.Content, []byte(`"image_url"`))
-		for _, c := range m.ToolCalls {
-			chars += len(c.ID) + len(c.Function.Name) + len(c.Function.Arguments)
-			n += 8
-		}
-		n += tok(chars)
+		n += messageTokens(m)
 	}
-	if len(req.Tools) > 0 {
-		b, _ := json.Marshal(req.Tools)
-		n += tok(len(b))
+	return n + toolsTokens(req.Tools)
+}
+
+// tok is the server tokenizer's count of n bytes.
+func tok(n int) int { return (n*2 + 6) / 7 }
+
+func messageTokens(m Message) int {
+	chars := len(m.Text()) + len(m.ToolCallID)
+	if m.ReasoningContent != nil {
+		chars += len(*m.ReasoningContent)
 	}
-	return n
+	n := 4 + 1600*bytes.Count(m.Content, []byte(`"image_url"`))
+	for _, c := range m.ToolCalls {
+		chars += len(c.ID) + len(c.Function.Name) + len(c.Function.Arguments)
+		n += 8
+	}
+	return n + tok(chars)
+}
+
+func toolsTokens(tools []Tool) int {
+	if len(tools) == 0 {
+		return 0
+	}
+	b, _ := json.Marshal(tools)
+	return tok(len(b))
 }
 
 // contextLengthExceeded is OpenAI's body for a request over the window.
@@ -313,7 +397,7 @@ func (s *Server) Requests() []Request {
 		if err := json.Unmarshal(r.Body, &req); err != nil {
 			panic(fmt.Sprintf("modeltest: request %d is not a valid chat request: %v", i, err))
 		}
-		req.Header, req.Body, req.Tokens, req.Refused = r.Header, r.Body, r.Tokens, r.Refused
+		req.Header, req.Body, req.Tokens, req.Cached, req.Refused = r.Header, r.Body, r.Tokens, r.Cached, r.Refused
 		out[i] = req
 	}
 	return out
@@ -354,7 +438,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	req.Body = json.RawMessage(body.Bytes())
 
 	s.mu.Lock()
-	limit, count, responder := s.tokenLimit, s.count, s.responder
+	limit, count, responder, prefixCache := s.tokenLimit, s.count, s.responder, s.prefixCache
 	s.mu.Unlock()
 	var decoded Request
 	if count || responder != nil {
@@ -377,13 +461,22 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(contextLengthExceeded(limit, req.Tokens))
 		return
 	}
+	if prefixCache {
+		// A refused request is never cached.
+		units := cacheUnits(decoded)
+		s.mu.Lock()
+		req.Cached = cachedPrefix(s.prev, units)
+		s.prev = units
+		s.mu.Unlock()
+		decoded.Cached = req.Cached
+	}
 	if responder != nil {
 		if resp, ok := responder(decoded); ok {
 			s.mu.Lock()
 			s.requests = append(s.requests, req)
 			s.mu.Unlock()
 			if count && resp.Usage == nil {
-				resp.Usage = usageFor(req.Tokens, resp)
+				resp.Usage = usageFor(req.Tokens, req.Cached, resp)
 			}
 			s.serve(w, r, resp, frames(resp))
 			return
@@ -409,20 +502,21 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if count && resp.Usage == nil {
-		resp.Usage = usageFor(req.Tokens, resp)
+		resp.Usage = usageFor(req.Tokens, req.Cached, resp)
 		evs = frames(resp)
 	}
 	s.serve(w, r, resp, evs)
 }
 
 // usageFor is the usage a counting server reports for resp.
-func usageFor(prompt int, resp Response) *model.Usage {
+func usageFor(prompt, cached int, resp Response) *model.Usage {
 	out := len(resp.Text) + len(resp.Reasoning)
 	for _, c := range resp.ToolCalls {
 		out += len(c.Name) + len(c.Arguments)
 	}
-	completion := (out*2 + 6) / 7
-	return &model.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
+	completion := tok(out)
+	return &model.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion,
+		CachedTokens: cached, ReasoningTokens: tok(len(resp.Reasoning))}
 }
 
 // serve answers one request with resp (events: resp's pre-rendered frames).
@@ -602,15 +696,28 @@ func chunks(resp Response) [][]byte {
 		b, _ := json.Marshal(map[string]any{
 			"id": chunkID, "object": "chat.completion.chunk", "created": 0, "model": "modeltest",
 			"choices": []any{},
-			"usage": map[string]int{
-				"prompt_tokens":     resp.Usage.PromptTokens,
-				"completion_tokens": resp.Usage.CompletionTokens,
-				"total_tokens":      resp.Usage.TotalTokens,
-			},
+			"usage":   wireUsage(resp.Usage),
 		})
 		out = append(out, b)
 	}
 	return out
+}
+
+// wireUsage is u as OpenAI reports it, with the cached and reasoning
+// details when there are any.
+func wireUsage(u *model.Usage) map[string]any {
+	w := map[string]any{
+		"prompt_tokens":     u.PromptTokens,
+		"completion_tokens": u.CompletionTokens,
+		"total_tokens":      u.TotalTokens,
+	}
+	if u.CachedTokens > 0 {
+		w["prompt_tokens_details"] = map[string]int{"cached_tokens": u.CachedTokens}
+	}
+	if u.ReasoningTokens > 0 {
+		w["completion_tokens_details"] = map[string]int{"reasoning_tokens": u.ReasoningTokens}
+	}
+	return w
 }
 
 // split cuts s into pieces of about n bytes without splitting a rune.

@@ -97,3 +97,49 @@ func TestServer_OmitFinishIsATruncatedStream(t *testing.T) {
 	_, err := stream(t, srv)
 	require.ErrorIs(t, err, model.ErrTruncated)
 }
+
+// The simulated prefix cache: a request's cached tokens are what repeats
+// the previous request's prefix, reported as OpenAI does and read back by
+// the provider.
+func TestServer_PrefixCache(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t, modeltest.Response{Text: "a"}, modeltest.Response{Text: "b"},
+		modeltest.Response{Text: "c"}, modeltest.Response{Text: "d"})
+	srv.SetPrefixCache(true)
+	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.BaseURL()})
+	tools := []model.ToolSpec{{Name: "read_file", Description: "Reads a file.", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	long := strings.Repeat("x", 7000)
+	send := func(msgs ...model.Message) model.Usage {
+		var u model.Usage
+		for ev, err := range p.Stream(t.Context(), model.Request{Model: "m", System: "sys", Tools: tools, Messages: msgs}) {
+			require.NoError(t, err)
+			if ev.Kind == model.EventUsage {
+				u = ev.Usage
+			}
+		}
+		return u
+	}
+	first := model.Message{Role: model.RoleUser, Content: long}
+	u1 := send(first)
+	assert.Zero(t, u1.CachedTokens, "nothing before the first request")
+	u2 := send(first, model.Message{Role: model.RoleAssistant, Content: "a"}, model.Message{Role: model.RoleUser, Content: "more"})
+	assert.Equal(t, u1.PromptTokens, u2.CachedTokens, "the whole first request is the second's prefix")
+	// Rewriting the first message keeps only the tools and system message,
+	// plus the rewritten message's unchanged start.
+	u3 := send(model.Message{Role: model.RoleUser, Content: long[:3500] + "[cut]"})
+	reqs := srv.Requests()
+	require.Len(t, reqs, 3)
+	head := modeltest.CountTokens(modeltest.Request{Tools: reqs[0].Tools, Messages: reqs[0].Messages[:1]})
+	assert.Equal(t, head+1000, u3.CachedTokens, "tools, system, and 3,500 unchanged bytes of the message (1,000 tokens)")
+	for i, u := range []model.Usage{u1, u2, u3} {
+		assert.Equal(t, reqs[i].Tokens, u.PromptTokens)
+		assert.Equal(t, reqs[i].Cached, u.CachedTokens)
+	}
+	// A request refused as too long is not cached.
+	srv.SetTokenLimit(1)
+	_, err := stream(t, srv)
+	require.Error(t, err)
+	srv.SetTokenLimit(0)
+	u5 := send(model.Message{Role: model.RoleUser, Content: long[:3500] + "[cut]"})
+	assert.Equal(t, u5.PromptTokens, u5.CachedTokens, "the refused request did not replace the cached prefix")
+}
