@@ -198,6 +198,15 @@ func (t *CapTracker) RecordBatch(keys []string, skipLoopDetection bool) (LoopTyp
 		t.ObserveKey(k)
 	}
 	t.AddCalls(len(keys))
+	return t.Check(skipLoopDetection)
+}
+
+// Check is the daemon guard's decision on the tracker's current state: the
+// cap first, then, unless skipLoopDetection, the global duplicate. A guard
+// that sees calls one at a time, and learns a call's key only after it
+// counted the call (`acpd guard`), checks after each AddCalls and each
+// ObserveKey.
+func (t *CapTracker) Check(skipLoopDetection bool) (LoopType, CapReason) {
 	if r := t.HaltReason(); r != "" {
 		return LoopTurnToolCallCap, r
 	}

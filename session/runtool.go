@@ -83,7 +83,7 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 		// Never counted once the turn is cancelled (§7.4): the error may
 		// come from the cancellation, not from the model.
 		if ctx.Err() == nil {
-			t.g.recordInvalidParams(p.Name, msg)
+			t.g.RecordInvalidParams(p.Name, msg)
 		}
 		return fail(nameOr(p.Name), kind, msg, failureObservation{terminal: "error", execution: "not_started", tool: p.Name})
 	}

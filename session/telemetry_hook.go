@@ -30,12 +30,12 @@ func (t *turn) stream(ctx context.Context) (streamResult, error) {
 // telemetryEnd is the turn's end as its span and metrics record it: the
 // calls the guard counted, and the loop type and cap reason of a loop stop.
 func (t *turn) telemetryEnd(resp *acp.PromptResponse, err error) telemetry.TurnEnd {
-	e := telemetry.TurnEnd{ToolCalls: t.g.cap.Total(), Err: err}
+	e := telemetry.TurnEnd{ToolCalls: t.g.Total(), Err: err}
 	if resp != nil {
 		e.StopReason = string(resp.StopReason)
 	}
-	if err != nil && t.g.detected {
-		e.LoopType, e.CapReason = string(t.g.loopType), string(t.g.facts.capReason)
+	if err != nil && t.g.Detected() {
+		e.LoopType, e.CapReason = string(t.g.LoopType()), string(t.g.Facts().CapReason)
 	}
 	return e
 }

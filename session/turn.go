@@ -14,12 +14,13 @@ import (
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
+	"github.com/acpd/acpd/session/turnguard"
 )
 
 // turn is the state of one prompt turn (qwen-code's #executePromptInner).
 type turn struct {
 	s *Session
-	g *guard
+	g *turnguard.Guard
 	// answered holds the provider call ids answered in this prompt;
 	// duplicates those answered as a replay. Both are per prompt, so
 	// tracking is cleared between prompts (vector 104).
@@ -31,18 +32,6 @@ type turn struct {
 	// start is the index of the turn's prompt in the history (moved by a
 	// compaction; -1 outside a prompt turn).
 	start int
-}
-
-// loopError is the foreground rejection of a loop-stopped turn (§8): the
-// reference's data (code, errorKind, loopType) and message, unchanged, plus
-// the guard's facts (issue 17).
-func loopError(t loopdetect.LoopType, f loopFacts) error {
-	data := map[string]any{"code": "LOOP_DETECTED", "errorKind": "loop_detected"}
-	if t != "" {
-		data["loopType"] = string(t)
-	}
-	f.data(data)
-	return &acp.Error{Code: acp.CodeInternalError, Message: loopdetect.LoopDetectedTurnErrorMessage, Data: data}
 }
 
 var cancelled = &acp.PromptResponse{StopReason: acp.StopCancelled}
@@ -147,18 +136,18 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 			return cancelled, nil
 		case t.recErr != nil:
 			return nil, storeError(s.id, t.recErr)
-		case t.g.detected:
+		case t.g.Detected():
 			// The repeated-failure stop leaves its own message in history;
 			// every other loop stop makes the next prompt carry the context.
 			// The loop_stop record carries that context (none for the
 			// repeated-failure stop), so a reloaded session does the same.
-			stop := t.g.facts.record(t.g.loopType)
-			if t.g.loopType != loopdetect.LoopRepeatedToolExecutionFailure {
+			stop := t.g.Facts().Record(t.g.LoopType())
+			if t.g.LoopType() != loopdetect.LoopRepeatedToolExecutionFailure {
 				s.pendingLoopContext = true
 				stop.Message = loopdetect.LoopDetectedContextMessage
 			}
 			t.rec(store.Record{Kind: store.KindLoopStop, Loop: stop})
-			return nil, loopError(t.g.loopType, t.g.facts)
+			return nil, t.g.Err()
 		case out.permissionStop:
 			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
 		}
@@ -227,7 +216,7 @@ func (t *turn) appendAssistant(r streamResult, ps []pcall) {
 // history: providers refuse a tool call without a name, and the model still
 // has to see its call answered with "Missing function name". The guard
 // counts such calls under "unknown_tool" (§7.4), as qwen-code does.
-const nameless = "unknown_tool"
+const nameless = turnguard.UnknownTool
 
 // historyCalls is how the model's history holds a response's calls: the
 // calls deduplicated by provider id (§10 step 1; a call dropped there never
@@ -404,7 +393,7 @@ func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 	// model is replaying; stop the turn (§7.5).
 	for _, p := range ps {
 		if p.dup && t.duplicates[p.id] {
-			t.g.recordDuplicateReplay(p.id, p.Name)
+			t.g.RecordDuplicateReplay(p.id, p.Name)
 			// qwen-code returns no parts here; acpd answers every call
 			// with the skip message, since an OpenAI-style history needs
 			// a result for each call (deliberate deviation).
@@ -422,7 +411,7 @@ func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 			names = append(names, p.Name)
 		}
 	}
-	if t.g.recordBatch(keys, names) {
+	if t.g.RecordBatch(keys, names) {
 		out.messages = t.skipAll(ctx, ps, loopdetect.LoopDetectedSkipMessage)
 		return out
 	}
@@ -434,7 +423,7 @@ func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 			t.skip(ctx, p, loopdetect.ToolExecutionCancelledMessage)
 			out.messages = append(out.messages, toolMessage(p, loopdetect.ToolExecutionCancelledMessage))
 			continue
-		case t.g.detected:
+		case t.g.Detected():
 			t.skip(ctx, p, loopdetect.LoopDetectedSkipMessage)
 			out.messages = append(out.messages, toolMessage(p, loopdetect.LoopDetectedSkipMessage))
 			continue
@@ -460,8 +449,8 @@ func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 			out.permissionStop = true
 		}
 	}
-	if ctx.Err() == nil && !t.g.detected && !out.permissionStop {
-		out.reminder = t.g.failureVerdict(obs)
+	if ctx.Err() == nil && !t.g.Detected() && !out.permissionStop {
+		out.reminder = failureVerdict(t.g, obs)
 	}
 	return out
 }
