@@ -505,22 +505,6 @@ func TestSuggest(t *testing.T) {
 	assert.Equal(t, 0, editDistance("", ""))
 }
 
-// TestReadme keeps the documentation in step with the schema.
-func TestReadme(t *testing.T) {
-	t.Parallel()
-	doc, err := os.ReadFile(filepath.Join("..", "README.md"))
-	require.NoError(t, err)
-	for _, f := range fields {
-		assert.Contains(t, string(doc), "`"+f.key()+"`", "key not documented")
-		for _, e := range f.envs {
-			assert.Contains(t, string(doc), "`"+e+"`", "env var not documented")
-		}
-		if f.flag != "" {
-			assert.Contains(t, string(doc), "`--"+f.flag+"`", "flag not documented")
-		}
-	}
-}
-
 func TestLoad_PositionProbeSeesEveryKey(t *testing.T) {
 	t.Parallel()
 	doc := "[model]\nname = \"x\"\n[tools]\nexclude = [\"a\"]\n[a.b.c]\nd = {e = 1}\n"
