@@ -7,7 +7,6 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/instructions"
-	"github.com/acpd/acpd/session/tokens"
 )
 
 // Project awareness: the system prompt's environment block and instruction
@@ -44,8 +43,7 @@ func (s *Session) newPrep() {
 			Roots:     s.roots,
 			FileNames: o.ContextFileNames,
 			GlobalDir: o.ConfigDir,
-			// A file may fill a tenth of the window (about 4 bytes a token).
-			Budget: tokens.ToBytes(s.window() / 10),
+			Budget:    instructions.BudgetFor(s.window()),
 		}
 	}
 }
@@ -75,7 +73,7 @@ func (s *Session) gather(p *prep) {
 		go func() { envDone <- instructions.Gather(p.ctx, s.roots, 0).Text() }()
 	}
 	if p.load != nil {
-		p.instr = instructions.Load(*p.load)
+		p.instr = instructions.Load(p.ctx, *p.load)
 	}
 	p.env = <-envDone
 	for _, f := range p.instr.Files {

@@ -60,9 +60,24 @@ func BenchmarkLoad_GitRepo10k(b *testing.B) {
 	global := b.TempDir()
 	b.ReportAllocs()
 	for b.Loop() {
-		l := Load(Options{Roots: []string{ws}, GlobalDir: global, Budget: 52428})
+		l := Load(b.Context(), Options{Roots: []string{ws}, GlobalDir: global, Budget: 52428})
 		if len(l.Files) != 2 {
 			b.Fatalf("%d files", len(l.Files))
+		}
+	}
+}
+
+// BenchmarkLoad_ImportBomb loads the 60×60×60 import fan-out (AGENTS.md
+// imports b.md 60 times, b.md c.md, c.md a 10 KB d.md): before imports
+// were included once and budgeted while expanding, it took 55 s and 6 GB.
+func BenchmarkLoad_ImportBomb(b *testing.B) {
+	ws := b.TempDir()
+	importBomb(b, ws)
+	b.ReportAllocs()
+	for b.Loop() {
+		l := Load(b.Context(), Options{Roots: []string{ws}, Budget: BudgetFor(131072)})
+		if len(l.Files) != 1 || len(l.Warnings) != 3 {
+			b.Fatalf("%d files, warnings %q", len(l.Files), l.Warnings)
 		}
 	}
 }

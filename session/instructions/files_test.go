@@ -1,6 +1,8 @@
 package instructions
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +39,7 @@ func TestLoad_Order(t *testing.T) {
 	write(t, filepath.Join(ws, "sub", "AGENTS.md"), "below the root: never read")
 	write(t, filepath.Join(other, "QWEN.md"), "other root")
 
-	l := Load(Options{Roots: []string{ws, other, repo}, GlobalDir: global})
+	l := Load(t.Context(), Options{Roots: []string{ws, other, repo}, GlobalDir: global})
 	assert.Equal(t, []string{
 		filepath.Join(global, "AGENTS.md"),
 		filepath.Join(repo, "AGENTS.md"), filepath.Join(repo, "QWEN.md"),
@@ -51,7 +53,7 @@ func TestLoad_Order(t *testing.T) {
 	assert.Contains(t, text, "--- Context from: "+filepath.Join(ws, "AGENTS.md")+" ---")
 	assert.NotContains(t, text, "never read")
 
-	l = Load(Options{Roots: []string{ws}, FileNames: []string{"QWEN.md"}})
+	l = Load(t.Context(), Options{Roots: []string{ws}, FileNames: []string{"QWEN.md"}})
 	assert.Equal(t, []string{filepath.Join(repo, "QWEN.md")}, paths(l), "fileNames replaces the list")
 }
 
@@ -72,7 +74,7 @@ func TestLoad_Imports(t *testing.T) {
 		"@docs/style.md",
 		"```",
 	}, "\n"))
-	l := Load(Options{Roots: []string{ws}})
+	l := Load(t.Context(), Options{Roots: []string{ws}})
 	require.Len(t, l.Files, 1)
 	text := l.Files[0].Text
 	assert.Contains(t, text, "<!-- Imported from: "+filepath.Join(ws, "docs", "style.md")+" -->\nStyle: tabs.")
@@ -96,7 +98,7 @@ func TestLoad_ImportDepth(t *testing.T) {
 		write(t, filepath.Join(ws, "d", "f"+string(rune('0'+i))+".md"), "level "+string(rune('0'+i))+" @f"+string(rune('1'+i))+".md")
 	}
 	write(t, filepath.Join(ws, "AGENTS.md"), "top @d/f1.md")
-	l := Load(Options{Roots: []string{ws}})
+	l := Load(t.Context(), Options{Roots: []string{ws}})
 	text := l.Files[0].Text
 	assert.Contains(t, text, "level 5")
 	assert.NotContains(t, text, "level 6")
@@ -107,7 +109,7 @@ func TestLoad_BadInput(t *testing.T) {
 	ws := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, "AGENTS.md"), 0o755))
 	write(t, filepath.Join(ws, "QWEN.md"), "bin\x00ary")
-	l := Load(Options{Roots: []string{ws}})
+	l := Load(t.Context(), Options{Roots: []string{ws}})
 	assert.Empty(t, l.Files)
 	warn := strings.Join(l.Warnings, "\n")
 	assert.Contains(t, warn, filepath.Join(ws, "AGENTS.md")+": instruction file skipped: is a directory")
@@ -115,18 +117,18 @@ func TestLoad_BadInput(t *testing.T) {
 
 	ws = t.TempDir()
 	write(t, filepath.Join(ws, "AGENTS.md"), strings.Repeat("rule line\n", 1000))
-	l = Load(Options{Roots: []string{ws}, Budget: 1000})
+	l = Load(t.Context(), Options{Roots: []string{ws}, Budget: 1000})
 	require.Len(t, l.Files, 1)
 	assert.True(t, l.Files[0].Truncated)
 	assert.LessOrEqual(t, len(l.Files[0].Text), 1300)
 	assert.Contains(t, l.Files[0].Text, "was cut")
-	assert.Contains(t, strings.Join(l.Warnings, "\n"), "cut to the size budget")
+	assert.Contains(t, strings.Join(l.Warnings, "\n"), "cut to fit the instruction budget of 1000 bytes")
 
 	if os.Getuid() != 0 {
 		ws = t.TempDir()
 		write(t, filepath.Join(ws, "AGENTS.md"), "x")
 		require.NoError(t, os.Chmod(filepath.Join(ws, "AGENTS.md"), 0))
-		l = Load(Options{Roots: []string{ws}})
+		l = Load(t.Context(), Options{Roots: []string{ws}})
 		assert.Empty(t, l.Files)
 		assert.Len(t, l.Warnings, 1)
 	}
@@ -156,4 +158,126 @@ func TestSystemPrompt(t *testing.T) {
 	assert.Less(t, strings.Index(p, "INSTR"), strings.Index(p, "ENV"))
 	p = SystemPrompt(Parts{Custom: "Be a pirate.", Environment: "ENV"})
 	assert.Equal(t, "Be a pirate.\n\nENV", p)
+}
+
+// importBomb writes the fan-out of an AGENTS.md importing b.md 60 times,
+// b.md importing c.md 60 times, c.md importing a 10 KB d.md 60 times.
+func importBomb(tb testing.TB, ws string) {
+	tb.Helper()
+	fan := func(name string) string { return strings.Repeat("See @"+name+" now.\n", 60) }
+	for name, text := range map[string]string{
+		"AGENTS.md": fan("b.md"), "b.md": fan("c.md"), "c.md": fan("d.md"),
+		"d.md": strings.Repeat("d is ten kilobytes of rules\n", 10240/28),
+	} {
+		require.NoError(tb, os.WriteFile(filepath.Join(ws, name), []byte(text), 0o644))
+	}
+}
+
+// TestLoad_ImportBomb: each file's text enters the prompt once; repeats
+// become markers, and each repeated file is named in a warning.
+func TestLoad_ImportBomb(t *testing.T) {
+	ws := t.TempDir()
+	importBomb(t, ws)
+	l := Load(t.Context(), Options{Roots: []string{ws}, Budget: BudgetFor(131072)})
+	require.Len(t, l.Files, 1)
+	f := l.Files[0]
+	assert.False(t, f.Truncated)
+	assert.Equal(t, []string{filepath.Join(ws, "b.md"), filepath.Join(ws, "c.md"), filepath.Join(ws, "d.md")}, f.Imports)
+	assert.Equal(t, 10240/28, strings.Count(f.Text, "d is ten kilobytes of rules"), "d.md's text once")
+	assert.Equal(t, 59, strings.Count(f.Text, "<!-- already imported above: "+filepath.Join(ws, "b.md")+" -->"))
+	assert.Less(t, len(f.Text), 32<<10, "d.md once, and 177 short markers")
+	for _, n := range []string{"b.md", "c.md", "d.md"} {
+		assert.Contains(t, l.Warnings, filepath.Join(ws, n)+": imported 59 more times; its text is included once")
+	}
+}
+
+// TestLoad_FanOutOfDistinctFiles: a fan-out that never repeats a file
+// stops at the files read, and the text stays within the budget, checked
+// while expanding.
+func TestLoad_FanOutOfDistinctFiles(t *testing.T) {
+	ws := t.TempDir()
+	var agents strings.Builder
+	for i := range 300 {
+		name := fmt.Sprintf("part%03d.md", i)
+		write(t, filepath.Join(ws, "parts", name), strings.Repeat(fmt.Sprintf("rule of part %d\n", i), 10))
+		fmt.Fprintf(&agents, "@parts/%s\n", name)
+	}
+	write(t, filepath.Join(ws, "AGENTS.md"), agents.String())
+
+	l := Load(t.Context(), Options{Roots: []string{ws}})
+	require.Len(t, l.Files, 1)
+	assert.Len(t, l.Files[0].Imports, maxFilesRead-1, "AGENTS.md itself is the first file read")
+	assert.Contains(t, l.Files[0].Text, "@parts/part200.md", "past the limit an import is left as text")
+	assert.Contains(t, l.Warnings, filepath.Join(ws, "AGENTS.md")+": more than 128 files read for the instructions; the rest of the imports are left as text")
+
+	l = Load(t.Context(), Options{Roots: []string{ws}, Budget: 4000})
+	require.Len(t, l.Files, 1)
+	f := l.Files[0]
+	assert.True(t, f.Truncated)
+	assert.LessOrEqual(t, len(f.Text), 4000+200, "the budget and its note")
+	assert.Less(t, len(f.Imports), 30, "expansion stopped at the budget, not after reading every part")
+	assert.Contains(t, f.Text, "instruction files together are limited to about 1000 tokens (15% of the context window)")
+}
+
+// TestLoad_ManyWordsLookedUpOnce: thousands of @words that name no file
+// are looked up once each, up to a limit; the text is kept as it is.
+func TestLoad_ManyWordsLookedUpOnce(t *testing.T) {
+	ws := t.TempDir()
+	var text strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&text, "ping @user%d and @user%d\n", i, i)
+	}
+	write(t, filepath.Join(ws, "AGENTS.md"), text.String())
+	l := Load(t.Context(), Options{Roots: []string{ws}})
+	require.Len(t, l.Files, 1)
+	assert.Equal(t, strings.TrimSpace(text.String()), l.Files[0].Text)
+	assert.Equal(t, []string{filepath.Join(ws, "AGENTS.md") + ": more than 2048 @paths looked up for the instructions; the rest are left as text"}, l.Warnings)
+}
+
+// TestLoad_TotalBudgetSharedFairly: the files together fit the budget; a
+// small file stays whole and the large ones share the rest.
+func TestLoad_TotalBudgetSharedFairly(t *testing.T) {
+	global, ws := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(global, "AGENTS.md"), strings.Repeat("global rule line\n", 1000)) // 17 KB
+	write(t, filepath.Join(ws, "AGENTS.md"), "small project rules")
+	write(t, filepath.Join(ws, "QWEN.md"), strings.Repeat("project rule line\n", 1000)) // 18 KB
+	l := Load(t.Context(), Options{Roots: []string{ws}, GlobalDir: global, Budget: 6000})
+	require.Len(t, l.Files, 3)
+	assert.Equal(t, "small project rules", l.Files[1].Text)
+	total := 0
+	for i, f := range l.Files {
+		total += len(f.Text)
+		if i != 1 {
+			assert.True(t, f.Truncated)
+			assert.Greater(t, len(f.Text), 2500, "each large file gets about half of what is left")
+		}
+	}
+	assert.LessOrEqual(t, total, 6000+2*200)
+	assert.Len(t, l.Warnings, 2)
+}
+
+// TestLoad_RepeatsAndSources: a file imported twice is included once, a
+// top-level file already imported is not repeated, and Sources name every
+// place looked at.
+func TestLoad_RepeatsAndSources(t *testing.T) {
+	ws := t.TempDir()
+	write(t, filepath.Join(ws, "AGENTS.md"), "Read @QWEN.md and @docs/x.md, then @docs/x.md again.")
+	write(t, filepath.Join(ws, "QWEN.md"), "qwen rules")
+	write(t, filepath.Join(ws, "docs", "x.md"), "x rules")
+	l := Load(t.Context(), Options{Roots: []string{ws}})
+	require.Len(t, l.Files, 1, "QWEN.md is in AGENTS.md already")
+	text := l.Files[0].Text
+	assert.Equal(t, 1, strings.Count(text, "qwen rules"))
+	assert.Equal(t, 1, strings.Count(text, "x rules"))
+	assert.Contains(t, text, "<!-- already imported above: "+filepath.Join(ws, "docs", "x.md")+" --> again.")
+	assert.Subset(t, l.Sources, []string{filepath.Join(ws, "AGENTS.md"), filepath.Join(ws, "QWEN.md"), filepath.Join(ws, "docs", "x.md")})
+}
+
+func TestLoad_StopsWhenCancelled(t *testing.T) {
+	ws := t.TempDir()
+	importBomb(t, ws)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	l := Load(ctx, Options{Roots: []string{ws}})
+	assert.Empty(t, l.Files)
 }
