@@ -191,7 +191,7 @@ func benchTurn1000(b *testing.B, whole bool) {
 }
 
 // vmHWM is a live process's peak resident set size in KiB.
-func vmHWM(b *testing.B, pid int) int64 {
+func vmHWM(b testing.TB, pid int) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	require.NoError(b, err)
 	for line := range strings.Lines(string(data)) {
