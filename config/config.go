@@ -144,6 +144,10 @@ type ToolsConfig struct {
 	SandboxWritable []string
 	// SandboxNetwork false denies confined commands the network.
 	SandboxNetwork bool
+	// WebFetchAllowPrivate lets web_fetch reach loopback and private
+	// network addresses as it reaches public ones; false (the default)
+	// asks the user every time, in every approval mode.
+	WebFetchAllowPrivate bool
 }
 
 // ContextConfig is the [context] table: what the system prompt tells the

@@ -212,6 +212,7 @@ repeatedToolFailureGuard = "warn"
 sandbox = "required"
 sandboxWritable = ["cache", "~/.npm"]
 sandboxNetwork = false
+webFetchAllowPrivate = true
 [context]
 fileNames = ["CONVENTIONS.md", "AGENTS.md"]
 environment = false
@@ -234,7 +235,8 @@ trace = true
 					ContextWindows: map[string]int{"m-large": 200000, "m-small": 32768}, CompactThreshold: 0.7, CompactionModel: "m-small"},
 				Tools: ToolsConfig{ApprovalMode: ApprovalYolo, Exclude: []string{"web_fetch", "run_shell_command"},
 					ShellTimeout: 90 * time.Second, MaxOutputBytes: 1024, RepeatedToolFailureGuard: GuardWarn,
-					Sandbox: "required", SandboxWritable: []string{filepath.Join(dir, "cache"), filepath.Join(fx.home, ".npm")}, SandboxNetwork: false},
+					Sandbox: "required", SandboxWritable: []string{filepath.Join(dir, "cache"), filepath.Join(fx.home, ".npm")}, SandboxNetwork: false,
+					WebFetchAllowPrivate: true},
 				Context: ContextConfig{FileNames: []string{"CONVENTIONS.md", "AGENTS.md"}},
 				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state")},
 				Log:     LogConfig{Level: "warn", File: filepath.Join(dir, "logs", "acpd.log"), Trace: true},

@@ -113,6 +113,8 @@ var fields = []*field{
 	pathListField("tools", "sandboxWritable", func(c *Config) *[]string { return &c.Tools.SandboxWritable }),
 	boolField("tools", "sandboxNetwork", func(c *Config) *bool { return &c.Tools.SandboxNetwork },
 		[]string{"ACPD_SANDBOX_NETWORK"}, "", ""),
+	boolField("tools", "webFetchAllowPrivate", func(c *Config) *bool { return &c.Tools.WebFetchAllowPrivate },
+		[]string{"ACPD_WEB_FETCH_ALLOW_PRIVATE"}, "", ""),
 
 	fileNamesField(),
 	boolField("context", "environment", func(c *Config) *bool { return &c.Context.Environment },

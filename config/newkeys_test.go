@@ -73,6 +73,8 @@ func TestLoad_NewKeyErrors(t *testing.T) {
 			msg: `tools.sandboxWritable: must be an array of strings, got string "/tmp"`},
 		{name: "sandbox network not a bool", file: "[tools]\nsandboxNetwork = \"no\"\n", line: 2, col: 18,
 			msg: `tools.sandboxNetwork: must be a boolean, got string "no"`},
+		{name: "web fetch allow private not a bool", file: "[tools]\nwebFetchAllowPrivate = 1\n", line: 2, col: 24,
+			msg: "tools.webFetchAllowPrivate: must be a boolean, got integer 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

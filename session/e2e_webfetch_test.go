@@ -58,7 +58,9 @@ func TestE2E_WebFetch(t *testing.T) {
 	defer site.Close()
 
 	cfg := filepath.Join(t.TempDir(), "acpd.toml")
-	require.NoError(t, os.WriteFile(cfg, []byte("[tools]\nmaxOutputBytes = 2000\n"), 0o644))
+	// The site is on loopback: allowed by the switch here, since this test
+	// is about what is fetched (TestE2E_WebFetchPrivate is about asking).
+	require.NoError(t, os.WriteFile(cfg, []byte("[tools]\nmaxOutputBytes = 2000\nwebFetchAllowPrivate = true\n"), 0o644))
 	d := startDaemon(t, nil, nil, "--config", cfg)
 	metadata := "http://169.254.169.254/latest/meta-data/iam/security-credentials/"
 	d.model.Add(
@@ -114,7 +116,8 @@ func TestE2E_WebFetch(t *testing.T) {
 }
 
 // TestE2E_WebFetchPermission: in default (and auto-edit) mode web_fetch
-// asks (kind fetch); "always allow" is remembered for the host.
+// asks (kind fetch); "always allow" is remembered for the host. The site is
+// on loopback, made an ordinary host by tools.webFetchAllowPrivate.
 func TestE2E_WebFetchPermission(t *testing.T) {
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("page " + r.URL.Path))
@@ -138,7 +141,9 @@ func TestE2E_WebFetchPermission(t *testing.T) {
 				}
 				return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "cancelled"}}, nil
 			}}
-			d := startDaemon(t, fc, nil, "--approval-mode", mode)
+			cfg := filepath.Join(t.TempDir(), "acpd.toml")
+			require.NoError(t, os.WriteFile(cfg, []byte("[tools]\nwebFetchAllowPrivate = true\n"), 0o644))
+			d := startDaemon(t, fc, nil, "--approval-mode", mode, "--config", cfg)
 			d.model.Add(
 				calls(fetchCall(site.URL+"/a")),
 				calls(fetchCall(site.URL+"/b")),     // same host: remembered
@@ -159,5 +164,66 @@ func TestE2E_WebFetchPermission(t *testing.T) {
 			assert.Equal(t, "Always Allow fetching from 127.0.0.1", asked[0].Options[0].Name)
 			assert.Equal(t, "Always Allow fetching from localhost", asked[1].Options[0].Name)
 		})
+	}
+}
+
+// TestE2E_WebFetchPrivate: without tools.webFetchAllowPrivate, a loopback
+// site is fetched only when the user allows it — in yolo mode too, every
+// time, with no "always" offered; a refusal reaches the model as such and
+// the site is never contacted.
+func TestE2E_WebFetchPrivate(t *testing.T) {
+	var hits atomic.Int32
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write([]byte("internal dashboard"))
+	}))
+	defer site.Close()
+	_, port, _ := net.SplitHostPort(site.Listener.Addr().String())
+
+	var mu sync.Mutex
+	var asked []acp.RequestPermissionRequest
+	fc := &acptest.FakeClient{RequestPermissionFunc: func(_ context.Context, r *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, *r)
+		answer := acp.AllowOnce
+		if len(asked) > 1 {
+			answer = acp.RejectOnce
+		}
+		for _, o := range r.Options {
+			if o.Kind == answer {
+				return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "selected", OptionID: o.OptionID}}, nil
+			}
+		}
+		return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "cancelled"}}, nil
+	}}
+	d := startDaemon(t, fc, nil) // yolo
+	d.model.Add(
+		calls(fetchCall(site.URL+"/a")),
+		calls(fetchCall("http://localhost:"+port+"/b")),
+		modeltest.Response{Text: "done"},
+	)
+	sid := d.session(t)
+	r, err := d.cc.Prompt(ctxFor(t), sid, "look at the dashboard")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, r.StopReason)
+	reqs := d.model.Requests()
+	assert.Contains(t, lastToolResult(t, reqs, 1), "internal dashboard")
+	refused := lastToolResult(t, reqs, 2)
+	assert.Contains(t, refused, "refused: loopback and private network addresses are fetched only when the user allows it")
+	assert.Equal(t, int32(1), hits.Load(), "the refused fetch never reached the site")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, asked, 2, "asked each time, in yolo mode")
+	for i, q := range asked {
+		var kinds []acp.PermissionOptionKind
+		for _, o := range q.Options {
+			kinds = append(kinds, o.Kind)
+		}
+		assert.Equal(t, []acp.PermissionOptionKind{acp.AllowOnce, acp.RejectOnce}, kinds, "no always for a private address")
+		assert.Equal(t, acp.KindFetch, q.ToolCall.Kind)
+		require.NotEmpty(t, q.ToolCall.Content, i)
+		assert.Contains(t, q.ToolCall.Content[0].Content.Text, "(loopback)")
 	}
 }

@@ -84,6 +84,9 @@ type Options struct {
 	MaxOutputBytes int
 	// Sandbox confines run_shell_command (nil: unconfined, as mode "off").
 	Sandbox *sandbox.Policy
+	// WebFetchAllowPrivate lets web_fetch reach loopback and private
+	// addresses without asking (tools.webFetchAllowPrivate).
+	WebFetchAllowPrivate bool
 
 	// APIKeyEnv names the variable the provider's API key was read from
 	// and APIKeyEmpty says it was empty; a 401 or 403 names them.
@@ -128,6 +131,9 @@ type Manager struct {
 	sessions   map[string]*Session
 	clientCaps acp.ClientCapabilities
 	authed     bool
+
+	// webFetch is the tools' web_fetch options (nil: the defaults).
+	webFetch *tools.WebFetchOptions
 }
 
 var _ acp.Agent = (*Manager)(nil)
@@ -156,7 +162,11 @@ func NewManager(client acp.Client, opts Options) *Manager {
 	if opts.Model != "" && !slices.Contains(opts.Models, opts.Model) {
 		opts.Models = append([]string{opts.Model}, opts.Models...)
 	}
-	return &Manager{client: client, opts: opts, log: opts.Logger, sessions: map[string]*Session{}}
+	m := &Manager{client: client, opts: opts, log: opts.Logger, sessions: map[string]*Session{}}
+	if opts.WebFetchAllowPrivate {
+		m.webFetch = &tools.WebFetchOptions{AllowPrivate: true}
+	}
+	return m
 }
 
 // authMethodID is the one auth method acpd advertises: an API key from the

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/acpd/acpd/acp"
@@ -54,6 +55,7 @@ func (t *turn) env(id string) *tools.Env {
 		ShellTimeout:   s.m.opts.ShellTimeout,
 		MaxOutputBytes: s.m.opts.MaxOutputBytes,
 		Sandbox:        s.sandbox,
+		WebFetch:       s.m.webFetch,
 		Update: func(ctx context.Context, u acp.ToolCallUpdate) error {
 			u.ToolCallID = id
 			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &u})
@@ -119,6 +121,21 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 	}
 	if pc, ok := call.(*tools.ExitPlanModeCall); ok {
 		return t.runExitPlanMode(ctx, p, tool, pc, meta)
+	}
+	// A call asks for itself while it runs (web_fetch reaching a private
+	// address): in every mode, offering no "always".
+	env.Permit = func(ctx context.Context, c tools.Confirmation) (bool, error) {
+		switch verdict, msg := t.askPermission(ctx, id, p, tool, call, c, meta); verdict {
+		case permAllow:
+			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
+				ToolCallID: id, Status: acp.StatusInProgress,
+			}})
+			return true, nil
+		case permReject:
+			return false, nil
+		default:
+			return false, errors.New(msg)
+		}
 	}
 	conf := call.Confirmation()
 	title := call.Title()
@@ -234,7 +251,7 @@ func nameOr(n string) string {
 // writes. Unknown shell commands are not blocked; they must be confirmed.
 func planBlocked(c tools.Confirmation) bool {
 	switch c.Kind {
-	case tools.ConfirmNone, tools.ConfirmInfo, tools.ConfirmFetch:
+	case tools.ConfirmNone, tools.ConfirmInfo, tools.ConfirmFetch, tools.ConfirmPrivateNetwork:
 		return false // web_fetch reads; it still asks in plan mode
 	case tools.ConfirmExec:
 		return c.Shell == tools.ShellWrite
@@ -247,7 +264,9 @@ func planBlocked(c tools.Confirmation) bool {
 // shell run and asks for unknown shell; "always allow" answers are
 // remembered per session.
 func (s *Session) needsConfirmation(mode string, c tools.Confirmation) bool {
-	if mode == ModeYolo || c.Kind == tools.ConfirmNone {
+	if mode == ModeYolo || c.Kind == tools.ConfirmNone || c.Kind == tools.ConfirmPrivateNetwork {
+		// A private network question is asked by the call itself when it
+		// connects (tools.Env.Permit).
 		return false
 	}
 	if mode == ModePlan && c.Kind == tools.ConfirmExec && c.Shell != tools.ShellReadOnly {
@@ -292,6 +311,9 @@ func permissionOptions(c tools.Confirmation) []acp.PermissionOption {
 		return []acp.PermissionOption{
 			{OptionID: optProceedAlways, Name: "Allow All Edits", Kind: acp.AllowAlways}, allow, reject,
 		}
+	case tools.ConfirmPrivateNetwork:
+		// Asked every time: no "always".
+		return []acp.PermissionOption{allow, reject}
 	case tools.ConfirmFetch:
 		// "Always" is remembered for the host, for the session.
 		return []acp.PermissionOption{

@@ -41,6 +41,12 @@ type Env struct {
 	// Update sends an intermediate tool_call_update for the running call
 	// (the host fills ToolCallID); e.g. to embed a terminal. May be nil.
 	Update func(ctx context.Context, u acp.ToolCallUpdate) error
+	// Permit asks the user, while the call runs, to allow what c describes
+	// (a ConfirmPrivateNetwork question): true when allowed; an error when
+	// the question itself failed or was cancelled. The host asks whatever
+	// the approval mode and never remembers the answer. Nil means no one
+	// can be asked: the call must refuse.
+	Permit func(ctx context.Context, c Confirmation) (bool, error)
 }
 
 // ConfirmKind is what kind of confirmation a call needs (qwen-code's
@@ -56,6 +62,10 @@ const (
 	ConfirmMCP                           // calls an MCP tool: asks in default and auto-edit
 	ConfirmSwitchMode                    // leaves plan mode (exit_plan_mode): always asks
 	ConfirmFetch                         // fetches a URL: asks in default and auto-edit
+	// ConfirmPrivateNetwork reaches a loopback or private network address.
+	// The call asks itself, through Env.Permit, when it connects, in every
+	// approval mode, every time; so the host does not ask before it runs.
+	ConfirmPrivateNetwork
 )
 
 // ShellClass classifies a shell command for plan mode.

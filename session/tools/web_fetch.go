@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -44,13 +45,19 @@ type WebFetchOptions struct {
 	Timeout  time.Duration
 	MaxBytes int64
 	Hooks    NetHooks
+	// AllowPrivate reaches loopback and private network addresses without
+	// asking (tools.webFetchAllowPrivate).
+	AllowPrivate bool
 }
+
+func (o *WebFetchOptions) allowPrivate() bool { return o != nil && o.AllowPrivate }
 
 var webFetchSpec = mustSpec(NameWebFetch, acp.KindFetch,
 	"Fetches content from a URL (http or https) and returns it as text: HTML pages are converted to Markdown, "+
 		"plain text and JSON are returned as they are; binary content is refused. A redirect to another host is "+
 		"reported, not followed. Say in prompt what you want from the page; the content is returned for you to "+
-		"apply it. Link-local and cloud-metadata addresses are never fetched.",
+		"apply it. Link-local and cloud-metadata addresses are never fetched; loopback and private network "+
+		"addresses only when the user allows it.",
 	`{
   "type": "object",
   "properties": {
@@ -62,7 +69,7 @@ var webFetchSpec = mustSpec(NameWebFetch, acp.KindFetch,
 
 type webFetchTool struct{ toolSpec }
 
-func (t *webFetchTool) Build(_ *Env, args json.RawMessage) (Call, error) {
+func (t *webFetchTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	var a struct {
 		URL    string `json:"url"`
 		Prompt string `json:"prompt"`
@@ -90,12 +97,17 @@ func (t *webFetchTool) Build(_ *Env, args json.RawMessage) (Call, error) {
 		return nil, fmt.Errorf("web_fetch %s: %w", u.Redacted(), ErrBlockedAddress)
 	}
 	u.Fragment = ""
-	return &webFetchCall{u: u, prompt: a.Prompt}, nil
+	c := &webFetchCall{u: u, prompt: a.Prompt}
+	if env != nil {
+		c.allowPrivate = env.WebFetch.allowPrivate()
+	}
+	return c, nil
 }
 
 type webFetchCall struct {
-	u      *url.URL
-	prompt string
+	u            *url.URL
+	prompt       string
+	allowPrivate bool
 }
 
 func (c *webFetchCall) Title() string { return "Fetch " + c.u.String() }
@@ -104,12 +116,36 @@ func (c *webFetchCall) Title() string { return "Fetch " + c.u.String() }
 func (c *webFetchCall) Locations() []acp.ToolCallLocation { return nil }
 
 // Confirmation asks in default, auto-edit and plan modes; "always allow"
-// covers the host.
+// covers the host. A host known to be private (localhost, a private
+// address literal) is asked about when the call connects, in every mode,
+// so it is not asked about twice.
 func (c *webFetchCall) Confirmation() Confirmation {
+	kind := ConfirmFetch
+	if !c.allowPrivate && privateHost(c.u.Hostname()) {
+		kind = ConfirmPrivateNetwork
+	}
 	return Confirmation{
-		Kind:    ConfirmFetch,
+		Kind:    kind,
 		Label:   strings.ToLower(c.u.Hostname()),
 		Content: []acp.ToolCallContent{acp.TextContent(fmt.Sprintf("Fetch %s\n\n%s", c.u, c.prompt))},
+	}
+}
+
+// permitter asks the user, through env, to let the call reach host's
+// private addresses.
+func (c *webFetchCall) permitter(env *Env) func(ctx context.Context, host string, addrs []netip.Addr) (bool, error) {
+	if env.Permit == nil {
+		return nil
+	}
+	return func(ctx context.Context, host string, addrs []netip.Addr) (bool, error) {
+		text := fmt.Sprintf("Fetch %s\n\n%s is %s: not the internet, but this machine or a private network. "+
+			"acpd asks before every fetch from such an address, in every mode "+
+			"(tools.webFetchAllowPrivate = true allows them).\n\n%s", c.u, host, describeAddrs(addrs), c.prompt)
+		return env.Permit(ctx, Confirmation{
+			Kind:    ConfirmPrivateNetwork,
+			Label:   strings.ToLower(host),
+			Content: []acp.ToolCallContent{acp.TextContent(text)},
+		})
 	}
 }
 
@@ -130,6 +166,10 @@ func (c *webFetchCall) Execute(ctx context.Context, env *Env) Result {
 	if maxBytes <= 0 {
 		maxBytes = DefaultWebFetchMaxBytes
 	}
+	guard := &guardedDialer{hooks: o.Hooks, allowPrivate: c.allowPrivate || o.AllowPrivate, permit: c.permitter(env)}
+	if err := guard.prepare(ctx, c.u.Hostname()); err != nil {
+		return c.fetchError(ctx, err, timeout)
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -140,7 +180,7 @@ func (c *webFetchCall) Execute(ctx context.Context, env *Env) Result {
 			// No proxy: a proxy would connect on acpd's behalf, past the
 			// address check.
 			Proxy:                  nil,
-			DialContext:            guardedDialer{hooks: o.Hooks}.DialContext,
+			DialContext:            guard.DialContext,
 			ForceAttemptHTTP2:      true,
 			TLSHandshakeTimeout:    10 * time.Second,
 			MaxResponseHeaderBytes: 64 << 10,
@@ -230,7 +270,7 @@ func (c *webFetchCall) Execute(ctx context.Context, env *Env) Result {
 
 func (c *webFetchCall) fetchError(ctx context.Context, err error, timeout time.Duration) Result {
 	switch {
-	case errors.Is(err, ErrBlockedAddress):
+	case errors.Is(err, ErrBlockedAddress), errors.Is(err, ErrPrivateAddress):
 		return failure(ErrTypePermissionDenied, fmt.Errorf("fetching %s: %w", c.u, unwrapURL(err)))
 	case errors.Is(ctx.Err(), context.DeadlineExceeded), isTimeout(err):
 		return failure(ErrTypeTimeout, fmt.Errorf("fetching %s: no complete answer within %v", c.u, timeout))

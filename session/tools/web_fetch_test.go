@@ -49,7 +49,10 @@ func fetchEnv(t *testing.T, d *dialRecorder, resolve func(context.Context, strin
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		}
 	}
-	env.WebFetch = &WebFetchOptions{Hooks: NetHooks{Dial: d.dial, Resolve: resolve}}
+	// The test servers are on loopback, a private address: these tests are
+	// about what is fetched, so private addresses are allowed
+	// (tools.webFetchAllowPrivate); TestWebFetch_Private* test the question.
+	env.WebFetch = &WebFetchOptions{Hooks: NetHooks{Dial: d.dial, Resolve: resolve}, AllowPrivate: true}
 	return &env
 }
 
@@ -293,4 +296,202 @@ func TestBlockedAddr(t *testing.T) {
 	for _, s := range []string{"127.0.0.1", "::1", "10.0.0.1", "8.8.8.8", "fd00:ec2::253", "2001:db8::1"} {
 		assert.False(t, blockedAddr(netip.MustParseAddr(s)), s)
 	}
+}
+
+// permitRecorder is Env.Permit: it records each question and answers with
+// the next of its answers (no when they run out).
+type permitRecorder struct {
+	mu      sync.Mutex
+	asked   []Confirmation
+	answers []bool
+}
+
+func (p *permitRecorder) permit(_ context.Context, c Confirmation) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asked = append(p.asked, c)
+	if len(p.answers) == 0 {
+		return false, nil
+	}
+	ok := p.answers[0]
+	p.answers = p.answers[1:]
+	return ok, nil
+}
+
+func (p *permitRecorder) questions() []Confirmation {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Confirmation(nil), p.asked...)
+}
+
+// privateEnv is fetchEnv without the switch, asking p.
+func privateEnv(t *testing.T, d *dialRecorder, resolve func(context.Context, string) ([]netip.Addr, error), p *permitRecorder) *Env {
+	env := fetchEnv(t, d, resolve)
+	env.WebFetch.AllowPrivate = false
+	if p != nil {
+		env.Permit = p.permit
+	}
+	return env
+}
+
+// TestWebFetch_PrivateAsksEveryTime: a loopback address is fetched only
+// after the user allows it, and asked about again at the next fetch; a
+// refusal connects nowhere.
+func TestWebFetch_PrivateAsksEveryTime(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("local page"))
+	}))
+	defer srv.Close()
+	d := &dialRecorder{}
+	p := &permitRecorder{answers: []bool{true, true, false}}
+	env := privateEnv(t, d, nil, p)
+
+	c, err := tool(t, NameWebFetch).Build(env, args(t, map[string]any{"url": srv.URL + "/a", "prompt": "p"}))
+	require.NoError(t, err)
+	assert.Equal(t, ConfirmPrivateNetwork, c.Confirmation().Kind, "asked when connecting, not before")
+	res := c.Execute(t.Context(), env)
+	require.NoError(t, res.Err, res.LLMContent)
+	assert.Contains(t, res.LLMContent, "local page")
+	res = fetch(t, env, srv.URL+"/b")
+	require.NoError(t, res.Err, res.LLMContent)
+	asked := p.questions()
+	require.Len(t, asked, 2, "every fetch asks")
+	assert.Equal(t, ConfirmPrivateNetwork, asked[0].Kind)
+	assert.Equal(t, "127.0.0.1", asked[0].Label)
+	assert.Contains(t, asked[0].Content[0].Content.Text, "127.0.0.1 is 127.0.0.1 (loopback)")
+	assert.Len(t, d.attempts(), 2)
+
+	res = fetch(t, env, srv.URL+"/c")
+	require.ErrorIs(t, res.Err, ErrPrivateAddress)
+	assert.Equal(t, ErrTypePermissionDenied, res.ErrType)
+	assert.Contains(t, res.LLMContent, "the user did not allow 127.0.0.1 (127.0.0.1 (loopback))")
+	assert.Len(t, d.attempts(), 2, "a refusal connects nowhere")
+
+	env.Permit = nil
+	res = fetch(t, env, srv.URL+"/d")
+	require.ErrorIs(t, res.Err, ErrPrivateAddress)
+	assert.Contains(t, res.LLMContent, "no one can be asked")
+	assert.Len(t, d.attempts(), 2)
+}
+
+// TestWebFetch_PrivateByResolution: a name is asked about once it resolves
+// to a private address (or is localhost); a public answer asks nothing.
+func TestWebFetch_PrivateByResolution(t *testing.T) {
+	resolve := func(_ context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "intranet.test":
+			return []netip.Addr{netip.MustParseAddr("10.1.2.3")}, nil
+		case "tailnet.test":
+			return []netip.Addr{netip.MustParseAddr("100.101.102.103")}, nil
+		case "mapped.test":
+			return []netip.Addr{netip.MustParseAddr("::ffff:192.168.1.1")}, nil
+		case "split.test":
+			return []netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("fd12::1")}, nil
+		}
+		return []netip.Addr{netip.MustParseAddr("8.8.8.8")}, nil
+	}
+	d := &dialRecorder{}
+	p := &permitRecorder{}
+	env := privateEnv(t, d, resolve, p)
+	for _, u := range []string{"http://intranet.test/", "http://tailnet.test/", "http://mapped.test/", "http://split.test/"} {
+		c, err := tool(t, NameWebFetch).Build(env, args(t, map[string]any{"url": u, "prompt": "p"}))
+		require.NoError(t, err)
+		assert.Equal(t, ConfirmFetch, c.Confirmation().Kind, "%s: a name is asked about as any host first", u)
+		res := c.Execute(t.Context(), env)
+		require.ErrorIs(t, res.Err, ErrPrivateAddress, u)
+	}
+	assert.Empty(t, d.attempts())
+	var texts []string
+	for _, c := range p.questions() {
+		texts = append(texts, c.Content[0].Content.Text)
+	}
+	require.Len(t, texts, 4)
+	assert.Contains(t, texts[0], "intranet.test is 10.1.2.3 (private network)")
+	assert.Contains(t, texts[1], "tailnet.test is 100.101.102.103 (shared (carrier-grade NAT) network)")
+	assert.Contains(t, texts[2], "mapped.test is 192.168.1.1 (private network)")
+	assert.Contains(t, texts[3], "split.test is 8.8.8.8, fd12::1 (private network)")
+
+	c, err := tool(t, NameWebFetch).Build(env, args(t, map[string]any{"url": "http://LocalHost:9/", "prompt": "p"}))
+	require.NoError(t, err)
+	assert.Equal(t, ConfirmPrivateNetwork, c.Confirmation().Kind, "localhost is private by definition")
+	res := fetch(t, env, "http://public.test/")
+	assert.NotErrorIs(t, res.Err, ErrPrivateAddress, "a public address asks nothing")
+	assert.Len(t, p.questions(), 4)
+}
+
+// TestWebFetch_PrivateRedirectHops: the allowed address serves the whole
+// call, redirects included; a hop whose name now resolves to another
+// private address is asked about again, and refused without connecting.
+func TestWebFetch_PrivateRedirectHops(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close") // every hop dials again
+		if r.URL.Path == "/end" {
+			_, _ = w.Write([]byte("arrived"))
+			return
+		}
+		http.Redirect(w, r, "/end", http.StatusFound)
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	var calls atomic.Int32
+	rebinding := func(_ context.Context, host string) ([]netip.Addr, error) {
+		if host == "rebind.test" && calls.Add(1) > 1 {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.2")}, nil
+		}
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+
+	d := &dialRecorder{}
+	p := &permitRecorder{answers: []bool{true}}
+	env := privateEnv(t, d, rebinding, p)
+	res := fetch(t, env, "http://steady.test:"+port+"/start")
+	require.NoError(t, res.Err, res.LLMContent)
+	assert.Contains(t, res.LLMContent, "arrived")
+	assert.Len(t, p.questions(), 1, "one question covers the call's hops to the allowed address")
+	assert.Len(t, d.attempts(), 2)
+
+	d = &dialRecorder{}
+	p = &permitRecorder{answers: []bool{true, false}}
+	env = privateEnv(t, d, rebinding, p)
+	res = fetch(t, env, "http://rebind.test:"+port+"/start")
+	require.ErrorIs(t, res.Err, ErrPrivateAddress, res.LLMContent)
+	require.Len(t, p.questions(), 2)
+	assert.Contains(t, p.questions()[1].Content[0].Content.Text, "rebind.test is 127.0.0.2 (loopback)")
+	assert.Equal(t, []string{"127.0.0.1:" + port}, d.attempts(), "the second hop connected nowhere")
+}
+
+func TestPrivateKind(t *testing.T) {
+	for s, kind := range map[string]string{
+		"127.0.0.1": "loopback", "127.255.0.9": "loopback", "::1": "loopback", "::ffff:127.0.0.1": "loopback",
+		"0.0.0.0": "this machine", "::": "this machine",
+		"10.0.0.1": "private network", "172.16.0.1": "private network", "172.31.255.255": "private network",
+		"192.168.0.1": "private network", "fc00::1": "private network", "fd12:3456::1": "private network",
+		"fec0::1": "private network", "64:ff9b::10.0.0.1": "private network", "::ffff:10.0.0.1": "private network",
+		"100.64.0.1": "shared (carrier-grade NAT) network", "100.127.255.254": "shared (carrier-grade NAT) network",
+		"8.8.8.8": "", "172.32.0.1": "", "100.128.0.1": "", "2001:db8::1": "", "64:ff9b::8.8.8.8": "", "192.169.0.1": "",
+	} {
+		assert.Equal(t, kind, privateKind(netip.MustParseAddr(s)), s)
+	}
+	assert.True(t, blockedAddr(netip.MustParseAddr("64:ff9b::169.254.169.254")), "metadata through NAT64")
+	for _, h := range []string{"localhost", "LOCALHOST.", "app.localhost", "127.0.0.1", "[::1]", "10.0.0.1"} {
+		assert.True(t, privateHost(h), h)
+	}
+	for _, h := range []string{"example.com", "localhost.example.com", "8.8.8.8", "mylocalhost"} {
+		assert.False(t, privateHost(h), h)
+	}
+}
+
+// TestWebFetch_ConnectCheck: the system dialer's check at connect time
+// refuses a blocked address, and a private one nobody allowed.
+func TestWebFetch_ConnectCheck(t *testing.T) {
+	g := &guardedDialer{}
+	require.ErrorIs(t, g.control(t.Context(), "tcp4", "169.254.169.254:80", nil), ErrBlockedAddress)
+	require.ErrorIs(t, g.control(t.Context(), "tcp4", "10.0.0.1:80", nil), ErrPrivateAddress)
+	require.ErrorIs(t, g.control(t.Context(), "tcp6", "[::ffff:127.0.0.1]:80", nil), ErrPrivateAddress)
+	require.NoError(t, g.control(t.Context(), "tcp4", "8.8.8.8:443", nil))
+	g.allowed = map[netip.Addr]bool{netip.MustParseAddr("10.0.0.1"): true}
+	require.NoError(t, g.control(t.Context(), "tcp4", "10.0.0.1:80", nil))
+	g = &guardedDialer{allowPrivate: true}
+	require.NoError(t, g.control(t.Context(), "tcp4", "192.168.1.1:80", nil))
+	require.ErrorIs(t, g.control(t.Context(), "tcp4", "169.254.169.254:80", nil), ErrBlockedAddress)
 }
