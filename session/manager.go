@@ -20,12 +20,14 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/commands"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/telemetry"
 	"github.com/acpd/acpd/session/tools"
 	"github.com/acpd/acpd/session/tools/sandbox"
+	"github.com/acpd/acpd/session/workspace"
 )
 
 // Approval modes (ACP mode ids = qwen-code's approval mode values).
@@ -134,6 +136,9 @@ type Manager struct {
 
 	// webFetch is the tools' web_fetch options (nil: the defaults).
 	webFetch *tools.WebFetchOptions
+	// hub shares the sessions' command sets and instruction files, and
+	// watches the command folders for all of them.
+	hub *workspace.Hub
 }
 
 var _ acp.Agent = (*Manager)(nil)
@@ -162,7 +167,8 @@ func NewManager(client acp.Client, opts Options) *Manager {
 	if opts.Model != "" && !slices.Contains(opts.Models, opts.Model) {
 		opts.Models = append([]string{opts.Model}, opts.Models...)
 	}
-	m := &Manager{client: client, opts: opts, log: opts.Logger, sessions: map[string]*Session{}}
+	m := &Manager{client: client, opts: opts, log: opts.Logger, sessions: map[string]*Session{},
+		hub: workspace.NewHub(opts.Logger, commands.Builtins)}
 	if opts.WebFetchAllowPrivate {
 		m.webFetch = &tools.WebFetchOptions{AllowPrivate: true}
 	}
@@ -310,7 +316,6 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 		turns: make(chan struct{}, 1),
 	}
 	s.cmds.ready = make(chan struct{})
-	s.cmds.stop = make(chan struct{})
 	if m.opts.Tools != nil {
 		s.tools = m.opts.Tools()
 	} else {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"unique"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/instructions"
+	"github.com/acpd/acpd/session/workspace"
 )
 
 // Project awareness: the system prompt's environment block and instruction
@@ -16,21 +18,33 @@ import (
 // instructions.GatherTimeout for the git commands. They are gathered once:
 // the system prompt stays byte-identical for the whole session, so the
 // provider's prompt cache keeps matching it.
+//
+// Sessions share what is equal instead of holding a copy each. Decision:
+// each session still gathers its own facts when it starts, and keeps them
+// for its life — a snapshot that changed for newer sessions never changes
+// an older session's system prompt, which would throw its prompt cache
+// away —, but an environment block, instruction files or system prompt
+// equal to one another session holds is swapped for that one: the texts by
+// content (package unique), the instruction files per workspace (the Hub).
+// A workspace whose files did not change is held once, however many
+// sessions are open in it; one that changed is held once per version still
+// in use.
 
 // prep is the session's background gathering.
 type prep struct {
 	once   sync.Once
-	ctx    context.Context
+	ctx    context.Context // the session's life: cancelled by free
 	done   chan struct{}
 	cancel context.CancelFunc
 	// noEnv and load are the options, taken when the session is made.
 	noEnv bool
 	load  *instructions.Options
-	env   string              // the environment block; "" when turned off
-	instr instructions.Loaded // the instruction files
+	env   unique.Handle[string] // the environment block; "" when turned off
+	instr *instructions.Loaded  // the instruction files; nil when turned off
 	// system is the whole system prompt, built once by the first turn
-	// that needs it (the turn holder).
-	system string
+	// that needs it (the turn holder); built says it was.
+	system unique.Handle[string]
+	built  bool
 }
 
 // newPrep makes the session's gathering, not started yet.
@@ -72,10 +86,15 @@ func (s *Session) gather(p *prep) {
 	} else {
 		go func() { envDone <- instructions.Gather(p.ctx, s.roots, 0).Text() }()
 	}
+	p.instr = &instructions.Loaded{}
 	if p.load != nil {
-		p.instr = instructions.Load(p.ctx, *p.load)
+		l := instructions.Load(p.ctx, *p.load)
+		p.instr = &l
+		if p.ctx.Err() == nil { // a load cut short by free is nobody's to share
+			p.instr = s.m.hub.Instructions(workspace.InstructionsKey(*p.load), p.instr)
+		}
 	}
-	p.env = <-envDone
+	p.env = unique.Make(<-envDone)
 	for _, f := range p.instr.Files {
 		s.log.Info("instruction file loaded", "path", f.Path, "imports", len(f.Imports), "truncated", f.Truncated)
 	}
@@ -104,8 +123,8 @@ func (s *Session) stopPrep() { s.prep.cancel() }
 // environment block. Callers hold the turn and have waited for prep.
 func (s *Session) systemPrompt() string {
 	p := s.prep
-	if p.system != "" {
-		return p.system
+	if p.built {
+		return p.system.Value()
 	}
 	// Callers have waited already; this only guards against caching a
 	// prompt built before the gathering finished.
@@ -114,7 +133,7 @@ func (s *Session) systemPrompt() string {
 	parts := instructions.Parts{
 		Custom:       s.m.opts.SystemPrompt,
 		Instructions: p.instr.Text(),
-		Environment:  p.env,
+		Environment:  p.env.Value(),
 	}
 	for _, t := range s.tools.Tools() {
 		parts.Tools = append(parts.Tools, t.Name())
@@ -123,6 +142,6 @@ func (s *Session) systemPrompt() string {
 		// The model needs the roots for its absolute paths either way.
 		parts.Environment = "Workspace roots (absolute): " + strings.Join(s.roots, ", ")
 	}
-	p.system = instructions.SystemPrompt(parts)
-	return p.system
+	p.system, p.built = unique.Make(instructions.SystemPrompt(parts)), true
+	return p.system.Value()
 }

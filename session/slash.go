@@ -4,22 +4,24 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/commands"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/tokens"
+	"github.com/acpd/acpd/session/workspace"
 )
 
 // Slash commands. Decisions where the spec is silent:
 //   - The commands are announced (available_commands_update) once the
 //     answer to session/new, load or resume is on the wire, and again when
-//     the command files change: checked by path, size and modification
-//     time at the start of each prompt and every commandPoll while the
-//     session is idle. Polling (a few stat calls per root) rather than
-//     inotify: it needs no descriptors per session, sees folders created
-//     later, and works on network file systems.
+//     the command files change: seen by the process's one watcher of
+//     command folders (inotify) while the session is idle, and checked by
+//     path, size and modification time at the start of each prompt, so a
+//     file saved just before the prompt is used by it, and changes are
+//     still seen when inotify is not available. An idle session does no
+//     work at all; all sessions of a workspace share one command set,
+//     loaded once per change (session/workspace).
 //   - A prompt waits for the first announcement, so the update never lands
 //     inside a turn's updates.
 //   - A command that only reports (/context, /help, …) is not recorded in
@@ -29,18 +31,16 @@ import (
 //     reloaded conversation is the one the model saw.
 //   - Built-in names are reserved (see commands.NewSet).
 
-// commandPoll is how often an idle session looks for changed command files.
-const commandPoll = 2 * time.Second
-
 // cmdState is a session's commands.
 type cmdState struct {
-	mu    sync.Mutex
-	set   *commands.Set
+	mu  sync.Mutex
+	set *commands.Set // the set last announced
+	// sub is the session's subscription to its workspace's command set,
+	// made at the first announcement; nil before it and once freed.
+	sub   *workspace.Commands
+	freed bool
 	ready chan struct{} // closed after the first announcement
 	once  sync.Once
-	// stop ends the watcher (closed by free).
-	stop     chan struct{}
-	stopOnce sync.Once
 }
 
 func (s *Session) commandDirs() []commands.Dir {
@@ -51,16 +51,15 @@ func (s *Session) commandDirs() []commands.Dir {
 	return commands.Dirs(s.roots, global)
 }
 
-// loadCommands reads the command files and returns the new set.
-func (s *Session) loadCommands() *commands.Set {
-	set := commands.NewSet(commands.Builtins(), commands.Load(s.commandDirs()))
-	for _, w := range set.Warnings {
-		s.log.Warn("command file problem", "detail", w)
-	}
+// commandSub returns the session's subscription, subscribing the first
+// time; nil once the session is freed.
+func (s *Session) commandSub() *workspace.Commands {
 	s.cmds.mu.Lock()
-	s.cmds.set = set
-	s.cmds.mu.Unlock()
-	return set
+	defer s.cmds.mu.Unlock()
+	if s.cmds.sub == nil && !s.cmds.freed {
+		s.cmds.sub = s.m.hub.Commands(s.commandDirs(), s.commandsChanged)
+	}
+	return s.cmds.sub
 }
 
 func (s *Session) commandSet() *commands.Set {
@@ -69,50 +68,64 @@ func (s *Session) commandSet() *commands.Set {
 	return s.cmds.set
 }
 
-// announceCommands loads the commands and sends available_commands_update
-// once the answer to the request of ctx (session/new, load, resume) is on
-// the wire: a new session's updates must not precede its id.
+// announce sends set as the session's commands.
+func (s *Session) announce(ctx context.Context, set *commands.Set) {
+	s.cmds.mu.Lock()
+	s.cmds.set = set
+	s.cmds.mu.Unlock()
+	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAvailableCommands, AvailableCommands: set.Available()})
+}
+
+// announceCommands sends available_commands_update once the answer to the
+// request of ctx (session/new, load, resume) is on the wire: a new
+// session's updates must not precede its id.
 func (s *Session) announceCommands(ctx context.Context) {
 	fn := func() {
-		set := s.loadCommands()
-		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAvailableCommands, AvailableCommands: set.Available()})
-		s.cmds.once.Do(func() {
-			close(s.cmds.ready)
-			go s.watchCommands()
-		})
+		sub := s.commandSub()
+		if sub == nil {
+			return // closed meanwhile
+		}
+		set := sub.Check()
+		s.announce(ctx, set)
+		s.cmds.once.Do(func() { close(s.cmds.ready) })
+		if sub.Check() != set {
+			// Changed before ready was closed, when commandsChanged
+			// leaves it to this announcement.
+			go s.commandsChanged()
+		}
 	}
 	if !acp.AfterReply(ctx, fn) {
 		go fn()
 	}
 }
 
-// watchCommands re-announces the commands when their files change while
-// no turn runs (a prompt checks for itself when it starts).
-func (s *Session) watchCommands() {
-	t := time.NewTicker(commandPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.cmds.stop:
-			return
-		case <-t.C:
-		}
-		select {
-		case s.turns <- struct{}{}:
-		default:
-			continue // a turn runs
-		}
-		select {
-		case <-s.cmds.stop:
-		default:
-			s.refreshCommands(context.Background())
-		}
-		s.release()
+// commandsChanged re-announces the commands after the workspace's set was
+// reloaded, as soon as no turn runs (a running turn's updates come first).
+// It runs on a goroutine of its own.
+func (s *Session) commandsChanged() {
+	select {
+	case <-s.cmds.ready:
+	default:
+		return // the first announcement is still to come, with the new set
 	}
+	// The session's lifetime: ended by free.
+	if s.acquire(s.prep.ctx) != nil {
+		return
+	}
+	defer s.release()
+	s.refreshCommands(context.Background())
 }
 
-// stopCommands ends the watcher.
-func (s *Session) stopCommands() { s.cmds.stopOnce.Do(func() { close(s.cmds.stop) }) }
+// stopCommands ends the subscription.
+func (s *Session) stopCommands() {
+	s.cmds.mu.Lock()
+	sub := s.cmds.sub
+	s.cmds.sub, s.cmds.freed = nil, true
+	s.cmds.mu.Unlock()
+	if sub != nil {
+		sub.Close()
+	}
+}
 
 // waitCommands waits for the first announcement; false when ctx ended.
 func (s *Session) waitCommands(ctx context.Context) bool {
@@ -124,15 +137,18 @@ func (s *Session) waitCommands(ctx context.Context) bool {
 	}
 }
 
-// refreshCommands reloads and re-announces the commands when their files
-// changed since they were loaded. Callers hold the turn.
+// refreshCommands re-announces the commands when their files changed since
+// the session announced them. Callers hold the turn.
 func (s *Session) refreshCommands(ctx context.Context) {
-	set := s.commandSet()
-	if set != nil && commands.Stamp(s.commandDirs()) == set.Stamp() {
+	s.cmds.mu.Lock()
+	sub, last := s.cmds.sub, s.cmds.set
+	s.cmds.mu.Unlock()
+	if sub == nil {
 		return
 	}
-	set = s.loadCommands()
-	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAvailableCommands, AvailableCommands: set.Available()})
+	if set := sub.Check(); set != last {
+		s.announce(ctx, set)
+	}
 }
 
 // runCommand handles a prompt that is a known slash command. handled is
