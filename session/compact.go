@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,39 @@ type compactState struct {
 	// learned holds windows providers revealed by refusing a request as too
 	// long, smaller than the configured ones, by model.
 	learned map[string]int
+	// accepted holds, by model, the largest prompt the provider accepted
+	// (its own count): a learned window never drops below it.
+	accepted map[string]int
+	// sent is the size of the last request sent; growth holds the recent
+	// increases from one request to the next (a ring), from which the next
+	// request's size is foreseen.
+	sent   int
+	growth [8]int
+	gi     int
+	// summarySize is the size of the last summary made, in tokens.
+	summarySize int
+}
+
+// foresee records how much the history grew since the last request and
+// returns the growth to expect before the next one: the largest of the
+// recent increases (a tool result as large as the largest lately).
+func (c *compactState) foresee(used int) int {
+	if c.sent > 0 && used > c.sent {
+		c.growth[c.gi%len(c.growth)] = used - c.sent
+		c.gi++
+	}
+	return slices.Max(c.growth[:])
+}
+
+// accept records a prompt size the provider took for mdl.
+func (c *compactState) accept(mdl string, promptTokens int) {
+	if promptTokens <= c.accepted[mdl] {
+		return
+	}
+	if c.accepted == nil {
+		c.accepted = map[string]int{}
+	}
+	c.accepted[mdl] = promptTokens
 }
 
 // CompactionInfo describes a finished compaction (for /context).
@@ -72,8 +106,11 @@ type ContextReport struct {
 
 // window is the current model's context window: the configured or known
 // one, or the smaller one the provider revealed.
-func (s *Session) window() int {
-	mdl := s.getModel()
+func (s *Session) window() int { return s.windowOf(s.getModel()) }
+
+// windowOf is mdl's context window: the configured or known one, or the
+// smaller one the provider revealed.
+func (s *Session) windowOf(mdl string) int {
 	w := s.configuredWindow(mdl)
 	if n := s.cm.learned[mdl]; n > 0 && n < w {
 		return n
@@ -93,6 +130,10 @@ func (s *Session) learnWindow(err error) {
 		limit = s.cm.acct.Used() * 9 / 10
 	}
 	mdl := s.getModel()
+	// The provider took requests this large before: whatever it refused
+	// now (a request plus its answer's room, a transient limit), the window
+	// is at least that.
+	limit = max(limit, s.cm.accepted[mdl])
 	if w := s.window(); limit > 0 && limit < w {
 		s.log.Warn("the provider's context window is smaller than configured; using it", "model", mdl, "window", limit, "configured", w)
 		if s.cm.learned == nil {
@@ -167,16 +208,51 @@ type compactRequest struct {
 	trigger string // "auto", "overflow", "manual"
 	focus   string
 	cur     int // the current prompt's index in the history, -1 none
+	// ahead compacts one request early, when the next request is foreseen
+	// to cross the threshold (room: the growth foreseen). It stubs; at a
+	// turn's first request (first) it summarises when stubs would not leave
+	// the room. It never drops turns, and shows nothing when it does
+	// nothing.
+	ahead, first bool
+	room         int
 }
 
 // fit runs before every model request of a turn: it compacts a history at
 // or above the threshold and refuses a request known to be larger than the
 // window. force compacts regardless of the threshold (provider overflow).
+//
+// What a compaction costs is decided by where and when it rewrites: a
+// provider's prompt cache serves a request's prefix that repeats the
+// previous request at a tenth of the input price, and a rewritten message
+// makes everything after it full price again. So when the next request is
+// foreseen to cross the threshold (this one plus the largest recent growth
+// between two requests), the old results it would stub are stubbed now:
+// now the rewrite is followed only by what was appended since the last
+// request, which is sent at full price anyway, while at the next request
+// it would be followed by the new results too and the stubbed results
+// would have been sent once more for nothing. Stubs go down to the target
+// (the low-water mark), so rewrites come in few larger steps; and when
+// they would not leave room for the foreseen growth below the midpoint
+// between target and threshold, a turn's first request is summarised
+// instead — a summary replaces the stubs and exchanges that pile up turn
+// after turn, each re-sent with every request, and made at a turn's start
+// it rewrites nothing the model is in the middle of. Mid-turn, the next
+// request is often the turn's last, so only stubs are written ahead.
 func (t *turn) fit(ctx context.Context, trigger string) error {
 	s := t.s
 	th := s.thresholds()
-	if trigger == "auto" && s.used() < th.Auto {
-		return nil
+	if trigger == "auto" {
+		used := s.used()
+		growth := s.cm.foresee(used)
+		defer func() { s.cm.sent = s.used() }()
+		if used < th.Auto {
+			if used+growth < th.Auto {
+				return nil
+			}
+			first := t.start >= 0 && t.start == len(s.history)-1
+			_, err := t.compact(ctx, compactRequest{trigger: trigger, cur: t.start, ahead: true, first: first, room: growth})
+			return err
+		}
 	}
 	if _, err := t.compact(ctx, compactRequest{trigger: trigger, cur: t.start}); err != nil {
 		return err
@@ -201,8 +277,17 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 	th := s.thresholds()
 	before := s.used()
 	manual := r.trigger == "manual"
-	plan := contextmgr.NewPlan(contextmgr.Input{History: s.history, Cur: r.cur, Used: before, Th: th, Manual: manual})
+	plan := contextmgr.NewPlan(contextmgr.Input{History: s.history, Cur: r.cur, Used: before, Th: th, Manual: manual, Whole: r.ahead})
 	paused := s.cm.failures >= contextmgr.MaxConsecutiveFailures
+	// Ahead of need: stubs when they leave the room (or are all there is),
+	// a summary at a turn's start when they do not and it is worth making
+	// (it replaces at least twice what the last summary wrote, and at least
+	// minSummaryGain), else nothing.
+	aheadSummary := r.ahead && r.first && !plan.StubsLeaveRoom(r.room) && !paused && plan.Summarisable() &&
+		plan.SummarisedTokens() >= max(2*s.cm.summarySize, minSummaryGain)
+	if r.ahead && !aheadSummary && len(plan.Stubs()) == 0 {
+		return CompactionInfo{Method: "none", Trigger: r.trigger, Before: before, After: before, At: time.Now()}, nil
+	}
 
 	id := s.newToolCallID("compact")
 	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
@@ -223,7 +308,7 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 		note   string // why the summary was not used
 	)
 	switch {
-	case !manual && plan.StubsEnough():
+	case (r.ahead && !aheadSummary) || (!r.ahead && !manual && plan.StubsEnough()):
 		c, after = plan.Stub()
 		detail = fmt.Sprintf("Replaced %d old tool results with stubs.", len(c.Stubs))
 	case plan.Summarisable() && (manual || r.trigger == "overflow" || !paused):
@@ -237,11 +322,23 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 		}
 		if err == nil {
 			s.cm.failures = 0
+			s.cm.summarySize = tokens.Text(c.Summary)
 			n := len(plan.ToSummarise())
 			detail = fmt.Sprintf("Summarised %d earlier messages; kept %d verbatim.", n, len(s.history)-c.Cut)
 			break
 		}
 		s.log.Warn("compaction summary failed", "err", err, "trigger", r.trigger)
+		if r.ahead {
+			// Not needed yet: the stubs, if any, and no dropping.
+			s.cm.failures++
+			if len(plan.Stubs()) == 0 {
+				fail("The summary failed (" + err.Error() + ").")
+				return CompactionInfo{}, nil
+			}
+			c, after = plan.Stub()
+			detail = "The summary failed (" + err.Error() + "). " + fmt.Sprintf("Replaced %d old tool results with stubs.", len(c.Stubs))
+			break
+		}
 		if manual {
 			// /compress never drops turns on its own: it reports.
 			if errors.Is(err, contextmgr.ErrNotSmaller) {
@@ -307,20 +404,84 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 	return info, nil
 }
 
-// summarise runs the summary side request and returns the model's answer.
+// minSummaryGain is the least a summary made ahead of need must replace,
+// in tokens: less is not worth a model request.
+const minSummaryGain = 1024
+
+// minSummaryInput is the smallest input budget, in tokens, worth a summary
+// request: a compactionModel whose window leaves less is not used.
+const minSummaryInput = 2048
+
+// summarise runs the summary side request and returns the model's answer,
+// validated (contextmgr.ValidateSummary).
+//
+// When the session's own model summarises and the conversation fits its
+// window with room for the summary, the request re-sends the conversation
+// as the model saw it — the session's system prompt, tools and messages,
+// byte for byte — with one more user message asking for the snapshot (the
+// reference's cache-sharing path, agent-features.md §1.7): the provider
+// serves all but that message from its prompt cache, and the summariser
+// reads the conversation whole. If the model calls a tool there, or the
+// request fails, the summary is asked for as a separate conversation with
+// the summariser's own system prompt and the history rendered as text (the
+// cold path, always used for model.compactionModel). An answer that is not
+// the snapshot (a refusal, a cut-off or filtered answer) is a failed
+// summary either way: asking again would not change the model's mind.
 func (s *Session) summarise(ctx context.Context, plan *contextmgr.Plan, th contextmgr.Thresholds, focus string) (string, error) {
+	main := s.getModel()
 	mdl := s.m.opts.CompactionModel
 	if mdl == "" {
-		mdl = s.getModel()
-	}
-	win := s.window()
-	if mdl != s.getModel() {
-		win = s.configuredWindow(mdl)
+		mdl = main
 	}
 	maxOut := min(max(th.Target/2, 512), contextmgr.MaxSummaryTokens)
-	budget := (win-maxOut)*4/5 - tokens.Text(contextmgr.SummaryPrompt)
-	req := contextmgr.SummaryRequest(mdl, plan.ToSummarise(), focus, budget, maxOut)
+	if mdl == main {
+		directive := contextmgr.InlineDirective(focus)
+		if plan.Before()+tokens.Text(directive)+maxOut <= s.window() {
+			seen := plan.Seen()
+			req := model.Request{
+				Model: main, System: s.systemPrompt(), Tools: s.toolSpecs(),
+				Messages:  append(seen[:len(seen):len(seen)], model.Message{Role: model.RoleUser, Content: directive}),
+				MaxTokens: maxOut, Temperature: s.m.opts.Temperature, Cache: &s.msgCache,
+			}
+			answer, err := s.runSummary(ctx, req)
+			var unusable answerError
+			if err == nil || ctx.Err() != nil || errors.As(err, &unusable) {
+				return answer, err
+			}
+			s.log.Warn("the summary over the cached conversation failed; asking for it separately", "err", err)
+		}
+	}
+	// The cold request fits the summariser's own window: its answer's room
+	// is at most a quarter of it, the input the rest with a fifth to spare
+	// for tokenizers counting denser than the estimate.
+	win := s.windowOf(mdl)
+	budget := func() int {
+		maxOut = min(maxOut, win/4)
+		return (win-maxOut)*4/5 - tokens.System(contextmgr.SummaryPrompt) - tokens.Text(focus)
+	}
+	in := budget()
+	if in < minSummaryInput && mdl != main {
+		s.log.Warn("compactionModel's context window is too small for a summary; the session's model summarises",
+			"compactionModel", mdl, "window", win)
+		mdl, win = main, s.window()
+		maxOut = min(max(th.Target/2, 512), contextmgr.MaxSummaryTokens)
+		in = budget()
+	}
+	return s.runSummary(ctx, contextmgr.SummaryRequest(mdl, plan.ToSummarise(), focus, in, maxOut))
+}
+
+// answerError is a summary answer that cannot be used, as opposed to the
+// request failing or the model calling a tool.
+type answerError struct{ error }
+
+func (e answerError) Unwrap() error { return e.error }
+
+// runSummary streams one summary request and returns its answer's
+// snapshot. Only a complete answer (finish "stop") without tool calls that
+// is the snapshot asked for is a summary; anything else is an error.
+func (s *Session) runSummary(ctx context.Context, req model.Request) (string, error) {
 	var text strings.Builder
+	var finish, called string
 	for ev, err := range s.m.opts.Provider.Stream(ctx, req) {
 		if err != nil {
 			return "", err
@@ -328,15 +489,35 @@ func (s *Session) summarise(ctx context.Context, plan *contextmgr.Plan, th conte
 		switch ev.Kind {
 		case model.EventText:
 			text.WriteString(ev.Text)
+		case model.EventToolCall:
+			if called == "" {
+				called = ev.ToolCall.Name
+			}
 		case model.EventRetry:
 			text.Reset()
+			called = ""
 		case model.EventFinish:
-			if ev.FinishReason == "length" {
-				return "", errors.New("the summary was cut off at its length limit")
-			}
+			finish = ev.FinishReason
+		case model.EventUsage:
+			s.cm.accept(req.Model, ev.Usage.PromptTokens)
 		}
 	}
-	return text.String(), nil
+	bad := func(msg string) error { return answerError{errors.New(msg)} }
+	switch {
+	case called != "":
+		return "", fmt.Errorf("the summariser called a tool (%s) instead of writing the summary", called)
+	case finish == "length":
+		return "", bad("the summary was cut off at its length limit")
+	case finish == "content_filter":
+		return "", bad("the provider's content filter stopped the summary")
+	case finish != "stop":
+		return "", bad(fmt.Sprintf("the summary ended with finish reason %q", finish))
+	}
+	summary, err := contextmgr.ValidateSummary(text.String())
+	if err != nil {
+		return "", answerError{err}
+	}
+	return summary, nil
 }
 
 // thousands formats n with comma separators: 52,130.

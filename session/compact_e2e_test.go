@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
-	"github.com/acpd/acpd/session/contextmgr"
+	"github.com/acpd/acpd/session/contextmgr/contextmgrtest"
 	"github.com/acpd/acpd/session/model/modeltest"
 )
 
@@ -27,22 +28,10 @@ func sourceFile(i int) string {
 }
 
 // isSummaryRequest tells a compaction's summary request from a turn's.
-func isSummaryRequest(r modeltest.Request) bool {
-	return len(r.Messages) > 0 && r.Messages[0].Role == "system" &&
-		strings.HasPrefix(r.Messages[0].Text(), contextmgr.SummaryPrompt[:80])
-}
+func isSummaryRequest(r modeltest.Request) bool { return contextmgrtest.IsSummaryRequest(r) }
 
 // summariser answers summary requests with a state snapshot.
-func summariser(r modeltest.Request) (modeltest.Response, bool) {
-	if !isSummaryRequest(r) {
-		return modeltest.Response{}, false
-	}
-	return modeltest.Response{Text: "<analysis>reading the conversation</analysis>\n<state_snapshot>\n" +
-		"<primary_request_and_intent>The user asks for a summary of one source file per prompt.</primary_request_and_intent>\n" +
-		"<files_and_code_sections>Every file read so far was summarised; each holds generated step functions.</files_and_code_sections>\n" +
-		"<pending_tasks>none</pending_tasks>\n<current_work>summarising files</current_work>\n<next_step>answer the next prompt</next_step>\n" +
-		"</state_snapshot>"}, true
-}
+func summariser(r modeltest.Request) (modeltest.Response, bool) { return contextmgrtest.Summariser(r) }
 
 // The issue's scenario: an editor session against a 48,000-token model,
 // each prompt reading a different 24 KB file and summarising it. Without
@@ -86,6 +75,26 @@ func TestE2E_LongSessionStaysInsideTheWindow(t *testing.T) {
 	for _, r := range reqs {
 		maxTok = max(maxTok, r.Tokens)
 	}
+	// The system prompt and the tools are the same bytes in every request
+	// of the session, summaries re-using the conversation included: the
+	// provider's cache holds them ahead of everything else.
+	head := func(r modeltest.Request) (system, tools []byte) {
+		var raw struct {
+			Messages []json.RawMessage `json:"messages"`
+			Tools    json.RawMessage   `json:"tools"`
+		}
+		require.NoError(t, json.Unmarshal(r.Body, &raw))
+		return raw.Messages[0], raw.Tools
+	}
+	sys0, tools0 := head(reqs[0])
+	for i, r := range reqs {
+		if isSummaryRequest(r) && !contextmgrtest.IsInline(r) {
+			continue
+		}
+		sys, tools := head(r)
+		assert.Equal(t, string(sys0), string(sys), "request %d: system message bytes", i)
+		assert.Equal(t, string(tools0), string(tools), "request %d: tool bytes", i)
+	}
 	b := billOf(reqs)
 	if os.Getenv("ACPD_BILL_DETAIL") != "" {
 		for i, r := range reqs {
@@ -94,6 +103,9 @@ func TestE2E_LongSessionStaysInsideTheWindow(t *testing.T) {
 	}
 	t.Logf("%d requests, %d summaries, largest %d tokens; %d prompt tokens sent, %.1f%% from the prefix cache; bill %d full-price-equivalent tokens",
 		len(reqs), summaries, maxTok, b.sent, 100*float64(b.cached)/float64(b.sent), b.bill)
+	// What a provider that caches prefixes bills, in full-price-equivalent
+	// tokens (cached input at a tenth): 551,020 before compaction weighed it.
+	assert.LessOrEqual(t, b.bill, 500_000, "the session's bill")
 	assert.Positive(t, summaries, "the history was summarised at least once")
 	var lastPrompt, lastFile bool
 	for _, m := range last.Messages {
@@ -354,6 +366,18 @@ func TestE2E_ProviderOverflowCompactsAndRetries(t *testing.T) {
 	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
 }
 
+// twoThenLarge sends two prompts that leave room for a third as large
+// (no compaction, not even one ahead of need); the caller's third, of 32 KB,
+// then needs a summary.
+func twoThenLarge(t *testing.T, d *daemon, sid string) {
+	t.Helper()
+	for i := range 2 {
+		d.model.Add(modeltest.Response{Text: fmt.Sprint("noted ", i)})
+		_, err := d.cc.Prompt(t.Context(), sid, bigPrompt(i, 12<<10))
+		require.NoError(t, err)
+	}
+}
+
 // session/cancel during a summary request cancels it: the prompt answers
 // cancelled, the compaction's tool call ends failed, nothing is recorded
 // and the history is as before; the next prompt compacts normally.
@@ -375,14 +399,10 @@ func TestE2E_CancelDuringSummary(t *testing.T) {
 		return summariser(r)
 	})
 	sid := d.session(t)
-	for i := range 2 {
-		d.model.Add(modeltest.Response{Text: fmt.Sprint("noted ", i)})
-		_, err := d.cc.Prompt(t.Context(), sid, bigPrompt(i, 24<<10))
-		require.NoError(t, err)
-	}
+	twoThenLarge(t, d, sid)
 	done := make(chan *acp.PromptResponse, 1)
 	go func() {
-		resp, err := d.cc.Prompt(t.Context(), sid, bigPrompt(2, 24<<10))
+		resp, err := d.cc.Prompt(t.Context(), sid, bigPrompt(2, 32<<10))
 		assert.NoError(t, err)
 		done <- resp
 	}()
@@ -421,7 +441,7 @@ func TestE2E_CancelDuringSummary(t *testing.T) {
 		}
 	}
 	require.Len(t, summaries, 2)
-	assert.Contains(t, summaries[1].Messages[1].Text(), "Prompt 0.", "the history was whole after the cancel")
+	assert.Contains(t, contextmgrtest.Input(summaries[1]), "Prompt 0.", "the history was whole after the cancel")
 	transcript, err = os.ReadFile(filepath.Join(dataDir, "sessions", sid+".jsonl"))
 	require.NoError(t, err)
 	assert.Contains(t, string(transcript), `"kind":"compaction"`)
@@ -490,12 +510,8 @@ func TestE2E_CrashDuringSummaryKeepsTheHistory(t *testing.T) {
 		return modeltest.Response{Hang: true}, true
 	})
 	sid := d.session(t)
-	for i := range 2 {
-		d.model.Add(modeltest.Response{Text: fmt.Sprint("noted ", i)})
-		_, err := d.cc.Prompt(t.Context(), sid, bigPrompt(i, 24<<10))
-		require.NoError(t, err)
-	}
-	go func() { _, _ = d.cc.Prompt(t.Context(), sid, bigPrompt(2, 24<<10)) }()
+	twoThenLarge(t, d, sid)
+	go func() { _, _ = d.cc.Prompt(t.Context(), sid, bigPrompt(2, 32<<10)) }()
 	select {
 	case <-hung:
 	case <-time.After(20 * time.Second):
@@ -518,7 +534,7 @@ func TestE2E_CrashDuringSummaryKeepsTheHistory(t *testing.T) {
 	reqs := d2.model.Requests()
 	require.NotEmpty(t, reqs)
 	require.True(t, isSummaryRequest(reqs[0]), "the reloaded history is compacted before it is sent")
-	in := reqs[0].Messages[1].Text()
+	in := contextmgrtest.Input(reqs[0])
 	for i := range 3 {
 		assert.Contains(t, in, fmt.Sprintf("Prompt %d.", i), "the whole history survived the crash")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/contextmgr/contextmgrtest"
 	"github.com/acpd/acpd/session/model/modeltest"
 )
 
@@ -78,14 +79,10 @@ func TestE2E_InterruptedCompaction(t *testing.T) {
 			d := startSmall(t, window, window, "--data-dir", dataDir)
 			hung := hangFirstSummary(d)
 			sid := d.session(t)
-			for i := range 2 {
-				d.model.Add(modeltest.Response{Text: "noted"})
-				_, err := d.cc.Prompt(ctxFor(t), sid, bigPrompt(i, 24<<10))
-				require.NoError(t, err)
-			}
+			twoThenLarge(t, d, sid)
 			first := tc.prompt
 			if first == "" {
-				first = bigPrompt(2, 24<<10) // past the threshold: compacts first
+				first = bigPrompt(2, 32<<10) // past the threshold: compacts first
 			}
 			done := make(chan *acp.PromptResponse, 1)
 			go func() {
@@ -142,7 +139,7 @@ func TestE2E_InterruptedCompaction(t *testing.T) {
 				}
 			}
 			for _, s := range summaries[1:] {
-				assert.Contains(t, s.Messages[1].Text(), "Prompt 0.")
+				assert.Contains(t, contextmgrtest.Input(s), "Prompt 0.")
 			}
 			transcript, err := os.ReadFile(filepath.Join(dataDir, "sessions", sid+".jsonl"))
 			require.NoError(t, err)

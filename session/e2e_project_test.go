@@ -19,6 +19,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/session/contextmgr"
+	"github.com/acpd/acpd/session/contextmgr/contextmgrtest"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/modeltest"
 	"github.com/acpd/acpd/session/tools"
@@ -253,7 +254,7 @@ func TestE2E_ContextCommand(t *testing.T) {
 	assert.Contains(t, text, "Conversation: 2 messages")
 	assert.Equal(t, 1, d.model.Served())
 	// A summary would be larger than this history.
-	d.model.Add(modeltest.Response{Text: "<state_snapshot>" + strings.Repeat("long summary ", 1000) + "</state_snapshot>"})
+	d.model.Add(modeltest.Response{Text: contextmgrtest.Snapshot(strings.Repeat("long summary ", 200))})
 	before = len(d.cc.Updates())
 	_, err = d.cc.Prompt(t.Context(), sid, "/compress")
 	require.NoError(t, err)
@@ -262,7 +263,7 @@ func TestE2E_ContextCommand(t *testing.T) {
 
 	// /compress summarises the conversation with the focus given; the next
 	// request carries the summary instead of the history.
-	d.model.Add(modeltest.Response{Text: "<state_snapshot><current_work>greeting</current_work></state_snapshot>"},
+	d.model.Add(modeltest.Response{Text: contextmgrtest.Snapshot("greeting")},
 		modeltest.Response{Text: "ok"})
 	before = len(d.cc.Updates())
 	_, err = d.cc.Prompt(t.Context(), sid, "/compress keep the test names")
@@ -271,7 +272,12 @@ func TestE2E_ContextCommand(t *testing.T) {
 	assert.Regexp(t, `Context compressed \(\d+ -> \d+ tokens\)\. Summarised 2 earlier messages; kept 0 verbatim\.`, text)
 	reqs := d.model.Requests()
 	require.Len(t, reqs, 3)
-	assert.Contains(t, reqs[2].Messages[0].Text(), "Additional Instructions:\nkeep the test names")
+	// The summary request re-sends the conversation (the provider's cache
+	// serves it) and asks for the snapshot with the focus in its last message.
+	require.True(t, contextmgrtest.IsInline(reqs[2]))
+	assert.Equal(t, reqs[0].Messages, reqs[2].Messages[:len(reqs[0].Messages)], "the conversation as it was last sent")
+	assert.Equal(t, reqs[0].Tools, reqs[2].Tools)
+	assert.Contains(t, reqs[2].Messages[len(reqs[2].Messages)-1].Text(), "Additional Instructions:\nkeep the test names")
 	assert.Contains(t, reqs[2].Messages[1].Text(), "hello and some context")
 	before = len(d.cc.Updates())
 	_, err = d.cc.Prompt(t.Context(), sid, "/context")

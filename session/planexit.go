@@ -11,9 +11,9 @@ import (
 	"github.com/acpd/acpd/session/tools"
 )
 
-// exit_plan_mode (agent-features.md §5). The tool is offered only while
-// the session is in plan mode; called in another mode (a model repeating
-// an earlier call) it fails with qwen-code's message. It always asks the
+// exit_plan_mode (agent-features.md §5). The tool is offered in every mode
+// (see toolSpecs); called outside plan mode it fails with qwen-code's
+// message. It always asks the
 // user: session/request_permission with kind switch_mode and the plan as
 // content, and three options (the issue's, a subset of qwen-code's four,
 // without "restore the previous mode"):
@@ -54,21 +54,13 @@ func notInPlanModeMessage(mode string) string {
 		"carry on with the task.", mode)
 }
 
-// toolSpecs is what the model is offered: every tool of the session, but
-// exit_plan_mode only in plan mode.
-func (s *Session) toolSpecs() []model.ToolSpec {
-	specs := s.tools.Specs()
-	if s.getMode() == ModePlan {
-		return specs
-	}
-	out := specs[:0:0]
-	for _, sp := range specs {
-		if sp.Name != tools.NameExitPlanMode {
-			out = append(out, sp)
-		}
-	}
-	return out
-}
+// toolSpecs is what the model is offered: every tool of the session, in
+// every mode. exit_plan_mode is offered outside plan mode too (as the
+// reference registers it), where it fails with notInPlanModeMessage: the
+// tool list is then the same bytes for the whole session, and switching
+// modes does not invalidate the provider's prompt cache, which holds the
+// tools ahead of the conversation.
+func (s *Session) toolSpecs() []model.ToolSpec { return s.tools.Specs() }
 
 // runExitPlanMode runs a built exit_plan_mode call.
 func (t *turn) runExitPlanMode(ctx context.Context, p pcall, tool tools.Tool, call *tools.ExitPlanModeCall, meta acp.Meta) toolRun {

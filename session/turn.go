@@ -250,7 +250,7 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 		Model:       s.getModel(),
 		System:      s.systemPrompt(),
 		Messages:    s.history,
-		Tools:       s.toolSpecs(), // exit_plan_mode only in plan mode
+		Tools:       s.toolSpecs(),
 		MaxTokens:   s.m.opts.MaxTokens,
 		Temperature: s.m.opts.Temperature,
 		Cache:       &s.msgCache,
@@ -292,6 +292,7 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 	r.usage = usage
 	if usage != nil {
 		s.cm.acct.Observe(usage.PromptTokens)
+		s.cm.accept(req.Model, usage.PromptTokens)
 		used := usage.TotalTokens
 		if used == 0 {
 			used = usage.PromptTokens + usage.CompletionTokens

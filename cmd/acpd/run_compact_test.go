@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/acpd/acpd/session/contextmgr"
+	"github.com/acpd/acpd/session/contextmgr/contextmgrtest"
 	"github.com/acpd/acpd/session/model/modeltest"
 )
 
@@ -22,12 +22,7 @@ func TestRunCmd_LongSessionAcrossRuns(t *testing.T) {
 	const window, steps = 48000, 12
 	srv := modeltest.NewServer(t)
 	srv.SetTokenLimit(window)
-	srv.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
-		if len(r.Messages) == 0 || !strings.HasPrefix(r.Messages[0].Text(), contextmgr.SummaryPrompt[:80]) {
-			return modeltest.Response{}, false
-		}
-		return modeltest.Response{Text: "<state_snapshot><current_work>collecting facts</current_work></state_snapshot>"}, true
-	})
+	srv.SetResponder(contextmgrtest.Summariser)
 	e := newRunEnv(t)
 	e.env = append(e.env, "OPENAI_API_KEY=test-key")
 	args := []string{"run", "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "m1", "--cwd", e.ws,

@@ -45,6 +45,10 @@ type Input struct {
 	// Manual is a forced compaction (/compress): the summary covers the
 	// whole history but the calls in flight and the current prompt.
 	Manual bool
+	// Whole: the summary covers everything but the calls in flight and the
+	// current prompt, as for Manual (a summary made ahead of need, at a
+	// turn's start).
+	Whole bool
 }
 
 // Plan is one compaction being planned. Stage by stage: Stub (no model
@@ -90,6 +94,10 @@ func NewPlan(in Input) *Plan {
 
 // Before is the request's size before the compaction.
 func (p *Plan) Before() int { return p.in.Used }
+
+// Seen is the part of the history the model has seen: all of it but the
+// calls in flight and their results.
+func (p *Plan) Seen() []model.Message { return p.in.History[:p.inflight] }
 
 // stubRef is one planned stub.
 type stubRef struct {
@@ -150,8 +158,12 @@ func (p *Plan) Stubbed() int { return p.stubbed }
 
 // StubsEnough reports whether the stubs alone bring the request down to
 // between the target and the threshold: no summary is needed.
-func (p *Plan) StubsEnough() bool {
-	return p.stubbed <= (p.in.Th.Auto+p.in.Th.Target)/2
+func (p *Plan) StubsEnough() bool { return p.StubsLeaveRoom(0) }
+
+// StubsLeaveRoom reports whether the stubs alone leave room for growth
+// more tokens below the midpoint between the target and the threshold.
+func (p *Plan) StubsLeaveRoom(growth int) bool {
+	return p.stubbed+growth <= (p.in.Th.Auto+p.in.Th.Target)/2
 }
 
 // Stub is the compaction of the stubs alone.
@@ -165,7 +177,7 @@ func (p *Plan) Stub() (*store.Compaction, int) {
 func (p *Plan) Summarisable() bool {
 	h := p.in.History
 	budget := p.in.Th.Target / 2
-	if p.in.Manual {
+	if p.in.Manual || p.in.Whole {
 		budget = 0
 	}
 	acc := 0
@@ -196,6 +208,18 @@ func (p *Plan) Summarisable() bool {
 		p.pinned = p.in.Cur
 	}
 	return true
+}
+
+// SummarisedTokens is the estimated size of what the summary replaces (the
+// stubs applied, the current prompt left out). Call Summarisable first.
+func (p *Plan) SummarisedTokens() int {
+	n := 0
+	for i := range p.cut {
+		if i != p.pinned {
+			n += p.est[i]
+		}
+	}
+	return n
 }
 
 // ToSummarise is the part of the history the summary replaces (with the
@@ -245,11 +269,12 @@ func (p *Plan) sizeWith(hm []store.HeadMessage, cut int) int {
 
 // Summarised is the compaction that replaces the older part with summary,
 // the model's answer to SummaryRequest. It fails when the summary is empty
-// or does not make the request smaller than the stubs alone.
+// or not a state snapshot (ValidateSummary), or does not make the request
+// smaller than the stubs alone.
 func (p *Plan) Summarised(answer string) (*store.Compaction, int, error) {
-	summary := ExtractSummary(answer)
-	if summary == "" {
-		return nil, 0, ErrEmptySummary
+	summary, err := ValidateSummary(answer)
+	if err != nil {
+		return nil, 0, err
 	}
 	hm := p.head(SummaryIntro+summary+summaryTrailer, p.cut)
 	after := p.sizeWith(hm, p.cut)

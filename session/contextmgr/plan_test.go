@@ -101,6 +101,17 @@ func checkPaired(t *testing.T, h []model.Message) {
 	}
 }
 
+// snapshot is a state snapshot with every section, each holding text.
+func snapshot(text string) string {
+	var b strings.Builder
+	b.WriteString("<state_snapshot>\n")
+	for _, sec := range SnapshotSections {
+		fmt.Fprintf(&b, "<%s>%s</%s>\n", sec, text, sec)
+	}
+	b.WriteString("</state_snapshot>")
+	return b.String()
+}
+
 func sameMsg(a, b model.Message) bool {
 	return a.Role == b.Role && a.Content == b.Content && a.ToolCallID == b.ToolCallID && len(a.Images) == len(b.Images) && len(a.ToolCalls) == len(b.ToolCalls)
 }
@@ -146,7 +157,7 @@ func FuzzPlan(f *testing.F) {
 		c, after := p.Stub()
 		check("stub", after, c)
 		if p.Summarisable() {
-			c, after, err := p.Summarised("<analysis>x</analysis><state_snapshot>short</state_snapshot>")
+			c, after, err := p.Summarised("<analysis>x</analysis>" + snapshot("short"))
 			if err == nil {
 				check("summary", after, c)
 				assert.Less(t, after, p.Stubbed())
@@ -155,11 +166,28 @@ func FuzzPlan(f *testing.F) {
 			}
 			_, _, err = p.Summarised("<analysis>only thinking</analysis>")
 			require.ErrorIs(t, err, ErrEmptySummary)
+			_, _, err = p.Summarised("I'm sorry, but I cannot help with that request.")
+			require.ErrorIs(t, err, ErrNotASnapshot)
 		}
 		if c, after, err := p.Drop(); err == nil {
 			check("drop", after, c)
 		} else {
 			require.ErrorIs(t, err, ErrNothingToDrop)
+		}
+		// A summary ahead of need covers everything but the current prompt
+		// and the calls in flight, with the same invariants.
+		whole := NewPlan(Input{History: h, Cur: cur, Used: total(h) + overhead, Th: th, Whole: true})
+		assert.Equal(t, orig[:inflight], whole.Seen(), "what the model has seen")
+		if whole.Summarisable() {
+			assert.Equal(t, total(whole.ToSummarise()), whole.SummarisedTokens())
+			if c, after, err := whole.Summarised(snapshot("short")); err == nil {
+				check("whole summary", after, c)
+				out, _, _ := c.Apply(h)
+				// Only the head, the current prompt and the calls in flight remain.
+				assert.LessOrEqual(t, len(out), 3+len(orig[inflight:]))
+			} else {
+				require.ErrorIs(t, err, ErrNotSmaller)
+			}
 		}
 		for i := range h {
 			require.True(t, sameMsg(orig[i], h[i]), "planning changed the history")
@@ -184,6 +212,10 @@ func TestPlan_StubsOldestFirst(t *testing.T) {
 	assert.Equal(t, "c0", c.Stubs[0].ToolCallID)
 	assert.Equal(t, 10000, c.Stubs[0].Tokens)
 	assert.Greater(t, after, th.Target, "the result in flight alone is over the target")
+	assert.Equal(t, p.StubsEnough(), p.StubsLeaveRoom(0))
+	mid := (th.Auto + th.Target) / 2
+	assert.True(t, p.StubsLeaveRoom(mid-after), "room up to the midpoint")
+	assert.False(t, p.StubsLeaveRoom(mid-after+1))
 	out, _, ok := c.Apply(h)
 	require.True(t, ok)
 	assert.Equal(t, big, out[len(out)-1].Content)
@@ -211,6 +243,30 @@ func TestAccounting(t *testing.T) {
 	a.Sync(nil)
 	assert.Equal(t, 1000-104, a.Used(), "a shorter history is recounted")
 	assert.Equal(t, 1600+4, tokens.Message(&model.Message{Role: model.RoleUser, Images: []model.Image{{MimeType: "image/png", Data: "x"}}}))
+}
+
+func TestValidateSummary(t *testing.T) {
+	good := snapshot("none")
+	got, err := ValidateSummary("<analysis>thinking</analysis>\n" + good + "\ntrailing chatter")
+	require.NoError(t, err)
+	assert.Equal(t, good, got)
+	for answer, want := range map[string]error{
+		"":                                   ErrEmptySummary,
+		"<analysis>only thinking</analysis>": ErrEmptySummary,
+		"I'm sorry, but I cannot help with that request.":                             ErrNotASnapshot,
+		"Here is a summary: the user asked for files to be read.":                     ErrNotASnapshot,
+		"<state_snapshot><current_work>reading files</current_work></state_snapshot>": ErrNotASnapshot,
+		strings.Replace(good, "</next_step>", "", 1):                                  ErrNotASnapshot,
+		strings.TrimSuffix(good, "</state_snapshot>"):                                 ErrNotASnapshot, // cut short
+	} {
+		_, err := ValidateSummary(answer)
+		assert.ErrorIs(t, err, want, answer)
+	}
+	_, err = ValidateSummary("<state_snapshot><current_work>x</current_work></state_snapshot>")
+	assert.ErrorContains(t, err, "missing primary_request_and_intent, key_technical_concepts")
+	assert.Contains(t, InlineDirective("keep the tests"), "Additional Instructions:\nkeep the tests")
+	assert.True(t, strings.HasPrefix(InlineDirective(""), SummaryPrompt))
+	assert.True(t, strings.HasSuffix(InlineDirective(""), SummaryDirective))
 }
 
 func TestExtractSummary(t *testing.T) {

@@ -1,6 +1,8 @@
 package contextmgr
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,7 +26,34 @@ First think in an <analysis> block (it is discarded). Then write a <state_snapsh
 <pending_tasks> tasks asked for and not yet done
 <current_work> precisely what was being worked on right before this summary
 <next_step> the next step, directly in line with the most recent request; quote the request where it helps
-Write plain, dense text inside each element. Do not call tools.`
+Write every element, even one with nothing to say ("none"). Write plain, dense text inside each element. Do not call tools.`
+
+// SnapshotSections are the child elements of a state snapshot, in order.
+var SnapshotSections = []string{
+	"primary_request_and_intent", "key_technical_concepts", "files_and_code_sections", "errors_and_fixes",
+	"problem_solving", "all_user_messages", "pending_tasks", "current_work", "next_step",
+}
+
+// InlineDirective is the last user message of a summary request that
+// re-sends the conversation as it was (the reference's cache-sharing path,
+// agent-features.md §1.7): the system prompt and tools stay the session's,
+// so the provider serves the conversation from its prompt cache, and this
+// message asks for the snapshot instead of the next step.
+func InlineDirective(focus string) string {
+	return SummaryPrompt + focusText(focus) +
+		"\n\nDo not call tools; tool execution is disabled for this request.\n\n" + SummaryDirective
+}
+
+// focusText is /compress's extra instructions as appended to the prompt.
+func focusText(focus string) string {
+	if focus = strings.TrimSpace(focus); focus != "" {
+		if len(focus) > 2000 {
+			focus = focus[:2000]
+		}
+		return "\n\nAdditional Instructions:\n" + focus
+	}
+	return ""
+}
 
 // SummaryDirective ends the summary request's input.
 const SummaryDirective = "First, reason in your <analysis> block. Then, produce the <state_snapshot> XML."
@@ -38,13 +67,7 @@ const maxRenderedResult = 4000
 // oldest messages that do not fit are left out (a summary of an earlier
 // compaction, at the start, always stays).
 func SummaryRequest(modelID string, msgs []model.Message, focus string, inputBudget, maxTokens int) model.Request {
-	system := SummaryPrompt
-	if focus = strings.TrimSpace(focus); focus != "" {
-		if len(focus) > 2000 {
-			focus = focus[:2000]
-		}
-		system += "\n\nAdditional Instructions:\n" + focus
-	}
+	system := SummaryPrompt + focusText(focus)
 	parts := make([]string, len(msgs))
 	for i := range msgs {
 		parts[i] = render(&msgs[i])
@@ -130,4 +153,35 @@ func ExtractSummary(answer string) string {
 		return s
 	}
 	return strings.TrimSpace(analysisRe.ReplaceAllString(answer, ""))
+}
+
+// ErrNotASnapshot is a summariser's answer that is not the state snapshot
+// asked for: a refusal, chatter, or a snapshot missing its sections.
+var ErrNotASnapshot = errors.New("the summary is not the state snapshot asked for")
+
+// ValidateSummary accepts a summariser's answer only when it is the
+// structured snapshot asked for: a closed <state_snapshot> element holding
+// every section of SnapshotSections. Anything else — "I'm sorry, but I
+// cannot help with that request.", a free-text recap, a snapshot cut short
+// — would become the agent's only memory of the conversation, so it counts
+// as a failed summary and the fallback applies.
+func ValidateSummary(answer string) (string, error) {
+	summary := ExtractSummary(answer)
+	if summary == "" {
+		return "", ErrEmptySummary
+	}
+	if !strings.HasPrefix(summary, "<state_snapshot>") || !strings.HasSuffix(summary, "</state_snapshot>") {
+		return "", fmt.Errorf("%w: no closed <state_snapshot> element", ErrNotASnapshot)
+	}
+	var missing []string
+	for _, sec := range SnapshotSections {
+		open := strings.Index(summary, "<"+sec+">")
+		if open < 0 || !strings.Contains(summary[open:], "</"+sec+">") {
+			missing = append(missing, sec)
+		}
+	}
+	if len(missing) > 0 {
+		return "", fmt.Errorf("%w: missing %s", ErrNotASnapshot, strings.Join(missing, ", "))
+	}
+	return summary, nil
 }

@@ -26,17 +26,19 @@ var overflowMarkers = []string{
 }
 
 // IsContextOverflow reports whether err is a provider's refusal of a
-// request as longer than the model's context window: a 400 (or 413) whose
-// message, code or type says so.
+// request as longer than the model's context window: a 400 or 413 (or an
+// error inside a 200 stream) whose message, code or type says so. A 413 on
+// its own is not one: proxies answer it for a body over their size limit,
+// which says nothing about the model's window, and taking it for an
+// overflow would shrink the learned window for good.
 func IsContextOverflow(err error) bool {
 	var ae *APIError
 	if !errors.As(err, &ae) {
 		return false
 	}
-	if ae.Status == http.StatusRequestEntityTooLarge {
-		return true
-	}
-	if ae.Status != http.StatusBadRequest && ae.Status != http.StatusOK {
+	switch ae.Status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusOK:
+	default:
 		return false
 	}
 	text := strings.ToLower(ae.Message + " " + ae.Code + " " + ae.Type)
