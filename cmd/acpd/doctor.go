@@ -18,6 +18,9 @@ func doctorCommand() command {
 // cmdDoctor prints one line per check of package doctor.
 func cmdDoctor(ctx context.Context, a *app) int {
 	env := &doctor.Env{Config: a.cfg, Sources: a.src, ConfigErr: a.cfgErr}
+	if a.cfgErr == nil {
+		env.Sandbox = newSandboxPolicy(a.cfg)
+	}
 	if !doctor.Run(ctx, env, doctor.Checks(), a.stdout) {
 		fmt.Fprintln(a.stderr, "acpd doctor: some checks failed")
 		return exitError

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
 
@@ -23,33 +22,35 @@ func sandboxHelper() {
 	}
 }
 
-// sandboxPolicy is the shell sandbox of this process, from [tools] sandbox,
-// sandboxWritable and sandboxNetwork. When commands cannot be confined it
-// says so once, in the log, at start-up; each session's first command says
-// it again in its result.
+// newSandboxPolicy is the shell sandbox the configuration asks for ([tools]
+// sandbox, sandboxWritable, sandboxNetwork), for the daemon and for `acpd
+// doctor` alike: what doctor reports is what commands get.
+func newSandboxPolicy(cfg config.Config) *sbx.Policy {
+	return sbx.NewPolicy(sbx.Settings{
+		Mode:     cfg.Tools.Sandbox,
+		Writable: cfg.Tools.SandboxWritable,
+		Network:  cfg.Tools.SandboxNetwork,
+		DataDir:  cfg.Session.DataDir,
+	})
+}
+
+// sandboxPolicy is the daemon's shell sandbox. The kernel is probed here,
+// before any command runs: when it cannot confine, the log says so once at
+// start-up, and each session's first command says it again in its result.
 func sandboxPolicy(cfg config.Config, logger *slog.Logger) *sbx.Policy {
-	p := &sbx.Policy{
-		Mode:        sbx.Mode(cfg.Tools.Sandbox),
-		Writable:    cfg.Tools.SandboxWritable,
-		DenyNetwork: !cfg.Tools.SandboxNetwork,
-		CacheDir:    sbx.DefaultCacheDir(cfg.Session.DataDir),
-	}
+	p := newSandboxPolicy(cfg)
 	if !p.Enabled() {
 		return p
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		p.Probe = func() sbx.Status {
-			return sbx.Status{Backend: "landlock", Err: fmt.Errorf("cannot find acpd's own executable to run the helper: %w", err)}
-		}
-	}
-	p.Helper = exe
 	if st := p.Status(); !st.Usable() {
 		if p.Mode == sbx.ModeRequired {
 			logger.Error("shell sandbox unavailable: shell commands will be refused ([tools] sandbox = \"required\")", "reason", st.Err.Error())
 		} else {
 			logger.Warn("shell sandbox unavailable: shell commands run UNCONFINED ([tools] sandbox = \"auto\")", "reason", st.Err.Error())
 		}
+	}
+	if p.CacheNote != "" {
+		logger.Warn("shell sandbox: "+p.CacheNote, "cache", sbx.DefaultCacheDir(cfg.Session.DataDir))
 	}
 	return p
 }

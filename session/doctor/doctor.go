@@ -51,9 +51,9 @@ type Env struct {
 	HTTP *http.Client
 	// Timeout bounds the endpoint request; 0 means DefaultTimeout.
 	Timeout time.Duration
-	// SandboxProbe reports the kernel's Landlock support; nil means
-	// sandbox.Probe.
-	SandboxProbe func() sandbox.Status
+	// Sandbox is the shell sandbox the daemon would use, made by
+	// sandbox.NewPolicy from Config (acpd doctor passes the daemon's own).
+	Sandbox *sandbox.Policy
 	// Getenv reads the OTEL_EXPORTER_OTLP_* variables; nil means os.Getenv.
 	Getenv func(string) string
 }

@@ -55,7 +55,7 @@ func TestDoctor_AllPassAgainstScriptedServer(t *testing.T) {
 	collector := telemetrytest.NewCollector(t)
 	cfg := okConfig(t, srv.BaseURL())
 	cfg.Telemetry = config.TelemetryConfig{Enabled: true, Protocol: "http", Endpoint: collector.URL()}
-	env := &Env{Config: cfg, Sources: config.Sources{}, SandboxProbe: landlockABI7}
+	env := &Env{Config: cfg, Sources: config.Sources{}, Sandbox: policyOf(cfg, landlockABI7)}
 	ok, lines := run(t, env)
 	assert.True(t, ok, strings.Join(lines, "\n"))
 	require.Len(t, lines, len(Checks()), "one line per check")

@@ -11,19 +11,6 @@ import (
 // acpd works, with less protection than configured.
 const Warn Status = "WARN"
 
-// SandboxPolicy is the shell sandbox the configuration asks for; acpd's
-// daemon builds the same one (cmd/acpd sandboxPolicy).
-func sandboxPolicy(env *Env) *sandbox.Policy {
-	t := env.Config.Tools
-	return &sandbox.Policy{
-		Mode:        sandbox.Mode(t.Sandbox),
-		Writable:    t.SandboxWritable,
-		DenyNetwork: !t.SandboxNetwork,
-		CacheDir:    sandbox.DefaultCacheDir(env.Config.Session.DataDir),
-		Probe:       env.SandboxProbe,
-	}
-}
-
 // checkSandbox reports the shell sandbox: backend and Landlock ABI, what
 // confined commands may write, the network. A kernel that cannot confine
 // fails the check in mode required (every command would be refused) and
@@ -32,7 +19,10 @@ func checkSandbox(_ context.Context, env *Env) Result {
 	if env.ConfigErr != nil {
 		return skipNoConfig()
 	}
-	p := sandboxPolicy(env)
+	p := env.Sandbox
+	if p == nil {
+		return Result{Status: Skip, Detail: "no sandbox policy given"}
+	}
 	detail := strings.Join(strings.Fields(strings.ReplaceAll(p.Describe(), "\n", ";")), " ")
 	detail = strings.TrimPrefix(detail, "sandbox: ")
 	switch {

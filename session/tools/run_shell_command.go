@@ -27,6 +27,9 @@ const (
 	// pipeDrainTimeout is how long the local runner waits for output from a
 	// process that escaped the killed group (setsid) before giving up on it.
 	pipeDrainTimeout = time.Second
+	// helperStartTimeout bounds the per-command helper's set-up: it execs
+	// the shell or reports why not within milliseconds.
+	helperStartTimeout = 10 * time.Second
 )
 
 var runShellCommandSpec = mustSpec("run_shell_command", acp.KindExecute,
@@ -149,8 +152,10 @@ const helperStatusFD = 3
 // sandboxed runs argv through run as env.Sandbox decides: confined by the
 // helper, or unconfined (mode off; mode auto on a kernel that cannot
 // confine, with one warning), or not at all (mode required, with the
-// reason). run returns the helper's set-up failure message, if any, instead
-// of a result: the command did not run, and the fallback decides what next.
+// reason). run returns the helper's set-up failure report, if any, instead
+// of a result: the command did not run, and it is not run unconfined
+// instead — whether commands may run unconfined was decided from the
+// kernel before any ran (Wrap), never from how one ran.
 func (c *runShellCommandCall) sandboxed(env *Env, argv []string, statusFD int, run func(sandbox.Plan) (Result, string)) Result {
 	plan, err := env.Sandbox.Wrap(argv, statusFD)
 	if err != nil {
@@ -158,10 +163,7 @@ func (c *runShellCommandCall) sandboxed(env *Env, argv []string, statusFD int, r
 	}
 	res, setupErr := run(plan)
 	if setupErr != "" {
-		if plan, err = env.Sandbox.Fallback(argv, setupErr); err != nil {
-			return c.refused(err)
-		}
-		res, _ = run(plan)
+		return c.refused(sandbox.SetupError(setupErr))
 	}
 	if plan.Warning != "" {
 		res.LLMContent = plan.Warning + "\n" + res.LLMContent
@@ -202,16 +204,6 @@ func outputOf(llm string) string {
 		return out
 	}
 	return ""
-}
-
-// failedExit reports whether the command ran and exited non-zero.
-func failedExit(r Result) bool {
-	m, ok := r.RawOutput.(map[string]any)
-	if !ok {
-		return false
-	}
-	code, _ := m["exitCode"].(*int)
-	return code != nil && *code != 0
 }
 
 // shellOutcome is what either runner observed.
@@ -308,11 +300,17 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandb
 	if sw != nil {
 		sw.Close()
 		// EOF with nothing read: the helper exec'd the shell, confined.
-		// Anything else is why it did not.
-		msg, _ := io.ReadAll(io.LimitReader(sr, 4096))
+		// Anything else is why it did not. A helper that neither execs
+		// nor fails (stopped before it got there) is killed at the
+		// deadline, or with the command's context, which also ends it.
+		_ = sr.SetReadDeadline(time.Now().Add(helperStartTimeout))
+		msg, rerr := io.ReadAll(io.LimitReader(sr, 4096))
+		if len(msg) == 0 && errors.Is(rerr, os.ErrDeadlineExceeded) {
+			msg = []byte(fmt.Sprintf("the sandbox helper neither started the command nor reported a failure within %s", helperStartTimeout))
+		}
 		if len(msg) > 0 {
-			_ = cmd.Wait()
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			_ = cmd.Wait()
 			return Result{}, string(msg)
 		}
 	}
@@ -340,18 +338,24 @@ func (c *runShellCommandCall) runSpawned(ctx, rctx context.Context, env *Env, pl
 	if err != nil {
 		return Result{}, false
 	}
-	proc, err := env.Sandbox.Spawn(plan, environ, c.dir.real, [3]*os.File{devnull, pw, pw})
+	proc, err := env.Sandbox.Spawn(rctx, plan, environ, c.dir.real, [3]*os.File{devnull, pw, pw})
 	devnull.Close()
-	if err != nil {
+	if sandbox.NothingStarted(err) {
 		slog.Debug("spawn server not used", "session_id", env.SessionID, "err", err)
 		return Result{}, false
 	}
 	pw.Close()
-	pgid := proc.Pid
 	out, drained := drain(env, pr)
+	if err != nil {
+		// Sent to a server that then stopped answering (it was killed,
+		// with what it had started): the command is not run again, and
+		// what it printed is kept.
+		return c.finishLocal(ctx, rctx, env, 0, pr, out, drained, nil, err), true
+	}
+	pgid := proc.Pid
 	stop := context.AfterFunc(rctx, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
 	defer stop()
-	s, werr := proc.Wait()
+	s, werr := proc.Wait(rctx)
 	var ws *syscall.WaitStatus
 	if werr == nil {
 		ws = &s
@@ -370,11 +374,13 @@ func drain(env *Env, pr *os.File) (*tailBuffer, chan struct{}) {
 	return out, drained
 }
 
-// finishLocal kills what is left of the command's group, collects its
-// output and makes the result from its wait status ws (nil: werr says why
-// there is none).
+// finishLocal kills what is left of the command's group (pgid; 0: not
+// known), collects its output and makes the result from its wait status ws
+// (nil: werr says why there is none).
 func (c *runShellCommandCall) finishLocal(ctx, rctx context.Context, env *Env, pgid int, pr *os.File, out *tailBuffer, drained chan struct{}, ws *syscall.WaitStatus, werr error) Result {
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if pgid > 0 { // 0 would be the daemon's own group
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
 	timer := time.NewTimer(pipeDrainTimeout)
 	select {
 	case <-drained:
@@ -389,6 +395,12 @@ func (c *runShellCommandCall) finishLocal(ctx, rctx context.Context, env *Env, p
 		o.cancelled = true
 	case errors.Is(rctx.Err(), context.DeadlineExceeded):
 		o.timedOut = true
+	case errors.Is(werr, sandbox.ErrServerFrozen):
+		// The output so far still reaches the model, with what happened.
+		r := c.result(env, o, []acp.ToolCallContent{acp.TextContent(o.output)})
+		r.Err, r.ErrType = fmt.Errorf("running %q: %w", c.command, werr), ErrTypeExecutionFailed
+		r.LLMContent += "Error: " + werr.Error() + "\n"
+		return r
 	case werr != nil || ws == nil:
 		return failure(ErrTypeExecutionFailed, fmt.Errorf("running %q: %w", c.command, werr))
 	case ws.Signaled():
@@ -408,18 +420,14 @@ func (c *runShellCommandCall) finishLocal(ctx, rctx context.Context, env *Env, p
 }
 
 // runTerminal runs plan in the editor's terminal. There is no status pipe
-// there: a confined command whose helper exits ExitUnavailable after
-// printing its "acpd-sandbox:" line did not run, and that line is returned
-// as the set-up failure.
+// there: the helper writes a set-up failure to the plan's status file, in a
+// folder the confined command cannot write, and that report is returned
+// instead of the result. What the command prints and its exit status are
+// only ever its own result.
 func (c *runShellCommandCall) runTerminal(ctx context.Context, env *Env, plan sandbox.Plan) (Result, string) {
 	res := c.runInTerminal(ctx, env, plan)
-	if !plan.Confined || !failedExit(res) || *res.RawOutput.(map[string]any)["exitCode"].(*int) != sandbox.ExitUnavailable {
-		return res, ""
-	}
-	for line := range strings.Lines(res.LLMContent) {
-		if _, msg, ok := strings.Cut(line, sandbox.StderrPrefix); ok {
-			return res, strings.TrimSpace(msg)
-		}
+	if msg, ok := plan.SetupFailure(); ok {
+		return res, msg
 	}
 	return res, ""
 }
@@ -494,7 +502,9 @@ func (c *runShellCommandCall) runInTerminal(ctx context.Context, env *Env, plan 
 			o.signal = *status.Signal
 		}
 	}
-	outResp, err := env.Client.TerminalOutput(ctx, req)
+	octx, ocancel := context.WithTimeout(ctx, releaseTimeout)
+	outResp, err := env.Client.TerminalOutput(octx, req)
+	ocancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			o.cancelled = true

@@ -56,34 +56,39 @@ func TestRunShellCommand_Sandboxed(t *testing.T) {
 	assert.NotContains(t, res.LLMContent, "[sandbox", "no note when nothing was refused")
 }
 
-// TestRunShellCommand_SandboxSetupFails: the daemon believed the kernel
-// could confine, the helper found it could not (simulated in the helper's
-// environment). Required refuses without running anything; auto reruns the
-// command unconfined and says so once.
+// TestRunShellCommand_SandboxSetupFails: the daemon found the kernel able
+// to confine, the helper found it could not (simulated in the helper's
+// environment). Neither mode runs the command, and auto does not switch to
+// running it unconfined: that is decided from the kernel before any
+// command runs, never from how one ran.
 func TestRunShellCommand_SandboxSetupFails(t *testing.T) {
 	sandboxtest.Require(t)        // the daemon side must see a usable kernel
 	t.Setenv(sandbox.ABIEnv, "0") // inherited by the helper only: Probe is cached
 	for _, mode := range []sandbox.Mode{sandbox.ModeRequired, sandbox.ModeAuto} {
 		t.Run(string(mode), func(t *testing.T) {
+			// The spawn server cannot start either, and the per-command
+			// helper it falls back to reports the failure.
 			w := sandboxedWorkspace(t, mode, "")
-			_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo ran > ran.txt; echo ran"})
-			if mode == sandbox.ModeRequired {
+			for range 2 {
+				_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo ran > ran.txt; echo ran"})
 				require.Error(t, res.Err)
+				assert.ErrorIs(t, res.Err, sandbox.ErrSetupFailed)
 				assert.Equal(t, ErrTypeSandboxUnavailable, res.ErrType)
-				assert.Contains(t, res.LLMContent, "sandbox unavailable")
 				assert.Contains(t, res.LLMContent, "ACPD_SANDBOX_ABI=0")
 				assert.Contains(t, res.LLMContent, "The command was not run")
 				assert.NotContains(t, res.LLMContent, "Exit Code", "not the command's status")
+				assert.NotContains(t, res.LLMContent, "UNCONFINED")
 				assert.NoFileExists(t, w.path("ran.txt"))
-				return
 			}
-			require.NoError(t, res.Err)
-			assert.Contains(t, res.LLMContent, "UNCONFINED")
-			assert.Contains(t, res.LLMContent, "Output: ran")
-			assert.NotContains(t, res.LLMContent, sandbox.StderrPrefix, "the failed attempt's output is dropped")
-			assert.FileExists(t, w.path("ran.txt"))
 		})
 	}
+}
+
+func mustExe(t testing.TB) string {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	return exe
 }
 
 // localTerminals is an editor terminal backend for fakeClient that runs
@@ -136,15 +141,17 @@ func (lt *localTerminals) install(f *fakeClient) {
 }
 
 // TestRunShellCommand_SandboxedTerminal: the editor's terminal runs the
-// helper, which confines the command the same way; without a status pipe a
-// failed set-up is recognised by exit 125 and the helper's stderr line.
+// helper, which confines the command the same way. There is no status pipe
+// there: a failed set-up is reported in a status file the command cannot
+// write, and a command that only pretends (the helper's line, exit 125) is
+// a command that failed — later commands stay confined either way.
 func TestRunShellCommand_SandboxedTerminal(t *testing.T) {
 	sandboxtest.Require(t)
 	for _, tc := range []struct {
 		name   string
 		mode   sandbox.Mode
 		abiEnv string
-	}{{"confined", sandbox.ModeRequired, ""}, {"setup fails, required", sandbox.ModeRequired, "0"}, {"setup fails, auto", sandbox.ModeAuto, "0"}} {
+	}{{"confined", sandbox.ModeAuto, ""}, {"setup fails, required", sandbox.ModeRequired, "0"}, {"setup fails, auto", sandbox.ModeAuto, "0"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.abiEnv != "" {
 				t.Setenv(sandbox.ABIEnv, tc.abiEnv)
@@ -158,33 +165,41 @@ func TestRunShellCommand_SandboxedTerminal(t *testing.T) {
 			_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo out > " + w.outside + "/out.txt; echo in > in.txt"})
 			require.NotEmpty(t, lt.creates)
 			first := lt.creates[0]
-			exe, _ := os.Executable()
-			assert.Equal(t, exe, first.Command)
+			assert.Equal(t, mustExe(t), first.Command)
 			assert.Equal(t, sandbox.Subcommand, first.Args[0])
 			assert.NotContains(t, first.Args, "--status-fd")
+			assert.Contains(t, first.Args, "--status-file")
 			assert.Equal(t, []string{"sh", "-c", "echo out > " + w.outside + "/out.txt; echo in > in.txt"}, first.Args[len(first.Args)-3:])
 			assert.True(t, strings.Contains(envText(first.Env), "TMPDIR="), "the temp folder goes through the terminal's env")
-			switch tc.name {
-			case "confined":
+			if tc.name == "confined" {
 				require.NoError(t, res.Err)
 				assert.Contains(t, res.LLMContent, "Permission denied")
 				assert.Contains(t, res.LLMContent, "[sandbox: this command ran confined")
 				assert.FileExists(t, w.path("in.txt"))
 				w.checkSentinel(t)
-			case "setup fails, required":
-				require.Error(t, res.Err)
-				assert.Equal(t, ErrTypeSandboxUnavailable, res.ErrType)
-				assert.Contains(t, res.LLMContent, "ACPD_SANDBOX_ABI=0")
-				assert.Len(t, lt.creates, 1)
-				assert.NoFileExists(t, w.path("in.txt"))
+
+				// The fake failure: the helper's words and its status.
+				_, res = run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo '" + sandbox.StderrPrefix + "sandbox unavailable: fake' >&2; exit 125"})
+				require.NoError(t, res.Err, "the command's own failure")
+				assert.Contains(t, res.LLMContent, "Exit Code: 125")
+				_, res = run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo out > " + w.outside + "/out2.txt"})
+				assert.Contains(t, res.LLMContent, "Permission denied", "still confined")
+				require.Len(t, lt.creates, 3, "nothing was run again")
+				for _, c := range lt.creates {
+					assert.Equal(t, mustExe(t), c.Command)
+				}
 				w.checkSentinel(t)
-			case "setup fails, auto":
-				require.NoError(t, res.Err)
-				require.Len(t, lt.creates, 2, "rerun unconfined")
-				assert.Equal(t, "sh", lt.creates[1].Command)
-				assert.Contains(t, res.LLMContent, "UNCONFINED")
-				assert.FileExists(t, filepath.Join(w.outside, "out.txt"), "unconfined, as before the sandbox")
+				assert.NoFileExists(t, filepath.Join(w.outside, "out.txt"))
+				assert.NoFileExists(t, filepath.Join(w.outside, "out2.txt"))
+				return
 			}
+			require.Error(t, res.Err)
+			assert.ErrorIs(t, res.Err, sandbox.ErrSetupFailed)
+			assert.Equal(t, ErrTypeSandboxUnavailable, res.ErrType)
+			assert.Contains(t, res.LLMContent, "ACPD_SANDBOX_ABI=0")
+			assert.Len(t, lt.creates, 1, "not run again unconfined")
+			assert.NoFileExists(t, w.path("in.txt"))
+			w.checkSentinel(t)
 		})
 	}
 }
@@ -198,24 +213,20 @@ func envText(env []acp.EnvVariable) string {
 }
 
 // TestRunShellCommand_HelperMissing: acpd's binary gone (replaced by an
-// upgrade, removed) is a set-up failure like any other, never a crash or
-// an unexplained error.
+// upgrade, removed) is a set-up failure like any other, never a crash, an
+// unexplained error or an unconfined run.
 func TestRunShellCommand_HelperMissing(t *testing.T) {
 	for _, mode := range []sandbox.Mode{sandbox.ModeRequired, sandbox.ModeAuto} {
 		t.Run(string(mode), func(t *testing.T) {
 			w := sandboxedWorkspace(t, mode, filepath.Join(t.TempDir(), "no-such-acpd"))
 			w.env.Sandbox = (&sandbox.Policy{Mode: mode, Helper: filepath.Join(t.TempDir(), "no-such-acpd"), TempRoot: t.TempDir(),
 				Probe: func() sandbox.Status { return sandbox.Status{Backend: "landlock", ABI: 7} }}).NewSession(w.env.Roots)
-			_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo ran"})
-			if mode == sandbox.ModeRequired {
-				require.Error(t, res.Err)
-				assert.Equal(t, ErrTypeSandboxUnavailable, res.ErrType)
-				assert.Contains(t, res.LLMContent, "starting the sandbox helper")
-				return
-			}
-			require.NoError(t, res.Err)
-			assert.Contains(t, res.LLMContent, "UNCONFINED")
-			assert.Contains(t, res.LLMContent, "Output: ran")
+			_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo ran > ran.txt"})
+			require.Error(t, res.Err)
+			assert.Equal(t, ErrTypeSandboxUnavailable, res.ErrType)
+			assert.Contains(t, res.LLMContent, "starting the sandbox helper")
+			assert.NotContains(t, res.LLMContent, "UNCONFINED")
+			assert.NoFileExists(t, w.path("ran.txt"))
 		})
 	}
 }

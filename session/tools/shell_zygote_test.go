@@ -80,6 +80,9 @@ func TestRunShellCommand_SpawnServer(t *testing.T) {
 		{command: "kill -TERM $$", want: []string{"Signal: terminated"}},
 		{command: "seq 1 20000", max: 64, want: []string{"[output truncated: first", "20000"}},
 		{command: "pwd; echo $TMPDIR; cat", want: []string{"Output: " + w.root, "acpd-sandbox-", "Exit Code: 0"}},
+		// Cross-folder renames and links (Landlock's REFER) through both
+		// of the command's layers: the server's and its own.
+		{command: "mkdir -p d1 d2 && echo x > d1/f && mv d1/f d2/f && ln d2/f d1/h && mv d2 d3 && echo refer-ok", want: []string{"refer-ok", "Exit Code: 0"}},
 	}
 	for _, tt := range tests {
 		env := *w.env
@@ -257,4 +260,105 @@ func TestRunShellCommand_SpawnServerFallback(t *testing.T) {
 	_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo out > " + w.outside + "/out.txt"})
 	assert.Contains(t, res.LLMContent, "Permission denied")
 	assert.NoFileExists(t, filepath.Join(w.outside, "out.txt"))
+}
+
+// stateOf is a process's state letter from /proc (S, R, T, Z…).
+func stateOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "gone"
+	}
+	return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))[0]
+}
+
+// TestRunShellCommand_SpawnServerSignals: with signal scoping (Landlock ABI
+// ≥ 6) a command cannot signal the spawn server that forked it, nor
+// another command, nor the daemon; it still signals its own children.
+func TestRunShellCommand_SpawnServerSignals(t *testing.T) {
+	st := sandboxtest.Require(t)
+	if !st.SignalScoping() {
+		t.Skipf("Landlock ABI %d: signal scoping needs 6", st.ABI)
+	}
+	w := sandboxedWorkspace(t, sandbox.ModeRequired, "")
+	first := shellPPID(t, w)
+
+	// A running command, then another that tries to stop it.
+	done := make(chan Result, 1)
+	go func() {
+		_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo $$ > a.pid; sleep 30", "timeout": 20000})
+		done <- res
+	}()
+	other := readPid(t, w.path("a.pid"))
+	_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": fmt.Sprintf(
+		"kill -STOP $PPID || echo server-denied; kill -STOP %d || echo sibling-denied; kill -STOP %d || echo daemon-denied; "+
+			"sleep 30 & kill $! && echo own-child-killed", other, os.Getpid())})
+	require.NoError(t, res.Err)
+	for _, want := range []string{"server-denied", "sibling-denied", "daemon-denied", "own-child-killed"} {
+		assert.Contains(t, res.LLMContent, want)
+	}
+	assert.Equal(t, "S", stateOf(t, first), "the server runs on")
+	assert.Equal(t, "S", stateOf(t, other), "the other command runs on")
+	assert.Equal(t, first, w.env.Sandbox.ServerPid(), "the same server")
+	require.NoError(t, syscall.Kill(-other, syscall.SIGKILL))
+	<-done
+}
+
+// TestRunShellCommand_SpawnServerFrozen: a spawn server that stops
+// answering — stopped by the command it runs (on a kernel without signal
+// scoping, simulated), or from outside — is found within a second, killed
+// and replaced; the command's output still reaches the caller and the next
+// command runs.
+func TestRunShellCommand_SpawnServerFrozen(t *testing.T) {
+	sandboxtest.Require(t)
+	t.Setenv(sandbox.ABIEnv, "5") // the server: no signal scoping
+	w := sandboxedWorkspace(t, sandbox.ModeRequired, "")
+
+	start := time.Now()
+	_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo before; kill -STOP $PPID; echo after"})
+	elapsed := time.Since(start)
+	require.Error(t, res.Err)
+	assert.ErrorIs(t, res.Err, sandbox.ErrServerFrozen)
+	assert.Contains(t, res.LLMContent, "before\nafter", "the output reaches the model")
+	assert.Contains(t, res.LLMContent, "stopped answering")
+	assert.Less(t, elapsed, 3*time.Second)
+	_, res = run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo second"})
+	require.NoError(t, res.Err)
+	assert.Contains(t, res.LLMContent, "Output: second")
+
+	// Stopped from outside under a long command: the command is killed
+	// with it, within a second, not at its timeout.
+	server := w.env.Sandbox.ServerPid()
+	require.NotZero(t, server)
+	done := make(chan Result, 1)
+	go func() {
+		_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo $$ > pid; echo started; sleep 30"})
+		done <- res
+	}()
+	pgid := readPid(t, w.path("pid"))
+	require.NoError(t, syscall.Kill(server, syscall.SIGSTOP))
+	select {
+	case res := <-done:
+		assert.ErrorIs(t, res.Err, sandbox.ErrServerFrozen)
+		assert.Contains(t, res.LLMContent, "started")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the command waited on a stopped server for 5s")
+	}
+	require.Eventually(t, func() bool { return len(groupMembers(t, pgid)) == 0 }, time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return stateOf(t, server) == "gone" || stateOf(t, server) == "Z" }, 2*time.Second, 10*time.Millisecond, "killed")
+
+	// Stopped between commands: the next command does not wait on it.
+	_, res = run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo third"})
+	require.NoError(t, res.Err)
+	third := w.env.Sandbox.ServerPid()
+	require.NotZero(t, third)
+	require.NoError(t, syscall.Kill(third, syscall.SIGSTOP))
+	require.Eventually(t, func() bool { return stateOf(t, third) == "T" }, time.Second, time.Millisecond)
+	start = time.Now()
+	_, res = run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo fourth > f.txt; echo out > " + w.outside + "/out.txt"})
+	require.NoError(t, res.Err)
+	assert.Less(t, time.Since(start), 3*time.Second)
+	assert.FileExists(t, w.path("f.txt"))
+	assert.Contains(t, res.LLMContent, "Permission denied", "still confined")
+	assert.NotEqual(t, third, w.env.Sandbox.ServerPid())
 }

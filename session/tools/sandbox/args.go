@@ -8,11 +8,19 @@ import (
 // helperArgs is the helper's command line.
 type helperArgs struct {
 	statusFD int
-	serve    bool // --serve N: run the spawn server on socket N; no command
-	serveFD  int
-	rw       []string
-	noNet    bool
-	argv     []string
+	// statusFile is where a set-up failure is written when there is no
+	// status pipe (an editor terminal): a path in a folder the confined
+	// command cannot write, so only the helper can create it.
+	statusFile string
+	serve      bool // --serve N: run the spawn server on socket N; no command
+	serveFD    int
+	rw         []string
+	// exec, when given, are the only files the command may execute
+	// (Landlock's EXECUTE right is then handled); otherwise execution is
+	// not restricted.
+	exec  []string
+	noNet bool
+	argv  []string
 }
 
 func parseHelperArgs(args []string) (helperArgs, error) {
@@ -27,13 +35,20 @@ func parseHelperArgs(args []string) (helperArgs, error) {
 			return h, nil
 		case "--no-net":
 			h.noNet = true
-		case "--rw", "--status-fd", "--serve":
+		case "--rw", "--exec", "--status-file", "--status-fd", "--serve":
 			if i+1 >= len(args) {
 				return h, fmt.Errorf("%s needs a value", a)
 			}
 			i++
-			if a == "--rw" {
+			switch a {
+			case "--rw":
 				h.rw = append(h.rw, args[i])
+				continue
+			case "--exec":
+				h.exec = append(h.exec, args[i])
+				continue
+			case "--status-file":
+				h.statusFile = args[i]
 				continue
 			}
 			n, err := strconv.Atoi(args[i])

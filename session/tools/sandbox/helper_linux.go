@@ -54,6 +54,9 @@ func HelperMain(args []string) int {
 		if status != nil {
 			fmt.Fprint(status, msg)
 		}
+		if h.statusFile != "" {
+			writeStatusFile(h.statusFile, msg)
+		}
 		fmt.Fprintln(os.Stderr, StderrPrefix+msg)
 		return ExitUnavailable
 	}
@@ -75,16 +78,49 @@ func HelperMain(args []string) int {
 	return fail("exec %s: %v", path, err)
 }
 
+// writeStatusFile reports a set-up failure where the parent looks for it
+// when it has no status pipe. The file must not exist yet: the folder is
+// the daemon's and not writable by commands, so nothing but a helper
+// creates files there, and O_EXCL|O_NOFOLLOW refuses anything planted.
+func writeStatusFile(path, msg string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, StderrPrefix+"cannot write the status file: "+err.Error())
+		return
+	}
+	_, _ = f.WriteString(msg)
+	_ = f.Close()
+}
+
+// execute is the right to execve a file, handled only when the helper is
+// told which programs may run (--exec).
+const execute = landlock.AccessFSSet(ll.AccessFSExecute)
+
 // confine applies the policy to the calling (locked) thread, or with
 // allThreads to every thread of the process (the spawn server, whose
 // commands may be forked from any of its threads).
 func confine(h helperArgs, st Status, allThreads bool) error {
 	// Strict, not best effort: every right asked for exists from ABI 3 on
-	// (TCP from ABI 4), and a failure is an error, never a silent no-op.
+	// (TCP from ABI 4, signal scoping from ABI 6), and a failure is an
+	// error, never a silent no-op.
 	cfg := landlock.Config{HandledAccessFS: writeRights}
 	if h.noNet && st.NetworkRules() {
 		// Handled and never granted: every TCP bind and connect is refused.
 		cfg.HandledAccessNet = landlock.AccessNetSet(ll.AccessNetBindTCP | ll.AccessNetConnectTCP)
+	}
+	if st.SignalScoping() {
+		// The domain's processes may signal only processes of the same
+		// domain or of domains nested in it: not acpd, not the editor,
+		// not the spawn server (each command gets a nested domain of its
+		// own, see spawnScoped), not another command.
+		cfg.Scoped = landlock.ScopedSet(ll.ScopeSignal)
+	}
+	var extra []landlock.Rule
+	if len(h.exec) > 0 {
+		cfg.HandledAccessFS |= execute
+		// Not IgnoreIfMissing: a program that cannot be granted must fail
+		// the set-up rather than leave execution unrestricted.
+		extra = append(extra, landlock.PathAccess(execute, h.exec...))
 	}
 	rules := []landlock.Rule{
 		// A folder that vanished since the parent listed it (a removed
@@ -94,7 +130,7 @@ func confine(h helperArgs, st Status, allThreads bool) error {
 		landlock.PathAccess(landlock.AccessFSSet(ll.AccessFSWriteFile|ll.AccessFSTruncate), deviceFiles...).IgnoreIfMissing(),
 		landlock.PathAccess(writeRights, deviceDirs...).IgnoreIfMissing(),
 	}
-	fd, flags, err := cfg.NewRulesetFD(rules...)
+	fd, flags, err := cfg.NewRulesetFD(append(rules, extra...)...)
 	if err != nil {
 		return fmt.Errorf("landlock ruleset: %w", err)
 	}

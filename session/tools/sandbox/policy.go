@@ -34,6 +34,50 @@ type Policy struct {
 	// process instead of the session's spawn server (benchmarks compare
 	// the two; the per-command helper is also the fallback).
 	NoSpawnServer bool
+	// CacheNote says why there is no tool-cache folder, when NewPolicy
+	// could not make it.
+	CacheNote string
+}
+
+// Settings are what the configuration says about the sandbox ([tools]
+// sandbox, sandboxWritable, sandboxNetwork) and where acpd keeps its data.
+type Settings struct {
+	Mode     string
+	Writable []string
+	Network  bool
+	DataDir  string
+	// Probe overrides the kernel probe (tests).
+	Probe func() Status
+}
+
+// NewPolicy is the one place a Policy is made from the configuration: the
+// daemon's commands and `acpd doctor` get the same one, so what doctor
+// reports is what commands get. It finds acpd's own executable (the
+// helper) and makes the tool-cache folder now; a cache folder that cannot
+// be made is dropped, with CacheNote saying why — commands stay confined,
+// only without redirected caches.
+func NewPolicy(s Settings) *Policy {
+	p := &Policy{Mode: Mode(s.Mode), Writable: s.Writable, DenyNetwork: !s.Network, Probe: s.Probe}
+	if exe, err := os.Executable(); err == nil {
+		p.Helper = exe
+	} else if p.Enabled() {
+		// Without its own binary acpd cannot start the helper: known at
+		// start-up, like a kernel without Landlock.
+		p.Probe = func() Status {
+			return Status{Backend: "landlock", Err: fmt.Errorf("cannot find acpd's own executable to run the helper: %w", err)}
+		}
+	}
+	if !p.Enabled() {
+		return p
+	}
+	if c := DefaultCacheDir(s.DataDir); c != "" {
+		if err := os.MkdirAll(c, 0o700); err != nil {
+			p.CacheNote = fmt.Sprintf("no tool-cache folder (%v): caches stay where the tools put them, which is not writable", err)
+		} else {
+			p.CacheDir = c
+		}
+	}
+	return p
 }
 
 // Status is the kernel's support as this policy sees it.
@@ -74,8 +118,20 @@ func (p *Policy) Describe() string {
 		fmt.Fprintf(&b, ", tool caches in %s", p.CacheDir)
 	}
 	b.WriteString(", /dev/null, /dev/zero, /dev/full, /dev/tty, /dev/ptmx, /dev/pts, /dev/shm")
-	for _, w := range p.Writable {
+	extra, missing := p.extraWritable()
+	for _, w := range extra {
 		b.WriteString(", " + w)
+	}
+	for _, w := range missing {
+		b.WriteString(", " + w + " (missing: skipped)")
+	}
+	if p.CacheNote != "" {
+		b.WriteString("\n  " + p.CacheNote)
+	}
+	if st.SignalScoping() {
+		b.WriteString("\n  signals: scoped (a command cannot signal acpd, the editor, the spawn server or other commands)")
+	} else {
+		fmt.Fprintf(&b, "\n  signals: not scoped (Landlock ABI %d < %d, Linux < 6.12: a command can signal or stop acpd)", st.ABI, scopeABI)
 	}
 	if p.DenyNetwork {
 		how := "seccomp socket filter"
@@ -101,6 +157,13 @@ type Session struct {
 	warned bool
 	closed bool
 
+	// status is the session's folder for the helpers' set-up failure
+	// reports when there is no status pipe; statusSeq names its files;
+	// statusErr is why there is none.
+	status    string
+	statusSeq int
+	statusErr error
+
 	// The session's spawn server (see zygote_linux.go).
 	zmu     sync.Mutex
 	zy      *zygote
@@ -122,12 +185,14 @@ func (s *Session) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	if s.tmp == "" {
-		return nil
+	var errs []error
+	for _, d := range []*string{&s.tmp, &s.status} {
+		if *d != "" {
+			errs = append(errs, os.RemoveAll(*d))
+			*d = ""
+		}
 	}
-	err := os.RemoveAll(s.tmp)
-	s.tmp = ""
-	return err
+	return errors.Join(errs...)
 }
 
 // TempDir returns the session's private temp folder, making it if needed.
@@ -164,6 +229,25 @@ type Plan struct {
 	Warning string
 	// DenyNetwork is set when the command has no network.
 	DenyNetwork bool
+	// StatusFile, when set, is where the helper reports a set-up failure
+	// for lack of a status pipe (see SetupFailure).
+	StatusFile string
+}
+
+// SetupFailure reads (and removes) the report the helper wrote in
+// StatusFile: the sandbox could not be set up and the command did not run.
+// The folder is not writable by confined commands, so a command cannot
+// forge this, whatever it prints or however it exits.
+func (p *Plan) SetupFailure() (string, bool) {
+	if p.StatusFile == "" {
+		return "", false
+	}
+	b, err := os.ReadFile(p.StatusFile)
+	if err != nil {
+		return "", false
+	}
+	_ = os.Remove(p.StatusFile)
+	return string(b), true
 }
 
 // ErrRefused is wrapped by the error Wrap returns in mode required when the
@@ -171,10 +255,16 @@ type Plan struct {
 var ErrRefused = errors.New("sandbox unavailable")
 
 // Wrap decides how to run argv (e.g. /bin/sh -c CMD). statusFD is the file
-// descriptor the helper reports set-up failures on (-1: none, as in an
-// editor terminal). In mode required on a kernel without Landlock it
-// returns an error wrapping ErrRefused, whose text says why and what the
-// user can change.
+// descriptor the helper reports set-up failures on; -1 means there is no
+// pipe (an editor terminal), and the plan then names a status file in a
+// folder of the daemon's that confined commands cannot write.
+//
+// Whether a command may run unconfined is decided here, from the kernel
+// probed before any command ran, and nowhere else: in mode required on a
+// kernel without usable Landlock it returns an error wrapping ErrRefused,
+// whose text says why and what the user can change; in mode auto there it
+// runs unconfined with one warning. A helper that fails later is a failed
+// command, never a reason to run it unconfined.
 func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 	if s == nil || !s.p.Enabled() {
 		return Plan{Argv: argv}, nil
@@ -194,20 +284,22 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 	writable = append(writable, tmp)
 	env := []string{"TMPDIR=" + tmp, "TMP=" + tmp, "TEMP=" + tmp}
 	if c := s.p.CacheDir; c != "" {
-		if err := os.MkdirAll(c, 0o700); err != nil {
-			return s.unconfined(argv, fmt.Errorf("making the tool-cache folder: %w", err))
-		}
-		writable = append(writable, c)
-		env = append(env, CacheEnv(c)...)
-	}
-	for _, w := range s.p.Writable {
-		if _, err := os.Stat(w); err == nil {
-			writable = append(writable, w)
+		// Gone since start-up (cleaned by the user): made again, or the
+		// command runs without it, confined all the same.
+		if err := os.MkdirAll(c, 0o700); err == nil {
+			writable = append(writable, c)
+			env = append(env, CacheEnv(c)...)
 		}
 	}
+	extra, _ := s.p.extraWritable()
+	writable = append(writable, extra...)
+	plan := Plan{Confined: true, Command: argv, Env: env, Writable: writable, DenyNetwork: s.p.DenyNetwork}
 	helper := []string{s.p.Helper, Subcommand}
 	if statusFD >= 0 {
 		helper = append(helper, "--status-fd", strconv.Itoa(statusFD))
+	} else if f := s.statusFile(writable); f != "" {
+		plan.StatusFile = f
+		helper = append(helper, "--status-file", f)
 	}
 	for _, w := range writable {
 		helper = append(helper, "--rw", w)
@@ -215,15 +307,65 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 	if s.p.DenyNetwork {
 		helper = append(helper, "--no-net")
 	}
-	helper = append(append(helper, "--"), argv...)
-	return Plan{Confined: true, Argv: helper, Command: argv, Env: env, Writable: writable, DenyNetwork: s.p.DenyNetwork}, nil
+	plan.Argv = append(append(helper, "--"), argv...)
+	return plan, nil
 }
 
-// Fallback is what to do when the helper reported a set-up failure (msg):
-// in mode required an error wrapping ErrRefused, in mode auto a plan that
-// runs argv unconfined with a warning.
-func (s *Session) Fallback(argv []string, msg string) (Plan, error) {
-	return s.unconfined(argv, errors.New(msg))
+// extraWritable splits tools.sandboxWritable into the folders that exist
+// and those that do not (skipped: Landlock can only grant existing paths).
+func (p *Policy) extraWritable() (exist, missing []string) {
+	for _, w := range p.Writable {
+		if _, err := os.Stat(w); err == nil {
+			exist = append(exist, w)
+		} else {
+			missing = append(missing, w)
+		}
+	}
+	return exist, missing
+}
+
+// statusFile names a new file in the session's status folder, made at the
+// first call next to its temp folder; "" when the folder cannot be made or
+// lies inside a folder commands may write (then they could forge a report,
+// so there is none and a failed set-up reads as the command's own failure).
+func (s *Session) statusFile(writable []string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.status == "" && s.statusErr == nil {
+		d, err := os.MkdirTemp(s.p.TempRoot, "acpd-status-")
+		if err == nil && within(d, writable) {
+			os.Remove(d)
+			err = fmt.Errorf("%s is inside a folder commands may write", d)
+		}
+		s.status, s.statusErr = d, err
+		if err != nil {
+			s.status = ""
+		}
+	}
+	if s.status == "" || within(s.status, writable) {
+		return ""
+	}
+	s.statusSeq++
+	return filepath.Join(s.status, strconv.Itoa(s.statusSeq))
+}
+
+// within reports whether path is one of dirs or inside one, comparing real
+// paths (symlinks resolved), as Landlock does.
+func within(path string, dirs []string) bool {
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	path = real(path)
+	for _, d := range dirs {
+		d = real(d)
+		if path == d || strings.HasPrefix(path, d+string(filepath.Separator)) || d == string(filepath.Separator) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Session) unconfined(argv []string, why error) (Plan, error) {
@@ -240,6 +382,17 @@ func (s *Session) unconfined(argv []string, why error) (Plan, error) {
 		p.Warning = fmt.Sprintf("[sandbox: %v; this and later commands of the session run UNCONFINED ([tools] sandbox = \"auto\"); set sandbox = \"required\" to refuse instead]", why)
 	}
 	return p, nil
+}
+
+// ErrSetupFailed wraps the report of a helper that could not set up the
+// sandbox after the kernel was found able to: the command did not run, and
+// is not run unconfined instead (the decision to run unconfined is taken
+// from the kernel before any command, never from a command's run).
+var ErrSetupFailed = errors.New("sandbox set-up failed")
+
+// SetupError is the error for a helper's set-up failure report msg.
+func SetupError(msg string) error {
+	return fmt.Errorf("%w: %s. The command was not run; commands stay confined (acpd never runs one unconfined because its sandbox failed to start)", ErrSetupFailed, strings.TrimSpace(msg))
 }
 
 // linkedGitDirs returns the git folders outside root that git writes when

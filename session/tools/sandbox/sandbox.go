@@ -16,6 +16,23 @@
 // execve()s the shell. Either way the whole command and every process it
 // starts, background ones included, run in the domain and cannot leave it.
 //
+// With signal scoping (Landlock ABI ≥ 6) each command also runs in a fresh
+// domain of its own, so it can signal only itself and its descendants:
+// not acpd, not the editor, not the spawn server, not another command.
+// Every wait on the spawn server is bounded, so a server stopped anyway
+// (older kernels) is found, killed and replaced while the turn goes on.
+//
+// Whether a command may run unconfined is decided once, from the kernel,
+// before any command runs (mode auto on a kernel without usable Landlock).
+// A helper that fails to set up reports it on a channel the command cannot
+// write — a close-on-exec pipe locally, a file in a folder of acpd's that
+// confined commands cannot write for the editor's terminal — and the
+// command is then not run, never run unconfined.
+//
+// [Policy.RunReadOnly] runs the programs acpd starts on its own initiative
+// (git, for the environment block) confined further: no execution of any
+// other file, no writes, no network.
+//
 // The parent side is [Policy] (from configuration) and [Session] (one per
 // ACP session: its roots and temp folder), whose Command wraps an argv.
 package sandbox
@@ -68,6 +85,9 @@ const MinABI = 3
 // netABI is the first ABI with TCP bind/connect rules.
 const netABI = 4
 
+// scopeABI is the first ABI with signal scoping (Linux 6.12).
+const scopeABI = 6
+
 // ABIEnv is a test hook: when set to a number, the probe reports at most
 // that Landlock ABI (0 means "no Landlock"), to simulate an older kernel.
 // It can only lower what the kernel offers, never raise it.
@@ -93,6 +113,11 @@ func (s Status) Usable() bool { return s.Err == nil }
 // NetworkRules reports whether Landlock can also deny TCP (ABI ≥ 4); UDP and
 // the other families are denied by the seccomp filter at any ABI.
 func (s Status) NetworkRules() bool { return s.Usable() && s.ABI >= netABI }
+
+// SignalScoping reports whether Landlock can keep commands from signalling
+// processes outside their own domain (ABI ≥ 6): acpd, the editor, the spawn
+// server. Before it, a command can stop acpd with kill -STOP.
+func (s Status) SignalScoping() bool { return s.Usable() && s.ABI >= scopeABI }
 
 func (s Status) String() string {
 	if !s.Usable() {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -198,9 +199,9 @@ func TestHelper_SetupFailure(t *testing.T) {
 	assert.Equal(t, sandbox.ExitUnavailable, code)
 	assert.Contains(t, status, "/no/such/shell")
 
-	fb, err := s.Fallback([]string{"sh"}, status)
-	require.ErrorIs(t, err, sandbox.ErrRefused)
-	assert.Empty(t, fb.Argv)
+	err = sandbox.SetupError(status)
+	require.ErrorIs(t, err, sandbox.ErrSetupFailed)
+	assert.Contains(t, err.Error(), "The command was not run")
 
 	sandboxtest.Require(t)
 	plan, err = s.Wrap([]string{"/bin/sh", "-c", "exit 125"}, 3)
@@ -215,4 +216,135 @@ func TestLooksRefused(t *testing.T) {
 	assert.True(t, sandbox.LooksRefused("PermissionError: [Errno 13]"))
 	assert.True(t, sandbox.LooksRefused("Error: EACCES: permission denied, open '/x'"))
 	assert.False(t, sandbox.LooksRefused("all good"))
+}
+
+// TestWrap_StatusFile: without a status pipe (an editor terminal) the
+// helper reports a failed set-up in a file of the daemon's that the
+// confined command cannot write; what a command prints and how it exits
+// never counts as a set-up failure.
+func TestWrap_StatusFile(t *testing.T) {
+	sandboxtest.Require(t)
+	ws := t.TempDir()
+	p := testPolicy(t, sandbox.ModeAuto)
+	s := p.NewSession([]string{ws})
+	defer s.Close()
+
+	// A command that fakes the helper's failure: exit 125 and its line.
+	fake := `echo "` + sandbox.StderrPrefix + `sandbox unavailable: fake" >&2; exit 125`
+	plan, err := s.Wrap([]string{"/bin/sh", "-c", fake}, -1)
+	require.NoError(t, err)
+	require.NotEmpty(t, plan.StatusFile)
+	assert.True(t, slices.Contains(plan.Argv, "--status-file"))
+	assert.False(t, slices.Contains(plan.Argv, "--status-fd"))
+	out, code, _ := run(t, ws, plan)
+	assert.Equal(t, 125, code)
+	assert.Contains(t, out, "fake")
+	msg, failed := plan.SetupFailure()
+	assert.False(t, failed, "a command's own output and status: %q", msg)
+
+	// The confined command cannot write the report itself, even knowing
+	// where it goes.
+	plan, err = s.Wrap([]string{"/bin/sh", "-c", `echo forged > "$STATUS" || echo cannot-forge; ls "$(dirname "$STATUS")" >/dev/null && echo can-read`}, -1)
+	require.NoError(t, err)
+	out, code, _ = run(t, ws, plan, "STATUS="+plan.StatusFile)
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "cannot-forge")
+	_, failed = plan.SetupFailure()
+	assert.False(t, failed)
+	assert.NoFileExists(t, plan.StatusFile)
+
+	// The helper's own failure is reported there.
+	plan, err = s.Wrap([]string{"/bin/sh", "-c", "echo ran > ran.txt"}, -1)
+	require.NoError(t, err)
+	_, code, _ = run(t, ws, plan, sandbox.ABIEnv+"=0")
+	assert.Equal(t, sandbox.ExitUnavailable, code)
+	msg, failed = plan.SetupFailure()
+	assert.True(t, failed)
+	assert.Contains(t, msg, "Landlock disabled by ACPD_SANDBOX_ABI=0")
+	assert.NoFileExists(t, filepath.Join(ws, "ran.txt"))
+	assert.NoFileExists(t, plan.StatusFile, "read once")
+
+	// A status folder commands could write (the temp root is inside the
+	// workspace) gives no status file rather than a forgeable one.
+	inside := p.NewSession([]string{filepath.Dir(p.TempRoot)})
+	defer inside.Close()
+	plan, err = inside.Wrap([]string{"/bin/sh", "-c", "true"}, -1)
+	require.NoError(t, err)
+	assert.Empty(t, plan.StatusFile)
+}
+
+// TestHelper_SignalScoping: on a kernel with signal scoping (Landlock ABI
+// ≥ 6) a confined command cannot signal a process outside its domain —
+// here a sleeper the test started, standing for acpd or the editor — while
+// it still signals its own children.
+func TestHelper_SignalScoping(t *testing.T) {
+	st := sandboxtest.Require(t)
+	if !st.SignalScoping() {
+		t.Skipf("this kernel has Landlock ABI %d, signal scoping needs 6", st.ABI)
+	}
+	sleeper := exec.Command("sleep", "30")
+	require.NoError(t, sleeper.Start())
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+	ws := t.TempDir()
+	s := testPolicy(t, sandbox.ModeRequired).NewSession([]string{ws})
+	defer s.Close()
+	pid := strconv.Itoa(sleeper.Process.Pid)
+	plan, err := s.Wrap([]string{"/bin/sh", "-c", `
+kill -STOP ` + pid + ` || echo stop-denied
+kill -KILL ` + pid + ` || echo kill-denied
+sleep 30 & kill $! && echo own-child-killed
+`}, 3)
+	require.NoError(t, err)
+	out, code, status := run(t, ws, plan)
+	assert.Empty(t, status)
+	assert.Equal(t, 0, code, out)
+	for _, want := range []string{"stop-denied", "kill-denied", "own-child-killed"} {
+		assert.Contains(t, out, want)
+	}
+	state, err := os.ReadFile("/proc/" + pid + "/stat")
+	require.NoError(t, err)
+	assert.Contains(t, string(state), ") S ", "the sleeper neither stopped nor died")
+
+	// The control: without scoping (an ABI 5 kernel, simulated in the
+	// helper) the same command stops it.
+	plan, err = s.Wrap([]string{"/bin/sh", "-c", "kill -STOP " + pid + " && echo stopped"}, 3)
+	require.NoError(t, err)
+	out, _, _ = run(t, ws, plan, sandbox.ABIEnv+"=5")
+	assert.Contains(t, out, "stopped")
+	state, err = os.ReadFile("/proc/" + pid + "/stat")
+	require.NoError(t, err)
+	assert.Contains(t, string(state), ") T ")
+}
+
+// TestRunReadOnly: a program acpd runs on its own initiative executes no
+// other file, writes nothing and has no network, whatever it is told.
+func TestRunReadOnly(t *testing.T) {
+	sandboxtest.Require(t)
+	sh, err := exec.LookPath("sh")
+	require.NoError(t, err)
+	sh, err = filepath.EvalSymlinks(sh)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	marker := filepath.Join(t.TempDir(), "marker")
+	p := testPolicy(t, sandbox.ModeOff) // the mode governs the model's commands, not these
+	out, err := p.RunReadOnly(t.Context(), dir, os.Environ(), []string{sh, "-c",
+		"echo started; touch " + marker + " || echo no-exec; echo x > " + dir + "/w || echo no-write; read -r l < /proc/self/status && echo read-ok"})
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "started")
+	assert.Contains(t, string(out), "no-exec", "touch is another program")
+	assert.Contains(t, string(out), "no-write")
+	assert.Contains(t, string(out), "read-ok", "reading is not restricted")
+	assert.NoFileExists(t, marker)
+	assert.NoFileExists(t, filepath.Join(dir, "w"))
+
+	_, err = p.RunReadOnly(t.Context(), dir, os.Environ(), []string{"sh", "-c", "true"})
+	assert.Error(t, err, "a relative program is refused")
+
+	none := testPolicy(t, sandbox.ModeAuto)
+	none.Probe = unusable
+	_, err = none.RunReadOnly(t.Context(), dir, os.Environ(), []string{sh, "-c", "true"})
+	assert.ErrorIs(t, err, sandbox.ErrCannotConfine)
+	var nilPolicy *sandbox.Policy
+	_, err = nilPolicy.RunReadOnly(t.Context(), dir, os.Environ(), []string{sh, "-c", "true"})
+	assert.ErrorIs(t, err, sandbox.ErrCannotConfine)
 }

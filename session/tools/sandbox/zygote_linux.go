@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,10 +11,13 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
 
@@ -107,6 +112,27 @@ func serve(h helperArgs) int {
 		reply(spawnReply{Err: fmt.Sprintf("sandbox set-up failed: prctl(PR_SET_DUMPABLE): %v", err)})
 		return ExitUnavailable
 	}
+	scope := -1
+	if st.SignalScoping() {
+		// A ruleset that scopes signals. Each command is forked from a
+		// thread that has just entered a new domain made from it, nested
+		// in the server's: the command may signal itself and its own
+		// children, but neither the server (an outer domain) nor the
+		// other commands (sibling domains), nor anything outside.
+		// Every Landlock layer denies cross-folder links and renames
+		// (REFER) unless a rule grants them, even a layer that handles
+		// nothing else; this one grants them everywhere and leaves the
+		// decision to the server's layer, which grants them in the
+		// writable folders.
+		refer := landlock.AccessFSSet(ll.AccessFSRefer)
+		cfg := landlock.Config{HandledAccessFS: refer, Scoped: landlock.ScopedSet(ll.ScopeSignal)}
+		fd, _, err := cfg.NewRulesetFD(landlock.PathAccess(refer, "/"))
+		if err != nil || fd < 0 {
+			reply(spawnReply{Err: fmt.Sprintf("sandbox set-up failed: signal-scoping ruleset: %v", err)})
+			return ExitUnavailable
+		}
+		scope = fd
+	}
 	reply(spawnReply{Ready: true})
 
 	var (
@@ -138,7 +164,7 @@ func serve(h helperArgs) int {
 		cmd.Env, cmd.Dir = req.Env, req.Dir
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		err = cmd.Start()
+		err = spawnScoped(cmd, scope)
 		closeAll(files)
 		if err != nil {
 			reply(spawnReply{ID: req.ID, Err: err.Error()})
@@ -158,6 +184,32 @@ func serve(h helperArgs) int {
 			reply(spawnReply{ID: id, Exited: true, Status: int(ws)})
 		}(req.ID)
 	}
+}
+
+// spawnScoped starts cmd from a fresh OS thread that first enters a new
+// Landlock domain made from the ruleset scope (-1: none, the kernel has no
+// signal scoping), so the command starts in that domain. Go cannot run code
+// between fork and exec, but a thread's domain is inherited by what it
+// forks: the goroutine locks itself to its thread, restricts that thread
+// alone, forks, and returns without unlocking, upon which the Go runtime
+// ends the thread. Threads the runtime makes meanwhile come from its
+// template thread, outside the new domain. Until the thread has ended — a
+// few microseconds after the command started — the command could signal
+// it; should it stop the server that way, the daemon notices and replaces
+// the server (see Process.Wait).
+func spawnScoped(cmd *exec.Cmd, scope int) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+		if scope >= 0 {
+			if err := ll.LandlockRestrictSelf(scope, 0); err != nil {
+				done <- fmt.Errorf("sandbox set-up failed: landlock_restrict_self (signal scope): %w", err)
+				return
+			}
+		}
+		done <- cmd.Start()
+	}()
+	return <-done
 }
 
 func receivedFiles(oob []byte) []*os.File {
@@ -187,9 +239,10 @@ func closeAll(files []*os.File) {
 
 // zygote is the daemon's side of one spawn server.
 type zygote struct {
-	key  string // the policy it enforces (writable folders, network)
-	conn *net.UnixConn
-	proc *os.Process
+	key    string // the policy it enforces (writable folders, network)
+	conn   *net.UnixConn
+	proc   *os.Process
+	exited chan struct{} // closed once the server is reaped
 
 	wmu     sync.Mutex
 	mu      sync.Mutex
@@ -200,8 +253,34 @@ type zygote struct {
 }
 
 // errSpawnFallback wraps every reason to run a command through the
-// per-command helper instead.
+// per-command helper instead: nothing was started.
 var errSpawnFallback = errors.New("spawn server unavailable")
+
+// NothingStarted reports whether err, from [Session.Spawn], means the
+// command was not started, so the caller may run it another way.
+func NothingStarted(err error) bool { return errors.Is(err, errSpawnFallback) }
+
+// ErrServerFrozen is returned for a command whose spawn server stopped
+// answering while it ran (stopped by a signal, traced, or wedged): the
+// server has been killed, and the caller kills the command's group.
+var ErrServerFrozen = errors.New("the sandbox's spawn server stopped answering while the command ran (a command stopped it, e.g. kill -STOP $PPID); " +
+	"acpd killed the server and the command, and starts a new server for the next command")
+
+// Every wait on the server is bounded, so a server that stops answering
+// costs at most these, never the turn.
+const (
+	// zygoteCheckInterval is how often a wait looks whether the server
+	// is stopped (SIGSTOP, ptrace): it then never answers.
+	zygoteCheckInterval = 250 * time.Millisecond
+	// spawnReplyTimeout bounds the wait for a started command's pid.
+	spawnReplyTimeout = 10 * time.Second
+	// exitReplyGrace is how long the server may take to report the exit
+	// of a command the daemon killed (cancel, timeout).
+	exitReplyGrace = 3 * time.Second
+	// zygoteCloseTimeout is how long a closed server may take to exit
+	// before it is killed.
+	zygoteCloseTimeout = 2 * time.Second
+)
 
 // startZygote starts the server for plan's policy and waits until it has
 // confined itself.
@@ -239,7 +318,8 @@ func startZygote(helper string, plan Plan) (*zygote, error) {
 		conn.Close()
 		return nil, fmt.Errorf("starting the sandbox helper %s: %w", helper, err)
 	}
-	z := &zygote{key: zygoteKey(plan), conn: conn, proc: cmd.Process, pending: map[uint64]chan spawnReply{}, done: make(chan struct{})}
+	z := &zygote{key: zygoteKey(plan), conn: conn, proc: cmd.Process, exited: make(chan struct{}),
+		pending: map[uint64]chan spawnReply{}, done: make(chan struct{})}
 	_ = conn.SetReadDeadline(time.Now().Add(zygoteStartTimeout))
 	hello, err := z.read()
 	_ = conn.SetReadDeadline(time.Time{})
@@ -252,7 +332,10 @@ func startZygote(helper string, plan Plan) (*zygote, error) {
 		_ = cmd.Wait()
 		return nil, err
 	}
-	go func() { _ = cmd.Wait() }()
+	go func() {
+		_ = cmd.Wait()
+		close(z.exited)
+	}()
 	go z.readLoop()
 	return z, nil
 }
@@ -296,7 +379,9 @@ func (z *zygote) readLoop() {
 		}
 	}
 	z.mu.Lock()
-	z.dead = fmt.Errorf("%w: %v", errSpawnFallback, err)
+	if z.dead == nil {
+		z.dead = fmt.Errorf("%w: %v", errSpawnFallback, err)
+	}
 	for id, ch := range z.pending {
 		close(ch)
 		delete(z.pending, id)
@@ -311,31 +396,142 @@ func (z *zygote) alive() bool {
 	return z.dead == nil
 }
 
+func (z *zygote) deadErr() error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.dead
+}
+
+// stopped reports whether the server is in a stopped or traced state, in
+// which it never answers. The daemon reads the state from /proc: it does
+// not need the server's cooperation, which is what is missing.
+func (z *zygote) stopped() bool {
+	st, _ := procState(z.proc.Pid)
+	return st == 'T' || st == 't'
+}
+
+// procState is the state letter and parent pid of process pid, from
+// /proc/pid/stat ("pid (comm) S ppid …"; comm may hold spaces and ')').
+func procState(pid int) (state byte, ppid int) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, 0
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 2 {
+		return 0, 0
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	return f[0][0], ppid
+}
+
+// kill ends a server that cannot be trusted to answer any more, and the
+// commands it started: SIGKILL works on a stopped process too, and each
+// command leads its own group, which would otherwise run on unobserved
+// (the server may have been stopped before it told the daemon a pid).
+// Its pending waits end (their channels close) and later spawns fall
+// back; the session starts a new server.
+func (z *zygote) kill(why error) {
+	z.mu.Lock()
+	if z.dead == nil {
+		z.dead = fmt.Errorf("%w: %w", errSpawnFallback, why)
+	}
+	z.mu.Unlock()
+	for _, pid := range childrenOf(z.proc.Pid) {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	_ = z.proc.Signal(syscall.SIGKILL)
+	z.conn.Close()
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ppid := procState(child); st != 0 && ppid == pid {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// close asks the server to exit (EOF on its socket, upon which it kills
+// the commands it still runs) and kills it if it does not.
 func (z *zygote) close() {
 	z.conn.Close()
 	<-z.done
+	select {
+	case <-z.exited:
+	case <-time.After(zygoteCloseTimeout):
+		_ = z.proc.Signal(syscall.SIGKILL)
+	}
 }
 
 // Process is a command the spawn server started.
 type Process struct {
 	// Pid is the command's pid, which is also its process group.
 	Pid     int
+	z       *zygote
 	replies chan spawnReply
 }
 
-// Wait returns the command's wait status, or an error when the server died
-// before reporting it (then the command's group was killed with it).
-func (p *Process) Wait() (syscall.WaitStatus, error) {
-	r, ok := <-p.replies
-	if !ok {
-		return 0, errors.New("the sandbox's spawn server died while the command ran")
+// Wait returns the command's wait status. It does not depend on the server
+// alone: when the server dies before reporting it, Wait says so; when the
+// server is stopped, or does not report the exit of a command killed after
+// ctx ended within exitReplyGrace, the server is killed and Wait returns
+// ErrServerFrozen. In every error case the caller kills the command's
+// group.
+func (p *Process) Wait(ctx context.Context) (syscall.WaitStatus, error) {
+	tick := time.NewTicker(zygoteCheckInterval)
+	defer tick.Stop()
+	ended := ctx.Done()
+	var grace <-chan time.Time
+	for {
+		select {
+		case r, ok := <-p.replies:
+			if !ok {
+				if errors.Is(p.z.deadErr(), ErrServerFrozen) {
+					return 0, ErrServerFrozen
+				}
+				return 0, errors.New("the sandbox's spawn server died while the command ran")
+			}
+			return syscall.WaitStatus(r.Status), nil
+		case <-tick.C:
+			if p.z.stopped() {
+				p.z.kill(ErrServerFrozen)
+				return 0, ErrServerFrozen
+			}
+		case <-ended:
+			ended = nil
+			grace = time.After(exitReplyGrace)
+		case <-grace:
+			p.z.kill(ErrServerFrozen)
+			return 0, ErrServerFrozen
+		}
 	}
-	return syscall.WaitStatus(r.Status), nil
 }
 
 // spawn asks the server to start argv with stdio as its stdin, stdout and
-// stderr. An error wrapping errSpawnFallback means nothing was started.
-func (z *zygote) spawn(argv, env []string, dir string, stdio [3]*os.File) (*Process, error) {
+// stderr. An error wrapping errSpawnFallback means nothing was started;
+// any other means the command may have started and its fate is unknown
+// (the server was killed).
+func (z *zygote) spawn(ctx context.Context, argv, env []string, dir string, stdio [3]*os.File) (*Process, error) {
+	if z.stopped() {
+		// Stopped between commands: nothing of this command started.
+		z.kill(ErrServerFrozen)
+	}
 	z.mu.Lock()
 	if z.dead != nil {
 		z.mu.Unlock()
@@ -368,16 +564,45 @@ func (z *zygote) spawn(argv, env []string, dir string, stdio [3]*os.File) (*Proc
 		forget()
 		return nil, fmt.Errorf("%w: %v", errSpawnFallback, err)
 	}
-	r, ok := <-ch
-	switch {
-	case !ok:
-		z.mu.Lock()
-		defer z.mu.Unlock()
-		return nil, z.dead
-	case r.Err != "":
-		return nil, fmt.Errorf("%w: %s", errSpawnFallback, r.Err)
+	timeout := time.NewTimer(spawnReplyTimeout)
+	defer timeout.Stop()
+	tick := time.NewTicker(zygoteCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case r, ok := <-ch:
+			switch {
+			case !ok:
+				z.mu.Lock()
+				defer z.mu.Unlock()
+				return nil, z.dead
+			case r.Err != "":
+				return nil, fmt.Errorf("%w: %s", errSpawnFallback, r.Err)
+			}
+			if st, ppid := procState(r.Pid); st != 0 && ppid != z.proc.Pid {
+				// Not a child of the server: never kill that group.
+				z.kill(fmt.Errorf("it reported pid %d, which is not its child", r.Pid))
+				return nil, fmt.Errorf("the sandbox's spawn server reported a process that is not its own (pid %d); it was killed", r.Pid)
+			}
+			return &Process{Pid: r.Pid, z: z, replies: ch}, nil
+		case <-ctx.Done():
+			// Sent: the server may start it yet. Kill it when it does.
+			go func() {
+				if r, ok := <-ch; ok && r.Pid > 0 {
+					_ = syscall.Kill(-r.Pid, syscall.SIGKILL)
+				}
+			}()
+			return nil, ctx.Err()
+		case <-tick.C:
+			if z.stopped() {
+				z.kill(ErrServerFrozen)
+				return nil, ErrServerFrozen
+			}
+		case <-timeout.C:
+			z.kill(fmt.Errorf("no answer to a spawn request within %s", spawnReplyTimeout))
+			return nil, fmt.Errorf("the sandbox's spawn server did not answer within %s; it was killed", spawnReplyTimeout)
+		}
 	}
-	return &Process{Pid: r.Pid, replies: ch}, nil
 }
 
 // maxZygoteFailures is how many spawn servers a session starts (or loses)
@@ -387,10 +612,11 @@ const maxZygoteFailures = 3
 // Spawn starts a confined plan's command (plan.Command) through the
 // session's spawn server, starting the server at the first call or when
 // the policy changed (a writable folder appeared). stdio are the command's
-// stdin, stdout and stderr; the caller closes its copies. An error means
-// nothing was started and the caller runs plan.Argv (the per-command
-// helper) instead.
-func (s *Session) Spawn(plan Plan, env []string, dir string, stdio [3]*os.File) (*Process, error) {
+// stdin, stdout and stderr; the caller closes its copies. An error for
+// which NothingStarted holds means the caller may run plan.Argv (the
+// per-command helper) instead; any other error means the command's fate is
+// unknown and it must not be run again.
+func (s *Session) Spawn(ctx context.Context, plan Plan, env []string, dir string, stdio [3]*os.File) (*Process, error) {
 	if !plan.Confined || len(plan.Command) == 0 || s.p.Helper == "" || s.p.NoSpawnServer {
 		return nil, errSpawnFallback
 	}
@@ -398,7 +624,7 @@ func (s *Session) Spawn(plan Plan, env []string, dir string, stdio [3]*os.File) 
 	if err != nil {
 		return nil, err
 	}
-	p, err := z.spawn(plan.Command, env, dir, stdio)
+	p, err := z.spawn(ctx, plan.Command, env, dir, stdio)
 	if err != nil && !z.alive() {
 		s.zmu.Lock()
 		if s.zy == z {
@@ -409,7 +635,6 @@ func (s *Session) Spawn(plan Plan, env []string, dir string, stdio [3]*os.File) 
 	}
 	return p, err
 }
-
 func (s *Session) zygote(plan Plan) (*zygote, error) {
 	s.zmu.Lock()
 	defer s.zmu.Unlock()

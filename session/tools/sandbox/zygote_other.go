@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"os"
 	"syscall"
@@ -12,13 +13,24 @@ import (
 type Process struct{ Pid int }
 
 // Wait is never reached: Spawn always fails off Linux.
-func (p *Process) Wait() (syscall.WaitStatus, error) { return 0, errors.New("no spawn server") }
+func (p *Process) Wait(context.Context) (syscall.WaitStatus, error) {
+	return 0, errors.New("no spawn server")
+}
 
 type zygote struct{}
 
+var errSpawnFallback = errors.New("spawn server unavailable: Landlock exists only on Linux")
+
+// NothingStarted reports whether err, from [Session.Spawn], means the
+// command was not started; off Linux it always is.
+func NothingStarted(err error) bool { return errors.Is(err, errSpawnFallback) }
+
+// ErrServerFrozen is never returned off Linux.
+var ErrServerFrozen = errors.New("the sandbox's spawn server stopped answering")
+
 // Spawn always fails off Linux, where nothing is confined.
-func (s *Session) Spawn(Plan, []string, string, [3]*os.File) (*Process, error) {
-	return nil, errors.New("spawn server unavailable: Landlock exists only on Linux")
+func (s *Session) Spawn(context.Context, Plan, []string, string, [3]*os.File) (*Process, error) {
+	return nil, errSpawnFallback
 }
 
 func (s *Session) closeZygote() {}
