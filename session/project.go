@@ -84,7 +84,7 @@ func (s *Session) gather(p *prep) {
 	if p.noEnv {
 		envDone <- ""
 	} else {
-		go func() { envDone <- instructions.Gather(p.ctx, s.roots, 0).Text() }()
+		go func() { envDone <- instructions.Gather(p.ctx, s.roots, 0, s.m.opts.Sandbox).Text() }()
 	}
 	p.instr = &instructions.Loaded{}
 	if p.load != nil {

@@ -46,7 +46,7 @@ func benchRepo(b *testing.B, n int) (repo, ws string) {
 func BenchmarkGather_GitRepo10k(b *testing.B) {
 	_, ws := benchRepo(b, 10000)
 	for b.Loop() {
-		env := Gather(context.Background(), []string{ws}, 0)
+		env := Gather(context.Background(), []string{ws}, 0, nil)
 		if env.Roots[0].Branch != "main" {
 			b.Fatalf("branch %q, git error %q", env.Roots[0].Branch, env.Roots[0].GitErr)
 		}

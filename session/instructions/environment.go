@@ -1,16 +1,17 @@
 package instructions
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
 // Limits of the environment block.
@@ -51,8 +52,9 @@ type RootInfo struct {
 // Gather collects the environment of roots. Every root, and the git
 // commands of each, run concurrently; the whole is bounded by timeout (≤ 0
 // means GatherTimeout) and by ctx, and a git command still running then is
-// killed and reported as timed out.
-func Gather(ctx context.Context, roots []string, timeout time.Duration) Environment {
+// killed and reported as timed out. The git commands run as gitCommand
+// describes, confined by sb when it can (sb may be nil).
+func Gather(ctx context.Context, roots []string, timeout time.Duration, sb *sandbox.Policy) Environment {
 	if timeout <= 0 {
 		timeout = GatherTimeout
 	}
@@ -62,41 +64,65 @@ func Gather(ctx context.Context, roots []string, timeout time.Duration) Environm
 	if env.Shell == "" {
 		env.Shell = "/bin/sh"
 	}
+	g := newGitRunner(sb)
 	env.Roots = make([]RootInfo, len(roots))
 	var wg sync.WaitGroup
 	for i, r := range roots {
-		wg.Go(func() { env.Roots[i] = gatherRoot(ctx, r) })
+		wg.Go(func() { env.Roots[i] = gatherRoot(ctx, g, r) })
 	}
 	wg.Wait()
 	return env
 }
 
-func gatherRoot(ctx context.Context, root string) RootInfo {
+func gatherRoot(ctx context.Context, g *gitRunner, root string) RootInfo {
 	ri := RootInfo{Path: root}
 	if !inRepo(root) {
 		// No .git up the tree: no git process is started.
 		ri.Entries, ri.More, ri.ListErr = listing(root)
 		return ri
 	}
+	top := gitRoot(root)
 	var wg sync.WaitGroup
 	var status, log []byte
 	var statusErr, logErr error
-	wg.Go(func() { status, statusErr = git(ctx, root, "status", "--short", "--branch") })
-	wg.Go(func() { log, logErr = git(ctx, root, "log", fmt.Sprintf("-%d", maxCommits), "--format=%s") })
+	wg.Go(func() {
+		// The filter drivers the configuration names must be known to be
+		// switched off: a status compares files through them.
+		filters, err := g.filterNames(ctx, root, top)
+		if err != nil {
+			statusErr, logErr = err, err
+			return
+		}
+		var inner sync.WaitGroup
+		inner.Go(func() {
+			status, statusErr = g.run(ctx, root, top, filters, "status", "--short", "--branch", "--no-renames", "--ignore-submodules=all")
+		})
+		inner.Go(func() {
+			log, logErr = g.run(ctx, root, top, filters, "log", fmt.Sprintf("-%d", maxCommits), "--format=%s",
+				"--no-show-signature", "--no-ext-diff", "--no-textconv", "--no-color")
+		})
+		inner.Wait()
+	})
 	wg.Go(func() { ri.Entries, ri.More, ri.ListErr = listing(root) })
 	wg.Wait()
+	ri.Git = true
 	switch {
 	case statusErr == nil:
-		ri.Git = true
 		ri.Branch, ri.Status = parseStatus(string(status))
 	case ctx.Err() != nil:
-		ri.Git, ri.GitErr = true, "git did not answer in time"
-		return ri
+		ri.GitErr = "git did not answer in time"
 	default:
 		// .git is there but git refused (not installed, a repository it
 		// does not trust, a damaged one): say so rather than "not a
 		// repository".
-		ri.Git, ri.GitErr = true, "git status failed: "+firstLine(statusErr)
+		ri.GitErr = "git status failed: " + firstLine(statusErr)
+	}
+	if ri.Branch == "" {
+		// Read by acpd itself, so the branch is named even when git is
+		// missing, slow or refused to run.
+		ri.Branch = headBranch(top)
+	}
+	if statusErr != nil {
 		return ri
 	}
 	if logErr == nil {
@@ -117,19 +143,56 @@ func inRepo(root string) bool {
 	return err == nil
 }
 
-// git runs a read-only git command in dir. Optional locks are off, so a
-// status never rewrites the index under the user's own git commands.
-func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	cmd.WaitDelay = time.Second
-	err := cmd.Run()
-	if err != nil && errOut.Len() > 0 {
-		err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(errOut.Bytes()))
+// headBranch reads the branch from the repository's HEAD file (in the git
+// folder top/.git, or the one a ".git" file names, for a linked worktree):
+// "ref: refs/heads/NAME" → NAME, a commit id → "(detached HEAD)", "" when
+// it cannot tell. The file comes from the workspace: only a plausible ref
+// name is used.
+func headBranch(top string) string {
+	gitDir := filepath.Join(top, ".git")
+	if fi, err := os.Stat(gitDir); err == nil && fi.Mode().IsRegular() {
+		b, err := readSmall(gitDir)
+		if err != nil {
+			return ""
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		dir, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
+		if !ok {
+			return ""
+		}
+		gitDir = strings.TrimSpace(dir)
+		if !filepath.IsAbs(gitDir) {
+			gitDir = filepath.Join(top, gitDir)
+		}
 	}
-	return out.Bytes(), err
+	b, err := readSmall(filepath.Join(gitDir, "HEAD"))
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	ref, ok := strings.CutPrefix(line, "ref: ")
+	if !ok {
+		if len(line) >= 40 && strings.Trim(line, "0123456789abcdef") == "" {
+			return "(detached HEAD)"
+		}
+		return ""
+	}
+	name, ok := strings.CutPrefix(strings.TrimSpace(ref), "refs/heads/")
+	if !ok || name == "" || name == ".invalid" || len(name) > 200 || strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		// ".invalid" is the reftable backend's placeholder: git knows.
+		return ""
+	}
+	return name
+}
+
+// readSmall reads at most 4 KiB of a file.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 4096))
 }
 
 // firstLine is the first line of err's text, at most 200 bytes.
