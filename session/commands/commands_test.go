@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/tools/sandbox/sandboxtest"
 )
 
 func TestParse(t *testing.T) {
@@ -127,14 +129,13 @@ func TestLoad_MissingFoldersAndUnreadable(t *testing.T) {
 	l := Load(Dirs([]string{filepath.Join(t.TempDir(), "missing")}, ""))
 	assert.Empty(t, l.Commands)
 	assert.Empty(t, l.Warnings)
-	if os.Getuid() == 0 {
-		return // root reads anything
-	}
+	// Unreadable, for root too.
 	root := t.TempDir()
 	p := filepath.Join(root, ".acpd/commands/secret.md")
 	write(t, p, "x")
-	require.NoError(t, os.Chmod(p, 0))
-	l = Load(Dirs([]string{root}, ""))
+	sandboxtest.Deny(t, sandboxtest.Denial{Read: []string{p}}, func() {
+		l = Load(Dirs([]string{root}, ""))
+	})
 	assert.Empty(t, l.Commands)
 	require.Len(t, l.Warnings, 1)
 	assert.Contains(t, l.Warnings[0], p+":1:")

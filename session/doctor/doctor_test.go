@@ -19,6 +19,7 @@ import (
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session/model/modeltest"
 	"github.com/acpd/acpd/session/telemetry/telemetrytest"
+	"github.com/acpd/acpd/session/tools/sandbox/sandboxtest"
 )
 
 func okConfig(t *testing.T, baseURL string) config.Config {
@@ -142,17 +143,28 @@ func TestDoctor_ConfigErrorSkipsTheRest(t *testing.T) {
 	}
 }
 
+// TestDoctor_DataFolderNotWritable: a data folder that exists but refuses
+// writes, and one that cannot exist (a file is in the way); both fail, for
+// root too.
 func TestDoctor_DataFolderNotWritable(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root writes anywhere")
-	}
 	srv := modeltest.NewServer(t)
 	srv.SetModels("m1")
 	cfg := okConfig(t, srv.BaseURL())
-	require.NoError(t, os.MkdirAll(cfg.Session.DataDir, 0o500))
-	ok, lines := run(t, &Env{Config: cfg})
+	require.NoError(t, os.MkdirAll(cfg.Session.DataDir, 0o700))
+	var r Result
+	sandboxtest.Deny(t, sandboxtest.Denial{Write: []string{cfg.Session.DataDir}}, func() {
+		r = checkDataDir(t.Context(), &Env{Config: cfg})
+	})
+	assert.Equal(t, Fail, r.Status)
+	assert.Contains(t, r.Detail, "is not writable")
+	assert.Contains(t, r.Detail, "permission denied")
+
+	file := filepath.Join(t.TempDir(), "a-file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	cfg.Session.DataDir = filepath.Join(file, "data")
+	ok, lines := run(t, &Env{Config: cfg, Sandbox: policyOf(cfg, landlockABI7)})
 	assert.False(t, ok)
-	assert.Contains(t, line(t, lines, "data folder"), "is not writable")
+	assert.Contains(t, line(t, lines, "data folder"), "not a directory")
 }
 
 // The telemetry check: off it does not apply; on, the collector must take an

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/tools/sandbox/sandboxtest"
 )
 
 func write(t *testing.T, path, text string) {
@@ -124,14 +126,15 @@ func TestLoad_BadInput(t *testing.T) {
 	assert.Contains(t, l.Files[0].Text, "was cut")
 	assert.Contains(t, strings.Join(l.Warnings, "\n"), "cut to fit the instruction budget of 1000 bytes")
 
-	if os.Getuid() != 0 {
-		ws = t.TempDir()
-		write(t, filepath.Join(ws, "AGENTS.md"), "x")
-		require.NoError(t, os.Chmod(filepath.Join(ws, "AGENTS.md"), 0))
+	// Unreadable, for root too.
+	ws = t.TempDir()
+	write(t, filepath.Join(ws, "AGENTS.md"), "x")
+	sandboxtest.Deny(t, sandboxtest.Denial{Read: []string{filepath.Join(ws, "AGENTS.md")}}, func() {
 		l = Load(t.Context(), Options{Roots: []string{ws}})
-		assert.Empty(t, l.Files)
-		assert.Len(t, l.Warnings, 1)
-	}
+	})
+	assert.Empty(t, l.Files)
+	require.Len(t, l.Warnings, 1)
+	assert.Contains(t, l.Warnings[0], "permission denied")
 }
 
 func TestParseStatus(t *testing.T) {

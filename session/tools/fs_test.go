@@ -11,6 +11,8 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/tools/sandbox/sandboxtest"
 )
 
 func numberedLines(n int) string {
@@ -102,14 +104,14 @@ func TestReadFile_Errors(t *testing.T) {
 	}
 }
 
+// TestReadFile_PermissionDenied: an unreadable file (for root too).
 func TestReadFile_PermissionDenied(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root reads any file")
-	}
 	w := newWorkspace(t)
 	p := w.write(t, "locked.txt", "x")
-	require.NoError(t, os.Chmod(p, 0))
-	_, res := run(t, t.Context(), w.env, NameReadFile, map[string]any{"file_path": p})
+	c, err := tool(t, NameReadFile).Build(w.env, args(t, map[string]any{"file_path": p}))
+	require.NoError(t, err)
+	var res Result
+	sandboxtest.Deny(t, sandboxtest.Denial{Read: []string{p}}, func() { res = c.Execute(t.Context(), w.env) })
 	require.Error(t, res.Err)
 	assert.Equal(t, ErrTypePermissionDenied, res.ErrType)
 }
@@ -156,14 +158,16 @@ func TestWriteFile_Local(t *testing.T) {
 		assert.Contains(t, err.Error(), "params/file_path")
 	})
 	t.Run("permission denied", func(t *testing.T) {
-		if os.Geteuid() == 0 {
-			t.Skip("root writes any file")
-		}
+		// A folder that refuses writes, for root too.
 		ro := w.path("ro")
-		require.NoError(t, os.Mkdir(ro, 0o555))
-		_, res := run(t, t.Context(), w.env, NameWriteFile, map[string]any{"file_path": filepath.Join(ro, "x"), "content": "x"})
+		require.NoError(t, os.Mkdir(ro, 0o755))
+		c, err := tool(t, NameWriteFile).Build(w.env, args(t, map[string]any{"file_path": filepath.Join(ro, "x"), "content": "x"}))
+		require.NoError(t, err)
+		var res Result
+		sandboxtest.Deny(t, sandboxtest.Denial{Write: []string{ro}}, func() { res = c.Execute(t.Context(), w.env) })
 		require.Error(t, res.Err)
 		assert.Equal(t, ErrTypePermissionDenied, res.ErrType)
+		assert.NoFileExists(t, filepath.Join(ro, "x"))
 	})
 	w.checkSentinel(t)
 }

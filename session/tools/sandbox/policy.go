@@ -232,6 +232,9 @@ type Plan struct {
 	// StatusFile, when set, is where the helper reports a set-up failure
 	// for lack of a status pipe (see SetupFailure).
 	StatusFile string
+	// ScopedSignals is set when the command may signal only the
+	// processes it started (Landlock ABI ≥ 6).
+	ScopedSignals bool
 }
 
 // SetupFailure reads (and removes) the report the helper wrote in
@@ -293,7 +296,7 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 	}
 	extra, _ := s.p.extraWritable()
 	writable = append(writable, extra...)
-	plan := Plan{Confined: true, Command: argv, Env: env, Writable: writable, DenyNetwork: s.p.DenyNetwork}
+	plan := Plan{Confined: true, Command: argv, Env: env, Writable: writable, DenyNetwork: s.p.DenyNetwork, ScopedSignals: st.SignalScoping()}
 	helper := []string{s.p.Helper, Subcommand}
 	if statusFD >= 0 {
 		helper = append(helper, "--status-fd", strconv.Itoa(statusFD))
@@ -486,6 +489,9 @@ func (p *Plan) Explain() string {
 	b.WriteString("writes elsewhere fail with \"Permission denied\". Use $TMPDIR for temporary files, not /tmp.")
 	if p.DenyNetwork {
 		b.WriteString(" Network access is denied ([tools] sandboxNetwork = false).")
+	}
+	if p.ScopedSignals {
+		b.WriteString(" It may signal only the processes it started (kill of anything else: \"Operation not permitted\").")
 	}
 	b.WriteString(" Do not retry the same write elsewhere outside these folders. The user can allow more folders with [tools] sandboxWritable = [\"/path\"] or turn the sandbox off with [tools] sandbox = \"off\" in acpd's configuration.]")
 	return b.String()
