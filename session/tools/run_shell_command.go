@@ -347,9 +347,9 @@ func (c *runShellCommandCall) runSpawned(ctx, rctx context.Context, env *Env, pl
 	pw.Close()
 	out, drained := drain(env, pr)
 	if err != nil {
-		// Sent to a server that then stopped answering (it was killed,
-		// with what it had started): the command is not run again, and
-		// what it printed is kept.
+		// Sent to a server that then died or stopped answering before it
+		// told the pid (Spawn killed what it had started), or cancelled:
+		// the command is not run again, and what it printed is kept.
 		return c.finishLocal(ctx, rctx, env, 0, pr, out, drained, nil, err), true
 	}
 	pgid := proc.Pid

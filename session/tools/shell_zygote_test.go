@@ -297,8 +297,8 @@ func TestRunShellCommand_SpawnServerSignals(t *testing.T) {
 	for _, want := range []string{"server-denied", "sibling-denied", "daemon-denied", "own-child-killed"} {
 		assert.Contains(t, res.LLMContent, want)
 	}
-	assert.Equal(t, "S", stateOf(t, first), "the server runs on")
-	assert.Equal(t, "S", stateOf(t, other), "the other command runs on")
+	assert.NotContains(t, []string{"T", "t", "gone", "Z"}, stateOf(t, first), "the server runs on")
+	assert.NotContains(t, []string{"T", "t", "gone", "Z"}, stateOf(t, other), "the other command runs on")
 	assert.Equal(t, first, w.env.Sandbox.ServerPid(), "the same server")
 	require.NoError(t, syscall.Kill(-other, syscall.SIGKILL))
 	<-done
@@ -315,16 +315,25 @@ func TestRunShellCommand_SpawnServerFrozen(t *testing.T) {
 	w := sandboxedWorkspace(t, sandbox.ModeRequired, "")
 
 	start := time.Now()
+	first := shellPPID(t, w)
 	_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo before; kill -STOP $PPID; echo after"})
-	elapsed := time.Since(start)
-	require.Error(t, res.Err)
-	assert.ErrorIs(t, res.Err, sandbox.ErrServerFrozen)
-	assert.Contains(t, res.LLMContent, "before\nafter", "the output reaches the model")
-	assert.Contains(t, res.LLMContent, "stopped answering")
-	assert.Less(t, elapsed, 3*time.Second)
+	assert.Contains(t, res.LLMContent, "Output: before\n", "the output reaches the model")
+	assert.Contains(t, res.LLMContent, "\nafter\n")
+	if res.Err != nil {
+		assert.ErrorIs(t, res.Err, sandbox.ErrServerFrozen)
+		assert.Contains(t, res.LLMContent, "stopped answering")
+	} else {
+		// A stop takes effect when one of the server's threads gets to
+		// it: on a busy machine the others may report the exit first.
+		// Then the next command finds the server stopped.
+		t.Log("the server reported the exit before it stopped")
+	}
 	_, res = run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo second"})
 	require.NoError(t, res.Err)
 	assert.Contains(t, res.LLMContent, "Output: second")
+	assert.Less(t, time.Since(start), 5*time.Second)
+	require.Eventually(t, func() bool { return stateOf(t, first) == "gone" || stateOf(t, first) == "Z" }, 2*time.Second, 10*time.Millisecond,
+		"the stopped server was killed")
 
 	// Stopped from outside under a long command: the command is killed
 	// with it, within a second, not at its timeout.

@@ -275,8 +275,10 @@ const (
 	// spawnReplyTimeout bounds the wait for a started command's pid.
 	spawnReplyTimeout = 10 * time.Second
 	// exitReplyGrace is how long the server may take to report the exit
-	// of a command the daemon killed (cancel, timeout).
-	exitReplyGrace = 3 * time.Second
+	// of a command the daemon killed (cancel, timeout): milliseconds on
+	// an idle machine, generous for a loaded one. A stopped server is
+	// found sooner, by its state.
+	exitReplyGrace = 10 * time.Second
 	// zygoteCloseTimeout is how long a closed server may take to exit
 	// before it is killed.
 	zygoteCloseTimeout = 2 * time.Second
@@ -448,6 +450,44 @@ func (z *zygote) kill(why error) {
 	z.conn.Close()
 }
 
+// KillHolders kills the process groups of the other processes that hold
+// the pipe f is an end of: those of a command whose server died before
+// reporting its pid, found through the pipe they write to (the server
+// itself must be dead or killed already: it held the pipe for a moment).
+// /proc is read as the daemon's user, which is the commands' user.
+func KillHolders(f *os.File) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return
+	}
+	want := fmt.Sprintf("pipe:[%d]", st.Ino)
+	self := os.Getpid()
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		fdDir := "/proc/" + p.Name() + "/fd"
+		fds, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if link, err := os.Readlink(fdDir + "/" + fd.Name()); err == nil && link == want {
+				if pgid, err := syscall.Getpgid(pid); err == nil && pgid != syscall.Getpgrp() {
+					_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				}
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				break
+			}
+		}
+	}
+}
+
 // childrenOf lists the processes whose parent is pid, from /proc.
 func childrenOf(pid int) []int {
 	ents, err := os.ReadDir("/proc")
@@ -573,9 +613,12 @@ func (z *zygote) spawn(ctx context.Context, argv, env []string, dir string, stdi
 		case r, ok := <-ch:
 			switch {
 			case !ok:
-				z.mu.Lock()
-				defer z.mu.Unlock()
-				return nil, z.dead
+				// Gone after it read the request: it may have started the
+				// command and died before saying so. Running it again
+				// would run it twice; what it started is found through
+				// its output pipe.
+				KillHolders(stdio[1])
+				return nil, fmt.Errorf("the sandbox's spawn server died while starting the command (%v); it may have started", z.deadErr())
 			case r.Err != "":
 				return nil, fmt.Errorf("%w: %s", errSpawnFallback, r.Err)
 			}
@@ -596,10 +639,12 @@ func (z *zygote) spawn(ctx context.Context, argv, env []string, dir string, stdi
 		case <-tick.C:
 			if z.stopped() {
 				z.kill(ErrServerFrozen)
+				KillHolders(stdio[1])
 				return nil, ErrServerFrozen
 			}
 		case <-timeout.C:
 			z.kill(fmt.Errorf("no answer to a spawn request within %s", spawnReplyTimeout))
+			KillHolders(stdio[1])
 			return nil, fmt.Errorf("the sandbox's spawn server did not answer within %s; it was killed", spawnReplyTimeout)
 		}
 	}

@@ -35,5 +35,8 @@ func (s *Session) Spawn(context.Context, Plan, []string, string, [3]*os.File) (*
 
 func (s *Session) closeZygote() {}
 
+// KillHolders does nothing off Linux, where there is no spawn server.
+func KillHolders(*os.File) {}
+
 // ServerPid is always 0 off Linux.
 func (s *Session) ServerPid() int { return 0 }
