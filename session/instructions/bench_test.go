@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/tools/sandbox"
+	"github.com/acpd/acpd/session/tools/sandbox/sandboxtest"
 )
 
 // benchRepo makes a committed git repository of n files in 100 folders,
@@ -48,6 +51,24 @@ func BenchmarkGather_GitRepo10k(b *testing.B) {
 	for b.Loop() {
 		env := Gather(context.Background(), []string{ws}, 0, nil)
 		if env.Roots[0].Branch != "main" {
+			b.Fatalf("branch %q, git error %q", env.Roots[0].Branch, env.Roots[0].GitErr)
+		}
+	}
+}
+
+// BenchmarkGather_GitRepo10k_Confined is the same with git run through the
+// sandbox helper as well (this test binary as the helper; acpd's own binary
+// starts it the same way): three confined runs (git config to list the
+// filter drivers, then status and log together).
+func BenchmarkGather_GitRepo10k_Confined(b *testing.B) {
+	sandboxtest.Require(b)
+	_, ws := benchRepo(b, 10000)
+	exe, err := os.Executable()
+	require.NoError(b, err)
+	sb := &sandbox.Policy{Mode: sandbox.ModeAuto, Helper: exe}
+	for b.Loop() {
+		env := Gather(context.Background(), []string{ws}, 0, sb)
+		if env.Roots[0].Branch != "main" || env.Roots[0].GitErr != "" {
 			b.Fatalf("branch %q, git error %q", env.Roots[0].Branch, env.Roots[0].GitErr)
 		}
 	}

@@ -622,10 +622,11 @@ func (z *zygote) spawn(ctx context.Context, argv, env []string, dir string, stdi
 			case r.Err != "":
 				return nil, fmt.Errorf("%w: %s", errSpawnFallback, r.Err)
 			}
-			if st, ppid := procState(r.Pid); st != 0 && ppid != z.proc.Pid {
-				// Not a child of the server: never kill that group.
+			if st, ppid := procState(r.Pid); st != 0 && st != 'Z' && st != 'X' && ppid != 0 && ppid != z.proc.Pid {
+				// A live process that is not the server's child: never
+				// kill that group. (An exiting one shows parent 0.)
 				z.kill(fmt.Errorf("it reported pid %d, which is not its child", r.Pid))
-				return nil, fmt.Errorf("the sandbox's spawn server reported a process that is not its own (pid %d); it was killed", r.Pid)
+				return nil, fmt.Errorf("the sandbox's spawn server reported a process that is not its own (pid %d, parent %d); it was killed", r.Pid, ppid)
 			}
 			return &Process{Pid: r.Pid, z: z, replies: ch}, nil
 		case <-ctx.Done():
