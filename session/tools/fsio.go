@@ -249,3 +249,7 @@ func looksBinary(b []byte) bool {
 	}
 	return bytes.IndexByte(b, 0) >= 0
 }
+
+// TruncateOutput cuts s to the session's output limit (tools.maxOutputBytes)
+// with a note saying how much was cut, as the built-in tools cut theirs.
+func TruncateOutput(env *Env, s string) string { return truncateHead(s, maxOutput(env)) }

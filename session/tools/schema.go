@@ -116,3 +116,21 @@ func describeValidation(ve *jsonschema.ValidationError) string {
 
 // compiled is the compiled parameter schema (compiling it now if needed).
 func (s *toolSpec) compiled() *jsonschema.Schema { return s.schema() }
+
+// Schema is a compiled parameter schema for a tool defined outside this
+// package (the agent tool): its arguments are validated, and its errors
+// worded, as a built-in tool's.
+type Schema struct{ spec toolSpec }
+
+// NewSchema compiles params (JSON Schema) on first use, for the tool named
+// name. The schema is the caller's constant: a failure to compile panics.
+func NewSchema(name, params string) *Schema {
+	return &Schema{spec: mustSpec(name, "", "", params)}
+}
+
+// Params is the schema as the model is offered it.
+func (s *Schema) Params() json.RawMessage { return append(json.RawMessage(nil), s.spec.params...) }
+
+// Decode validates args against the schema and unmarshals them into v; its
+// errors name the offending parameter and go back to the model.
+func (s *Schema) Decode(args json.RawMessage, v any) error { return s.spec.decode(args, v) }
