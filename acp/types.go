@@ -8,6 +8,13 @@ import (
 // Meta is the `_meta` extension object every ACP type may carry.
 type Meta map[string]any
 
+// MetaParentToolCallID is the `_meta` key acpd puts on the tool calls of a
+// subagent run (tool_call, tool_call_update and the permission request's
+// toolCall): the toolCallId of the agent call that started the run, so an
+// editor can nest them under it. ACP reserves custom root fields, hence a
+// `_meta` key, namespaced by a prefix.
+const MetaParentToolCallID = "acpd.parentToolCallId"
+
 // ProtocolVersion is the only ACP major version acpd speaks.
 const ProtocolVersion = 1
 

@@ -478,7 +478,7 @@ func (r *reader) session(dataDir, id string) (turns []Turn, skipped int, err err
 			startTurn(t)
 			return nil
 		case store.KindToolCalls:
-			calls, err := store.DecodeToolCalls(line, r.calls)
+			calls, _, err := store.DecodeToolCalls(line, r.calls)
 			r.calls = calls
 			if err != nil {
 				skipped++

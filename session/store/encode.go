@@ -24,6 +24,10 @@ func (r *Record) encode(b []byte) ([]byte, error) {
 	b = r.T.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","kind":`...)
 	b = acp.AppendJSONString(b, string(r.Kind))
+	if r.Parent != "" {
+		b = append(b, `,"parent":`...)
+		b = acp.AppendJSONString(b, r.Parent)
+	}
 	b = append(b, `,"tool":{"toolCallId":`...)
 	t := r.Tool
 	b = acp.AppendJSONString(b, t.ToolCallID)
@@ -71,5 +75,5 @@ func (r *Record) toolOnly() bool {
 	return r.Tool != nil && r.Meta == nil && len(r.Prompt) == 0 && r.Text == "" && r.MessageID == "" &&
 		len(r.ToolCalls) == 0 && len(r.Plan) == 0 && r.ModeID == "" && r.ModelID == "" && r.Loop == nil &&
 		r.Title == "" && r.StopReason == "" && r.Error == "" && r.Usage == nil && len(r.Data) == 0 &&
-		r.Compaction == nil
+		r.Compaction == nil && r.Agent == nil
 }

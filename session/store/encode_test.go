@@ -42,6 +42,9 @@ func TestEncode_MatchesMarshal(t *testing.T) {
 			ToolCallID: pick(), Name: pick(), Title: pick(), Kind: acp.ToolKind(pick()), Status: acp.ToolCallStatus(pick()),
 			Locations: locs, RawInput: raws[rng.IntN(len(raws))], RawOutput: raws[rng.IntN(len(raws))], Content: content, ModelText: pick(),
 		}}
+		if rng.IntN(3) == 0 {
+			rec.Parent = pick() // a subagent run's record: still the fast path
+		}
 		switch rng.IntN(4) {
 		case 0:
 			rec.Text = "not tool-only" // takes the generic path

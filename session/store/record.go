@@ -34,6 +34,8 @@ const (
 	KindUsage      Kind = "usage"       // Usage
 	KindExt        Kind = "ext"         // Data: host-defined payload the store does not interpret
 	KindCompaction Kind = "compaction"  // Compaction: the model's history was compacted (see Compaction)
+	KindAgentStart Kind = "agent_start" // Agent (+Parent): a subagent run began (type, description, model, prompt)
+	KindAgentEnd   Kind = "agent_end"   // Agent (+Parent): a subagent run ended (stop reason or error)
 )
 
 // maxRecordTitleLen bounds a title record so the index stays small.
@@ -46,6 +48,12 @@ type Record struct {
 	V    int       `json:"v"`
 	T    time.Time `json:"t"` // RFC 3339 with nanoseconds on the wire
 	Kind Kind      `json:"kind"`
+	// Parent is set on every record of a subagent run: the toolCallId of
+	// the agent call that started it. Such records are the subagent's own
+	// conversation: they never enter the session's history, and their
+	// tool calls replay with the parent's id in _meta. It follows Kind, so
+	// PeekKind still finds the kind in a line's first bytes.
+	Parent string `json:"parent,omitempty"`
 
 	Meta       *SessionMeta       `json:"meta,omitempty"`
 	Prompt     []acp.ContentBlock `json:"prompt,omitempty"`
@@ -63,6 +71,19 @@ type Record struct {
 	Usage      *Usage             `json:"usage,omitempty"`
 	Data       json.RawMessage    `json:"data,omitempty"`
 	Compaction *Compaction        `json:"compaction,omitempty"`
+	Agent      *AgentRun          `json:"agent,omitempty"`
+}
+
+// AgentRun describes a subagent run: agent_start carries what it was asked
+// (Type, Description, Model, Prompt), agent_end how it ended (StopReason,
+// or Error: a loop stop, a model failure).
+type AgentRun struct {
+	Type        string         `json:"type,omitempty"`
+	Description string         `json:"description,omitempty"`
+	Model       string         `json:"model,omitempty"`
+	Prompt      string         `json:"prompt,omitempty"`
+	StopReason  acp.StopReason `json:"stopReason,omitempty"`
+	Error       string         `json:"error,omitempty"`
 }
 
 // SessionMeta identifies a session and its roots.
@@ -227,6 +248,16 @@ func (r *Record) validate() error {
 		}
 		if err := r.Compaction.validate(); err != nil {
 			return invalid(r.Kind, "field compaction.%v", err)
+		}
+	case KindAgentStart, KindAgentEnd:
+		if r.Parent == "" {
+			return invalid(r.Kind, "field parent is empty")
+		}
+		if r.Agent == nil {
+			return invalid(r.Kind, "field agent is missing")
+		}
+		if r.Kind == KindAgentStart && r.Agent.Type == "" {
+			return invalid(r.Kind, "field agent.type is empty")
 		}
 	case "":
 		return fmt.Errorf("%w: field kind is empty", ErrInvalidRecord)

@@ -36,6 +36,21 @@ func (tr *Transcript) Updates() []acp.SessionUpdate {
 	}
 	for i := range tr.Records {
 		r := &tr.Records[i]
+		// A subagent run's records replay as the editor saw them live: its
+		// tool calls (and compactions) nested under the agent call by
+		// _meta, its text and usage not at all (they were never shown), a
+		// mode change as the session's. Its loop stop is not the session's
+		// turn ending, so it closes nothing.
+		var meta acp.Meta
+		if r.Parent != "" {
+			switch r.Kind {
+			case KindToolCall, KindToolResult, KindCompaction:
+				meta = acp.Meta{acp.MetaParentToolCallID: r.Parent}
+			case KindMode:
+			default:
+				continue
+			}
+		}
 		switch r.Kind {
 		case KindUser:
 			closeOpen()
@@ -61,6 +76,7 @@ func (tr *Transcript) Updates() []acp.SessionUpdate {
 			out = append(out, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
 				ToolCallID: t.ToolCallID, Title: t.Title, Kind: t.Kind, Status: t.Status,
 				Content: t.Content, Locations: t.Locations, RawInput: rawAny(t.RawInput), RawOutput: rawAny(t.RawOutput),
+				Meta: meta,
 			}})
 		case KindToolResult:
 			t := r.Tool
@@ -68,7 +84,7 @@ func (tr *Transcript) Updates() []acp.SessionUpdate {
 				delete(open, t.ToolCallID)
 				u := &acp.ToolCallUpdate{
 					ToolCallID: t.ToolCallID, Kind: t.Kind, Status: t.Status,
-					Content: t.Content, Locations: t.Locations, RawOutput: rawAny(t.RawOutput),
+					Content: t.Content, Locations: t.Locations, RawOutput: rawAny(t.RawOutput), Meta: meta,
 				}
 				if t.Title != "" {
 					u.Title = &t.Title
@@ -81,6 +97,7 @@ func (tr *Transcript) Updates() []acp.SessionUpdate {
 			out = append(out, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
 				ToolCallID: t.ToolCallID, Title: t.Title, Kind: t.Kind, Status: t.Status,
 				Content: t.Content, Locations: t.Locations, RawInput: rawAny(t.RawInput), RawOutput: rawAny(t.RawOutput),
+				Meta: meta,
 			}})
 		case KindPlan:
 			out = append(out, acp.SessionUpdate{Kind: acp.UpdatePlan, Entries: r.Plan})
@@ -96,7 +113,7 @@ func (tr *Transcript) Updates() []acp.SessionUpdate {
 			closeOpen()
 		case KindCompaction:
 			if c := r.Compaction; c.ToolCallID != "" && c.Title != "" {
-				tc := &acp.ToolCall{ToolCallID: c.ToolCallID, Title: c.Title, Kind: acp.KindThink, Status: acp.StatusCompleted}
+				tc := &acp.ToolCall{ToolCallID: c.ToolCallID, Title: c.Title, Kind: acp.KindThink, Status: acp.StatusCompleted, Meta: meta}
 				if c.Detail != "" {
 					tc.Content = []acp.ToolCallContent{acp.TextContent(c.Detail)}
 				}
@@ -157,6 +174,9 @@ func (tr *Transcript) Messages(toUser func([]acp.ContentBlock) (model.Message, e
 	}
 	for i := range tr.Records {
 		r := &tr.Records[i]
+		if r.Parent != "" {
+			continue // a subagent run's own conversation, not the session's
+		}
 		switch r.Kind {
 		case KindText, KindReasoning:
 			if respDone || asst == nil {

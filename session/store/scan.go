@@ -157,6 +157,10 @@ func PeekKind(line []byte) Kind {
 		return KindExt
 	case string(KindCompaction):
 		return KindCompaction
+	case string(KindAgentStart):
+		return KindAgentStart
+	case string(KindAgentEnd):
+		return KindAgentEnd
 	default:
 		return Kind(k)
 	}
@@ -178,31 +182,33 @@ func Decode(line []byte, rec *Record) error {
 // toolCallsLine is the part of a tool_calls record DecodeToolCalls reads.
 type toolCallsLine struct {
 	V         int        `json:"v"`
+	Parent    string     `json:"parent"`
 	ToolCalls []ToolCall `json:"toolCalls"`
 }
 
-// DecodeToolCalls decodes only the calls of a tool_calls record line,
-// reusing dst. Without copying: the names, ids and arguments alias line and
-// are valid only as long as it is. The calls are checked as Load checks
-// them, except that arguments are not validated as JSON here (the repeat
-// key parses them and reports what it cannot).
-func DecodeToolCalls(line []byte, dst []ToolCall) ([]ToolCall, error) {
+// DecodeToolCalls decodes only the calls of a tool_calls record line and
+// its parent (the agent call of a subagent run's batch, "" for the
+// session's own), reusing dst. Without copying: the names, ids, arguments
+// and parent alias line and are valid only as long as it is. The calls are
+// checked as Load checks them, except that arguments are not validated as
+// JSON here (the repeat key parses them and reports what it cannot).
+func DecodeToolCalls(line []byte, dst []ToolCall) (calls []ToolCall, parent string, err error) {
 	v := toolCallsLine{ToolCalls: dst[:0]}
 	if _, err := segjson.Parse(line, &v, segjson.ZeroCopy); err != nil {
-		return dst[:0], fmt.Errorf("%w: %v", ErrInvalidRecord, err)
+		return dst[:0], "", fmt.Errorf("%w: %v", ErrInvalidRecord, err)
 	}
 	if v.V > Version {
-		return dst[:0], fmt.Errorf("%w: record version %d is newer than %d", ErrInvalidRecord, v.V, Version)
+		return dst[:0], "", fmt.Errorf("%w: record version %d is newer than %d", ErrInvalidRecord, v.V, Version)
 	}
 	if len(v.ToolCalls) == 0 {
-		return v.ToolCalls, invalid(KindToolCalls, "field toolCalls is empty")
+		return v.ToolCalls, "", invalid(KindToolCalls, "field toolCalls is empty")
 	}
 	for i, c := range v.ToolCalls {
 		if c.ID == "" {
-			return v.ToolCalls[:0], invalid(KindToolCalls, "field toolCalls[%d].id is empty", i)
+			return v.ToolCalls[:0], "", invalid(KindToolCalls, "field toolCalls[%d].id is empty", i)
 		}
 	}
-	return v.ToolCalls, nil
+	return v.ToolCalls, v.Parent, nil
 }
 
 // DecodeTime decodes only a record line's version and time, for records

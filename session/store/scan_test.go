@@ -51,7 +51,7 @@ func TestScanner_ReadOnlyScan(t *testing.T) {
 			assert.WithinDuration(t, time.Now(), tm, time.Minute)
 			assert.Greater(t, len(line), 600<<10)
 		case KindToolCalls:
-			cs, err := DecodeToolCalls(line, nil)
+			cs, _, err := DecodeToolCalls(line, nil)
 			require.NoError(t, err)
 			for _, c := range cs {
 				c.Name, c.ID = strings.Clone(c.Name), strings.Clone(c.ID)
@@ -76,9 +76,9 @@ func TestScanner_ReadOnlyScan(t *testing.T) {
 	assert.Equal(t, before, after, "scanning changes nothing")
 	require.ErrorIs(t, sc.ScanFile(dir, "nope", func(Kind, []byte) error { return nil }), ErrNotFound)
 
-	_, err = DecodeToolCalls([]byte(`{"v":1,"kind":"tool_calls","toolCalls":[{"id":"","name":"x"}]}`), nil)
+	_, _, err = DecodeToolCalls([]byte(`{"v":1,"kind":"tool_calls","toolCalls":[{"id":"","name":"x"}]}`), nil)
 	require.ErrorIs(t, err, ErrInvalidRecord)
-	_, err = DecodeToolCalls([]byte(`{"v":9,"kind":"tool_calls","toolCalls":[{"id":"a"}]}`), nil)
+	_, _, err = DecodeToolCalls([]byte(`{"v":9,"kind":"tool_calls","toolCalls":[{"id":"a"}]}`), nil)
 	require.ErrorIs(t, err, ErrInvalidRecord)
 	assert.Equal(t, KindToolResult, PeekKind([]byte(`{"v":1,"t":"2026-01-01T00:00:00Z","kind":"tool_result","tool":{}}`)))
 	assert.Equal(t, Kind(""), PeekKind([]byte(`{"kind":"user"}`)))

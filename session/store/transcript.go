@@ -140,7 +140,9 @@ func (tr *Transcript) finish(id string) error {
 			}
 			turnLoop, tr.PendingLoop = tr.PendingLoop, nil
 		case KindLoopStop:
-			tr.PendingLoop = r.Loop
+			if r.Parent == "" { // a subagent's stop ends its run, not the turn
+				tr.PendingLoop = r.Loop
+			}
 		case KindTurnEnd:
 			// A refused turn is left out of the next prompt (ACP), so a
 			// loop note it consumed is still pending.
