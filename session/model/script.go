@@ -10,6 +10,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"strings"
 	"sync"
 )
 
@@ -32,6 +33,33 @@ type ScriptResponse struct {
 	Usage  *Usage `json:"usage,omitempty"` // keys promptTokens, completionTokens, totalTokens
 	// Error makes this response fail with the message, after its text.
 	Error string `json:"error,omitempty"`
+	// Match, when set, serves this response only to a request whose first
+	// user message contains Match: a subagent's conversation starts with
+	// its prompt, so a script keys a subagent's responses on text of that
+	// prompt. Responses with the same Match form their own queue, in file
+	// order; the others answer every other request.
+	Match string `json:"match,omitempty"`
+}
+
+// FirstUserText is the text of the first user message of msgs: what a
+// script's Match is looked for in.
+func FirstUserText(msgs []Message) string {
+	for _, m := range msgs {
+		if m.Role == RoleUser {
+			return m.Content
+		}
+	}
+	return ""
+}
+
+// MatchKey returns the first of keys that text contains.
+func MatchKey(keys []string, text string) (string, bool) {
+	for _, k := range keys {
+		if strings.Contains(text, k) {
+			return k, true
+		}
+	}
+	return "", false
 }
 
 // ScriptToolCall is a tool call in a ScriptResponse. A missing ID is
@@ -119,12 +147,20 @@ func parseScriptLine(line []byte) (ScriptResponse, error) {
 }
 
 // Script is the scripted provider (provider = "script"): each Stream call,
-// from any session, takes the next response of the script.
+// from any session, takes the next response of the script — of the queue
+// of its Match when the request's first user message contains one.
 type Script struct {
 	mu        sync.Mutex
 	responses []ScriptResponse
 	next      int
 	requests  []Request
+	keys      []string // Match texts, in file order
+	keyed     map[string]*scriptQueue
+}
+
+type scriptQueue struct {
+	responses []ScriptResponse
+	next      int
 }
 
 // NewScript loads a model script file.
@@ -147,7 +183,21 @@ func NewScriptFromReader(r io.Reader) (*Script, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Script{responses: rs}, nil
+	s := &Script{keyed: map[string]*scriptQueue{}}
+	for _, r := range rs {
+		if r.Match == "" {
+			s.responses = append(s.responses, r)
+			continue
+		}
+		q := s.keyed[r.Match]
+		if q == nil {
+			q = &scriptQueue{}
+			s.keyed[r.Match] = q
+			s.keys = append(s.keys, r.Match)
+		}
+		q.responses = append(q.responses, r)
+	}
+	return s, nil
 }
 
 // Requests returns the requests received so far, in order.
@@ -157,11 +207,15 @@ func (s *Script) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
-// Remaining is how many responses are left.
+// Remaining is how many responses are left, matched ones included.
 func (s *Script) Remaining() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.responses) - s.next
+	n := len(s.responses) - s.next
+	for _, q := range s.keyed {
+		n += len(q.responses) - q.next
+	}
+	return n
 }
 
 // Stream implements Provider.
@@ -172,17 +226,22 @@ func (s *Script) Stream(ctx context.Context, req Request) iter.Seq2[Event, error
 			return
 		}
 		s.mu.Lock()
-		i := s.next
-		if i < len(s.responses) {
-			s.next++
+		rs, next, what := s.responses, &s.next, "responses"
+		if k, ok := MatchKey(s.keys, FirstUserText(req.Messages)); ok {
+			q := s.keyed[k]
+			rs, next, what = q.responses, &q.next, fmt.Sprintf("responses matching %q", k)
+		}
+		i := *next
+		if i < len(rs) {
+			*next++
 			s.requests = append(s.requests, req)
 		}
 		s.mu.Unlock()
-		if i >= len(s.responses) {
-			yield(Event{}, fmt.Errorf("%w after %d responses", ErrScriptExhausted, len(s.responses)))
+		if i >= len(rs) {
+			yield(Event{}, fmt.Errorf("%w after %d %s", ErrScriptExhausted, len(rs), what))
 			return
 		}
-		r := s.responses[i]
+		r := rs[i]
 		var evs []Event
 		if r.Reasoning != "" {
 			evs = append(evs, Event{Kind: EventReasoning, Text: r.Reasoning})

@@ -132,3 +132,35 @@ func TestScript_CancelledContext(t *testing.T) {
 	}
 	assert.Equal(t, 1, s.Remaining(), "a cancelled call does not consume a line")
 }
+
+// A line with "match" answers only requests whose first user message
+// contains it, from a queue of its own.
+func TestScript_MatchKeysSubagentRequests(t *testing.T) {
+	t.Parallel()
+	s, err := NewScriptFromReader(strings.NewReader(`{"text":"main"}
+{"match":"Where is X?","text":"sub"}
+`))
+	require.NoError(t, err)
+	assert.Equal(t, 2, s.Remaining())
+	ask := func(first string) ([]string, error) {
+		var got []string
+		req := Request{Messages: []Message{{Role: RoleSystem, Content: "Where is X?"}, {Role: RoleUser, Content: first}}}
+		for ev, err := range s.Stream(t.Context(), req) {
+			if err != nil {
+				return got, err
+			}
+			got = append(got, render(ev))
+		}
+		return got, nil
+	}
+	got, err := ask("Subagent task. Where is X? Report paths.")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"text:sub", "finish:stop"}, got)
+	_, err = ask("Where is X?")
+	require.ErrorIs(t, err, ErrScriptExhausted)
+	assert.EqualError(t, err, `model script exhausted after 1 responses matching "Where is X?"`)
+	got, err = ask("hello")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"text:main", "finish:stop"}, got)
+	assert.Equal(t, 0, s.Remaining())
+}

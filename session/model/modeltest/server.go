@@ -56,11 +56,16 @@ type Response struct {
 	OmitDone       bool // end the body without data: [DONE]
 	// Raw, when set, is written verbatim as the SSE body.
 	Raw string
+	// Match, when set, serves this response only to a request whose first
+	// user message contains Match (a subagent's conversation starts with
+	// its prompt): responses with the same Match form their own queue, in
+	// the order added, apart from the main script.
+	Match string
 }
 
 // FromScript converts one model-script line.
 func FromScript(sr model.ScriptResponse) Response {
-	r := Response{Text: sr.Text, Reasoning: sr.Reasoning, Finish: sr.Finish, Usage: sr.Usage, ErrorMessage: sr.Error}
+	r := Response{Text: sr.Text, Reasoning: sr.Reasoning, Finish: sr.Finish, Usage: sr.Usage, ErrorMessage: sr.Error, Match: sr.Match}
 	for _, c := range sr.ToolCalls {
 		args := strings.TrimSpace(string(c.Arguments))
 		var s string
@@ -151,6 +156,17 @@ func (m Message) Text() string {
 	return b.String()
 }
 
+// firstUserText is the text of the request's first user message, where a
+// response's Match is looked for.
+func (r Request) firstUserText() string {
+	for _, m := range r.Messages {
+		if m.Role == "user" {
+			return m.Text()
+		}
+	}
+	return ""
+}
+
 // Tool is one offered tool.
 type Tool struct {
 	Type     string `json:"type"`
@@ -174,7 +190,11 @@ type Server struct {
 	frames    [][][]byte // responses[i] rendered as SSE events, ahead of time
 	next      int
 	requests  []Request
-	models    []string // served by GET …/models
+	// keys are the Match texts in the order first added; keyed their
+	// queues.
+	keys   []string
+	keyed  map[string]*queue
+	models []string // served by GET …/models
 
 	// tokenLimit > 0 refuses larger requests as OpenAI does; count makes
 	// every request counted and every response report usage.
@@ -330,11 +350,18 @@ func contextLengthExceeded(limit, n int) []byte {
 	return b
 }
 
+// queue is the responses of one Match text.
+type queue struct {
+	responses []Response
+	frames    [][][]byte
+	next      int
+}
+
 // NewServer starts a server on loopback that serves responses in order,
 // one per chat-completions request; it is closed when the test ends.
 func NewServer(t testing.TB, responses ...Response) *Server {
 	t.Helper()
-	s := &Server{closing: make(chan struct{})}
+	s := &Server{closing: make(chan struct{}), keyed: map[string]*queue{}}
 	s.Add(responses...)
 	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
 	s.URL = s.srv.URL
@@ -348,14 +375,36 @@ func NewServer(t testing.TB, responses ...Response) *Server {
 // BaseURL is the OpenAI-style base URL (…/v1).
 func (s *Server) BaseURL() string { return s.URL + "/v1" }
 
-// Add appends responses to the script.
+// Add appends responses to the script: to the main script, or a response
+// with Match to that text's own queue.
 func (s *Server) Add(rs ...Response) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.responses = append(s.responses, rs...)
 	for _, r := range rs {
-		s.frames = append(s.frames, frames(r))
+		if r.Match == "" {
+			s.responses = append(s.responses, r)
+			s.frames = append(s.frames, frames(r))
+			continue
+		}
+		q := s.keyed[r.Match]
+		if q == nil {
+			q = &queue{}
+			s.keyed[r.Match] = q
+			s.keys = append(s.keys, r.Match)
+		}
+		q.responses = append(q.responses, r)
+		q.frames = append(q.frames, frames(r))
 	}
+}
+
+// ServedMatching is how many responses of match's queue have been used.
+func (s *Server) ServedMatching(match string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q := s.keyed[match]; q != nil {
+		return q.next
+	}
+	return 0
 }
 
 // SetModels sets the model ids GET …/models lists (none by default).
@@ -403,7 +452,8 @@ func (s *Server) Requests() []Request {
 	return out
 }
 
-// Served is how many scripted responses have been used.
+// Served is how many responses of the main script (those without Match)
+// have been used.
 func (s *Server) Served() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -438,10 +488,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	req.Body = json.RawMessage(body.Bytes())
 
 	s.mu.Lock()
-	limit, count, responder, prefixCache := s.tokenLimit, s.count, s.responder, s.prefixCache
+	limit, count, responder, prefixCache, keyed := s.tokenLimit, s.count, s.responder, s.prefixCache, len(s.keys) > 0
 	s.mu.Unlock()
 	var decoded Request
-	if count || responder != nil {
+	if count || responder != nil || keyed {
 		if err := json.Unmarshal(req.Body, &decoded); err != nil {
 			writeError(w, http.StatusBadRequest, "modeltest: "+err.Error(), "")
 			return
@@ -485,20 +535,27 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
-	i := s.next
-	if i < len(s.responses) {
-		s.next++
+	rs, fs, next, what := s.responses, s.frames, &s.next, "responses"
+	if keyed {
+		if k, ok := model.MatchKey(s.keys, decoded.firstUserText()); ok {
+			q := s.keyed[k]
+			rs, fs, next, what = q.responses, q.frames, &q.next, fmt.Sprintf("responses matching %q", k)
+		}
 	}
-	n := len(s.responses)
+	i := *next
+	if i < len(rs) {
+		*next++
+	}
+	n := len(rs)
 	var resp Response
 	var evs [][]byte
 	if i < n {
-		resp, evs = s.responses[i], s.frames[i]
+		resp, evs = rs[i], fs[i]
 	}
 	s.mu.Unlock()
 	if i >= n {
 		// 400 so that clients do not retry into the same wall.
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("modeltest: script exhausted after %d responses", n), "")
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("modeltest: script exhausted after %d %s", n, what), "")
 		return
 	}
 	if count && resp.Usage == nil {

@@ -143,3 +143,52 @@ func TestServer_PrefixCache(t *testing.T) {
 	u5 := send(model.Message{Role: model.RoleUser, Content: long[:3500] + "[cut]"})
 	assert.Equal(t, u5.PromptTokens, u5.CachedTokens, "the refused request did not replace the cached prefix")
 }
+
+// Responses with Match answer only the requests whose first user message
+// contains it (a subagent's prompt), each Match text a queue of its own;
+// the main script answers the rest, whatever the order of arrival.
+func TestServer_MatchScriptsSubagentsApart(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"text":"main 1"}
+{"match":"find the config","text":"sub 1"}
+{"text":"main 2"}
+{"match":"find the config","text":"sub 2"}
+`), 0o600))
+	rs, err := modeltest.LoadScript(path)
+	require.NoError(t, err)
+	srv := modeltest.NewServer(t, rs...)
+	ask := func(first string, more ...string) (string, error) {
+		msgs := []model.Message{{Role: model.RoleUser, Content: first}}
+		for _, m := range more {
+			msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: "ok"}, model.Message{Role: model.RoleUser, Content: m})
+		}
+		p := model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.BaseURL()})
+		var b strings.Builder
+		for ev, err := range p.Stream(t.Context(), model.Request{Model: "m", System: "find the config", Messages: msgs}) {
+			if err != nil {
+				return b.String(), err
+			}
+			b.WriteString(ev.Text)
+		}
+		return b.String(), nil
+	}
+	for _, tc := range []struct{ first, later, want string }{
+		{"Please find the config of X", "", "sub 1"},
+		{"hello", "find the config", "main 1"}, // only the first user message counts
+		{"hello", "", "main 2"},
+		{"and find the config again", "", "sub 2"},
+	} {
+		var more []string
+		if tc.later != "" {
+			more = append(more, tc.later)
+		}
+		got, err := ask(tc.first, more...)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got)
+	}
+	_, err = ask("find the config")
+	require.ErrorContains(t, err, `modeltest: script exhausted after 2 responses matching "find the config"`)
+	assert.Equal(t, 2, srv.Served())
+	assert.Equal(t, 2, srv.ServedMatching("find the config"))
+}
