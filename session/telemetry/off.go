@@ -53,6 +53,11 @@ func (t *Telemetry) StartTurn(ctx context.Context, _, _, _ string) (context.Cont
 	return ctx, nil
 }
 
+// StartSubagent returns ctx unchanged.
+func (t *Telemetry) StartSubagent(ctx context.Context, _, _, _, _ string) (context.Context, *Turn) {
+	return ctx, nil
+}
+
 // End does nothing.
 func (tu *Turn) End(TurnEnd) {}
 
@@ -70,8 +75,10 @@ func (c *Chat) End(ChatEnd) {}
 // Tool is always nil in this build.
 type Tool struct{}
 
-// StartTool returns nil.
-func (t *Telemetry) StartTool(context.Context, string, string, []byte) *Tool { return nil }
+// StartTool returns ctx unchanged.
+func (t *Telemetry) StartTool(ctx context.Context, _, _ string, _ []byte) (context.Context, *Tool) {
+	return ctx, nil
+}
 
 // End does nothing.
 func (tl *Tool) End(string) {}

@@ -190,12 +190,23 @@ type Turn struct {
 // StartTurn starts a prompt turn's span. prompt is recorded only with
 // LogPrompts.
 func (t *Telemetry) StartTurn(ctx context.Context, sessionID, model, prompt string) (context.Context, *Turn) {
+	return t.startAgent(ctx, AgentName, sessionID, model, prompt)
+}
+
+// StartSubagent starts a subagent run's span, "invoke_agent {agent}" with
+// gen_ai.agent.name the agent's name, as a child of the span in ctx (the
+// agent call's execute_tool span). It ends like a turn's.
+func (t *Telemetry) StartSubagent(ctx context.Context, sessionID, agent, model, prompt string) (context.Context, *Turn) {
+	return t.startAgent(ctx, agent, sessionID, model, prompt)
+}
+
+func (t *Telemetry) startAgent(ctx context.Context, agent, sessionID, model, prompt string) (context.Context, *Turn) {
 	if t == nil {
 		return ctx, nil
 	}
 	attrs := []attribute.KeyValue{
 		attribute.String(AttrOperationName, OpInvokeAgent),
-		attribute.String(AttrAgentName, AgentName),
+		attribute.String(AttrAgentName, agent),
 		attribute.String(AttrProviderName, t.cfg.ProviderName),
 		attribute.String(AttrConversationID, sessionID),
 		attribute.String(AttrRequestModel, model),
@@ -204,7 +215,7 @@ func (t *Telemetry) StartTurn(ctx context.Context, sessionID, model, prompt stri
 		msgs, _ := json.Marshal([]map[string]any{{"role": "user", "parts": []map[string]string{{"type": "text", "content": prompt}}}})
 		attrs = append(attrs, attribute.String(AttrInputMessages, string(msgs)))
 	}
-	ctx, span := t.tracer.Start(ctx, OpInvokeAgent+" "+AgentName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	ctx, span := t.tracer.Start(ctx, OpInvokeAgent+" "+agent, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	return ctx, &Turn{t: t, span: span, ctx: ctx}
 }
 
@@ -291,10 +302,11 @@ func (c *Chat) End(e ChatEnd) {
 type Tool struct{ span trace.Span }
 
 // StartTool starts a tool call's span; args are recorded only with
-// LogPrompts.
-func (t *Telemetry) StartTool(ctx context.Context, name, callID string, args []byte) *Tool {
+// LogPrompts. The returned context carries the span, so what the call
+// starts (an agent call's subagent run) nests under it.
+func (t *Telemetry) StartTool(ctx context.Context, name, callID string, args []byte) (context.Context, *Tool) {
 	if t == nil {
-		return nil
+		return ctx, nil
 	}
 	attrs := []attribute.KeyValue{
 		attribute.String(AttrOperationName, OpExecuteTool),
@@ -305,8 +317,8 @@ func (t *Telemetry) StartTool(ctx context.Context, name, callID string, args []b
 	if t.cfg.LogPrompts && len(args) > 0 {
 		attrs = append(attrs, attribute.String(AttrToolCallArguments, string(args)))
 	}
-	_, span := t.tracer.Start(ctx, OpExecuteTool+" "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return &Tool{span: span}
+	ctx, span := t.tracer.Start(ctx, OpExecuteTool+" "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return ctx, &Tool{span: span}
 }
 
 // End ends the tool call's span; errType is "" on success.

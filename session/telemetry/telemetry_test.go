@@ -29,7 +29,12 @@ func TestDisabled(t *testing.T) {
 	assert.Equal(t, t.Context(), ctx)
 	_, chat := tel.StartChat(ctx, "m")
 	chat.End(telemetry.ChatEnd{})
-	tel.StartTool(ctx, "read_file", "c1", nil).End("")
+	tctx, tool := tel.StartTool(ctx, "read_file", "c1", nil)
+	assert.Equal(t, ctx, tctx)
+	tool.End("")
+	sctx, sub := tel.StartSubagent(ctx, "s", "Explore", "m", "p")
+	assert.Equal(t, ctx, sctx)
+	sub.End(telemetry.TurnEnd{})
 	turn.End(telemetry.TurnEnd{LoopType: "turn_tool_call_cap"})
 	require.NoError(t, tel.ForceFlush(ctx))
 	require.NoError(t, tel.Shutdown(ctx))
@@ -59,8 +64,10 @@ func testExport(t *testing.T, proto string, c *telemetrytest.Collector) {
 	ctx, turn := tel.StartTurn(t.Context(), "sess1", "qwen3", "fix the tests")
 	_, chat := tel.StartChat(ctx, "qwen3")
 	chat.End(telemetry.ChatEnd{HaveUsage: true, InputTokens: 1200, OutputTokens: 30, FinishReason: "tool_calls"})
-	tel.StartTool(ctx, "read_file", "call_1", []byte(`{"file_path":"/w/x"}`)).End("")
-	tel.StartTool(ctx, "run_shell_command", "call_2", nil).End("EXECUTION_FAILED")
+	_, read := tel.StartTool(ctx, "read_file", "call_1", []byte(`{"file_path":"/w/x"}`))
+	read.End("")
+	_, shell := tel.StartTool(ctx, "run_shell_command", "call_2", nil)
+	shell.End("EXECUTION_FAILED")
 	turn.End(telemetry.TurnEnd{ToolCalls: 101, LoopType: "turn_tool_call_cap", CapReason: "stuck", Err: errors.New("loop")})
 	require.NoError(t, tel.Shutdown(t.Context()))
 	assert.Empty(t, c.Errors())
@@ -109,6 +116,41 @@ func testExport(t *testing.T, proto string, c *telemetrytest.Collector) {
 	}
 	assert.Equal(t, map[any]float64{"input": 1200, "output": 30}, byType)
 	require.NotNil(t, c.Metric("gen_ai.client.operation.duration"))
+}
+
+// A subagent run is an invoke_agent span named for its agent, under the
+// agent call's execute_tool span, with its model requests under it.
+func TestSubagentSpan(t *testing.T) {
+	c := telemetrytest.NewCollector(t)
+	tel, err := telemetry.Start(t.Context(), telemetry.Config{Enabled: true, Protocol: telemetry.ProtocolHTTP, Endpoint: c.URL()})
+	require.NoError(t, err)
+	ctx, turn := tel.StartTurn(t.Context(), "sess1", "qwen3", "")
+	actx, call := tel.StartTool(ctx, "agent", "call_1", nil)
+	sctx, run := tel.StartSubagent(actx, "sess1", "Explore", "qwen3", "where?")
+	_, chat := tel.StartChat(sctx, "qwen3")
+	chat.End(telemetry.ChatEnd{FinishReason: "stop"})
+	run.End(telemetry.TurnEnd{ToolCalls: 3, LoopType: "turn_tool_call_cap", CapReason: "stuck", Err: errors.New("loop")})
+	call.End("SUBAGENT_LOOP_DETECTED")
+	turn.End(telemetry.TurnEnd{ToolCalls: 1, StopReason: "end_turn"})
+	require.NoError(t, tel.Shutdown(t.Context()))
+
+	turns := c.SpansNamed("invoke_agent acpd")
+	tools := c.SpansNamed("execute_tool agent")
+	runs := c.SpansNamed("invoke_agent Explore")
+	chats := c.SpansNamed("chat qwen3")
+	require.Len(t, turns, 1)
+	require.Len(t, tools, 1)
+	require.Len(t, runs, 1)
+	require.Len(t, chats, 1)
+	assert.Equal(t, turns[0].SpanId, tools[0].ParentSpanId)
+	assert.Equal(t, tools[0].SpanId, runs[0].ParentSpanId)
+	assert.Equal(t, runs[0].SpanId, chats[0].ParentSpanId)
+	ra := telemetrytest.Attrs(runs[0].Attributes)
+	assert.Equal(t, "Explore", ra["gen_ai.agent.name"])
+	assert.Equal(t, "sess1", ra["gen_ai.conversation.id"])
+	assert.Equal(t, int64(3), ra["acpd.turn.tool_calls"])
+	assert.Equal(t, "stuck", ra["cap_reason"])
+	assert.Equal(t, map[string]int64{"cap_reason=stuck,loop_type=turn_tool_call_cap": 1}, c.Counts("acpd.loop.stops"))
 }
 
 // The standard variables choose the endpoint and protocol when the
@@ -161,7 +203,8 @@ func TestUnreachableCollector(t *testing.T) {
 				ctx, turn := tel.StartTurn(t.Context(), "s", "m", "")
 				_, chat := tel.StartChat(ctx, "m")
 				chat.End(telemetry.ChatEnd{})
-				tel.StartTool(ctx, "read_file", "c", nil).End("")
+				_, tool := tel.StartTool(ctx, "read_file", "c", nil)
+				tool.End("")
 				turn.End(telemetry.TurnEnd{StopReason: "end_turn", ToolCalls: 1})
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
