@@ -48,7 +48,7 @@ func (rep *Report) writeJSON(w io.Writer) error {
 
 var csvHeader = []string{"session", "turn", "cwd", "start", "tool_calls", "distinct_keys", "max_repeat",
 	"max_repeat_tool", "max_name_streak", "streak_tool", "outcome", "loop_type", "cap_reason", "duration_ms",
-	"whatif_outcome", "whatif_at_call", "whatif_why"}
+	"whatif_outcome", "whatif_at_call", "whatif_why", "run", "agent", "parent_tool_call_id"}
 
 func (rep *Report) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
@@ -66,6 +66,7 @@ func (rep *Report) writeCSV(w io.Writer) error {
 		} else {
 			row = append(row, "", "", "")
 		}
+		row = append(row, strconv.Itoa(t.Run), t.Agent, t.ParentToolCallID)
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -86,7 +87,7 @@ func (rep *Report) writeTable(w io.Writer) error {
 	const rowFmt = "%-16s  %-12s  %4s  %6s  %5s  %6s  %6s  %-32s  %9s\n"
 	fmt.Fprintf(w, rowFmt, "START (UTC)", "SESSION", "TURN", "CALLS", "KEYS", "MAXREP", "STREAK", "OUTCOME", "DURATION")
 	for _, t := range rep.Turns {
-		fmt.Fprintf(w, rowFmt, t.Start.UTC().Format("2006-01-02 15:04"), shortID(t.Session), strconv.Itoa(t.Turn),
+		fmt.Fprintf(w, rowFmt, t.Start.UTC().Format("2006-01-02 15:04"), shortID(t.Session), t.Label(),
 			strconv.Itoa(t.ToolCalls), strconv.Itoa(t.DistinctKeys), strconv.Itoa(t.MaxRepeat),
 			strconv.Itoa(t.MaxNameStreak), t.OutcomeText(), durationText(t))
 	}
@@ -120,7 +121,7 @@ func (rep *Report) writeTable(w io.Writer) error {
 			if t.WhatIf == nil {
 				continue
 			}
-			fmt.Fprintf(w, "  %s turn %d: %s -> %s at call %d: %s\n", shortID(t.Session), t.Turn,
+			fmt.Fprintf(w, "  %s turn %s: %s -> %s at call %d: %s\n", shortID(t.Session), t.Label(),
 				t.OutcomeText(), t.WhatIf.Outcome(), t.WhatIf.AtCall, t.WhatIf.Why)
 		}
 	}

@@ -17,10 +17,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -55,10 +57,17 @@ type Options struct {
 
 // Turn is one prompt turn of one session.
 type Turn struct {
-	Session string    `json:"session"`
-	Turn    int       `json:"turn"` // 1-based, in the session's order
-	Cwd     string    `json:"cwd"`
-	Start   time.Time `json:"start"`
+	Session string `json:"session"`
+	Turn    int    `json:"turn"` // 1-based, in the session's order
+	// A subagent run is a turn of its own, linked to the prompt turn it ran
+	// in (Turn): Run is its 1-based number within that turn (0 for the
+	// prompt turn itself), Agent the agent's name and ParentToolCallID the
+	// agent call that started it.
+	Run              int       `json:"run,omitempty"`
+	Agent            string    `json:"agent,omitempty"`
+	ParentToolCallID string    `json:"parentToolCallId,omitempty"`
+	Cwd              string    `json:"cwd"`
+	Start            time.Time `json:"start"`
 	// Duration is from the prompt record to the turn_end record (0 for a
 	// turn that never ended).
 	Duration time.Duration `json:"-"`
@@ -117,6 +126,15 @@ func (tc *turnCalls) dropReplays(dups map[uint64]bool) {
 		tc.ends[bi] = n
 	}
 	tc.calls, tc.ids = tc.calls[:n], tc.ids[:n]
+}
+
+// Label names the turn in a session: "3", or "3.1" for the first subagent
+// run of turn 3.
+func (t *Turn) Label() string {
+	if t.Run == 0 {
+		return strconv.Itoa(t.Turn)
+	}
+	return strconv.Itoa(t.Turn) + "." + strconv.Itoa(t.Run)
 }
 
 // OutcomeText is the outcome with the loop type and cap reason:
@@ -305,7 +323,10 @@ func Collect(opts Options) (*Report, error) {
 		if c := cmp.Compare(a.Session, b.Session); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Turn, b.Turn)
+		if c := cmp.Compare(a.Turn, b.Turn); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Run, b.Run)
 	})
 	rep.Summary.Sessions = sessions
 	rep.summarise(opts.WhatIf)
@@ -419,30 +440,60 @@ func (r *reader) key(c store.ToolCall) (key, name string) {
 
 var dupMarker = []byte(`"modelText":"Duplicate provider tool call id `)
 
+// run is a subagent run being read: a turn of its own, with its calls.
+type run struct {
+	turn Turn
+	tc   turnCalls
+	loop *store.LoopStop
+}
+
 // session reads one transcript. Lines that do not decode are counted in
-// skipped, as store.Load skips them.
+// skipped, as store.Load skips them. The records of a subagent run (those
+// with a parent) make turns of their own, interleaved with the prompt
+// turn's when runs are concurrent.
 func (r *reader) session(dataDir, id string) (turns []Turn, skipped int, err error) {
 	var (
-		cwd  string
-		cur  *Turn
-		dups map[uint64]bool // hashes of the toolCallIds answered as provider replays
-		loop *store.LoopStop
+		cwd   string
+		cur   *Turn
+		dups  map[uint64]bool // hashes of the toolCallIds answered as provider replays
+		loop  *store.LoopStop
+		runs  map[string]*run // the open subagent runs of the current turn, by agent call
+		nrun  int             // runs started in the current turn
+		nturn int             // prompt turns started
 	)
 	tc := &r.tc
 	tc.reset()
+	finishRun := func(parent string, end *store.Record) {
+		ru := runs[parent]
+		if ru == nil {
+			return
+		}
+		delete(runs, parent)
+		ru.tc.dropReplays(dups)
+		clear(r.counts)
+		ru.turn.finish(&ru.tc, r.counts, ru.loop, end)
+		if r.whatIf != nil {
+			r.tracker.Reset()
+			ru.turn.WhatIf = r.replay(&ru.turn, &ru.tc, *r.whatIf)
+		}
+		turns = append(turns, ru.turn)
+	}
 	finish := func(end *store.Record) {
 		if cur == nil {
 			return
+		}
+		for _, p := range slices.Sorted(maps.Keys(runs)) {
+			finishRun(p, nil) // never ended: acpd stopped during the run
 		}
 		tc.dropReplays(dups)
 		clear(r.counts)
 		cur.finish(tc, r.counts, loop, end)
 		if r.whatIf != nil {
 			r.tracker.Reset()
-			cur.WhatIf = r.replay(cur, *r.whatIf)
+			cur.WhatIf = r.replay(cur, tc, *r.whatIf)
 		}
 		turns = append(turns, *cur)
-		cur, loop = nil, nil
+		cur, loop, nrun = nil, nil, 0
 		tc.reset()
 		clear(dups)
 	}
@@ -451,12 +502,10 @@ func (r *reader) session(dataDir, id string) (turns []Turn, skipped int, err err
 	clear(r.keys)
 	startTurn := func(t time.Time) {
 		finish(nil)
-		cur = &Turn{Session: id, Turn: len(turns) + 1, Cwd: cwd, Start: t}
+		nturn++
+		cur = &Turn{Session: id, Turn: nturn, Cwd: cwd, Start: t}
 	}
-	addBatch := func(calls []store.ToolCall) {
-		if cur == nil {
-			return
-		}
+	addBatch := func(tc *turnCalls, calls []store.ToolCall) {
 		for _, c := range calls {
 			var cl call
 			cl.key, cl.name = r.key(c)
@@ -465,9 +514,19 @@ func (r *reader) session(dataDir, id string) (turns []Turn, skipped int, err err
 		}
 		tc.ends = append(tc.ends, len(tc.calls))
 	}
+	// batch routes a response's calls to the prompt turn or to its run.
+	batch := func(parent string, calls []store.ToolCall) {
+		switch {
+		case cur == nil:
+		case parent == "":
+			addBatch(tc, calls)
+		case runs[parent] != nil:
+			addBatch(&runs[parent].tc, calls)
+		}
+	}
 	err = r.sc.ScanFile(dataDir, id, func(kind store.Kind, line []byte) error {
 		switch kind {
-		case store.KindMeta, store.KindLoopStop, store.KindTurnEnd, "":
+		case store.KindMeta, store.KindLoopStop, store.KindTurnEnd, store.KindAgentStart, store.KindAgentEnd, "":
 		case store.KindUser:
 			// Only the time: a prompt may be large.
 			t, err := store.DecodeTime(line)
@@ -478,13 +537,13 @@ func (r *reader) session(dataDir, id string) (turns []Turn, skipped int, err err
 			startTurn(t)
 			return nil
 		case store.KindToolCalls:
-			calls, _, err := store.DecodeToolCalls(line, r.calls)
+			calls, parent, err := store.DecodeToolCalls(line, r.calls)
 			r.calls = calls
 			if err != nil {
 				skipped++
 				return nil
 			}
-			addBatch(calls)
+			batch(parent, calls)
 			return nil
 		case store.KindToolResult:
 			if !bytes.Contains(line, dupMarker) {
@@ -507,7 +566,7 @@ func (r *reader) session(dataDir, id string) (turns []Turn, skipped int, err err
 		case store.KindUser: // a line in another shape, decoded whole
 			startTurn(rec.T)
 		case store.KindToolCalls:
-			addBatch(rec.ToolCalls)
+			batch(rec.Parent, rec.ToolCalls)
 		case store.KindToolResult:
 			if dups == nil {
 				dups = map[uint64]bool{}
@@ -516,11 +575,32 @@ func (r *reader) session(dataDir, id string) (turns []Turn, skipped int, err err
 				dups[idHash(rec.Tool.ToolCallID)] = true
 			}
 		case store.KindLoopStop:
-			if cur != nil {
-				l := *rec.Loop
+			l := *rec.Loop
+			switch {
+			case cur == nil:
+			case rec.Parent == "":
 				loop = &l
+			case runs[rec.Parent] != nil:
+				runs[rec.Parent].loop = &l
 			}
+		case store.KindAgentStart:
+			if cur == nil {
+				return nil
+			}
+			if runs == nil {
+				runs = map[string]*run{}
+			}
+			finishRun(rec.Parent, nil) // a second start for one call: the first never ended
+			nrun++
+			runs[rec.Parent] = &run{turn: Turn{Session: id, Turn: cur.Turn, Run: nrun, Agent: rec.Agent.Type,
+				ParentToolCallID: rec.Parent, Cwd: cwd, Start: rec.T}}
+		case store.KindAgentEnd:
+			// The run's end, as a turn_end: its stop reason, or an error.
+			finishRun(rec.Parent, &store.Record{T: rec.T, StopReason: rec.Agent.StopReason})
 		case store.KindTurnEnd:
+			if rec.Parent != "" {
+				return nil
+			}
 			end := *rec
 			finish(&end)
 		}
@@ -602,8 +682,8 @@ func (t *Turn) finish(tc *turnCalls, counts map[string]int, loop *store.LoopStop
 
 // replay runs the daemon guard's per-batch decision over the turn's batches
 // under s and returns how the outcome would change (nil: it would not).
-func (r *reader) replay(t *Turn, s Settings) *Change {
-	tr, tc := r.tracker, &r.tc
+func (r *reader) replay(t *Turn, tc *turnCalls, s Settings) *Change {
+	tr := r.tracker
 	start := 0
 	for bi, end := range tc.ends {
 		keys := r.keyBuf[:0]

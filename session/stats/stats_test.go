@@ -240,7 +240,90 @@ func TestReport_Formats(t *testing.T) {
 	require.Len(t, rows, 6)
 	assert.Equal(t, csvHeader, rows[0])
 	assert.Equal(t, []string{"sessA", "1", "/w/a", "2026-11-30T09:00:00Z", "8", "5", "3", "read_file", "3", "read_file",
-		"end_turn", "", "", "2000", "turn_tool_call_cap/explicit", "3", "3 calls past the hard cap of 2"}, rows[1])
+		"end_turn", "", "", "2000", "turn_tool_call_cap/explicit", "3", "3 calls past the hard cap of 2", "0", "", ""}, rows[1])
 
 	require.ErrorContains(t, rep.Write(&cs, "xml"), `unknown format "xml"`)
+}
+
+// A subagent run is a turn of its own, linked to its prompt turn by number
+// and agent call, counted apart from the prompt turn (whose guard counted
+// each agent call once), and replayed by the what-if like any turn — also
+// when two runs' records interleave.
+func TestCollect_SubagentRunsAreTurns(t *testing.T) {
+	dataDir := t.TempDir()
+	st, err := store.Open(dataDir, store.Options{})
+	require.NoError(t, err)
+	w, err := st.Create(store.SessionMeta{ID: "sessS", Cwd: "/w", CreatedAt: t0})
+	require.NoError(t, err)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	sub := func(parent string, calls ...store.ToolCall) store.Record {
+		return store.Record{T: at(time.Second), Kind: store.KindToolCalls, Parent: parent, ToolCalls: calls}
+	}
+	recs := []store.Record{
+		{T: at(0), Kind: store.KindUser, Prompt: []acp.ContentBlock{acp.TextBlock("go")}},
+		{T: at(0), Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("p1", "agent", `{"prompt":"a"}`), tc("p2", "agent", `{"prompt":"b"}`)}},
+		{T: at(time.Second), Kind: store.KindAgentStart, Parent: "p1", Agent: &store.AgentRun{Type: "Explore"}},
+		{T: at(2 * time.Second), Kind: store.KindAgentStart, Parent: "p2", Agent: &store.AgentRun{Type: "general-purpose"}},
+	}
+	// p1 reads one file 101 times; p2 reads 60 distinct files; interleaved.
+	for i := range 101 {
+		recs = append(recs, sub("p1", tc(fmt.Sprintf("s1_%d", i), "read_file", `{"p":"same"}`)))
+		if i < 60 {
+			recs = append(recs, sub("p2", tc(fmt.Sprintf("s2_%d", i), "read_file", fmt.Sprintf(`{"p":%d}`, i))))
+		}
+	}
+	recs = append(recs,
+		store.Record{T: at(5 * time.Second), Kind: store.KindAgentEnd, Parent: "p2", Agent: &store.AgentRun{StopReason: acp.StopEndTurn}},
+		store.Record{T: at(6 * time.Second), Kind: store.KindLoopStop, Parent: "p1", Loop: &store.LoopStop{LoopType: "turn_tool_call_cap", CapReason: "stuck", ToolCalls: 101}},
+		store.Record{T: at(7 * time.Second), Kind: store.KindAgentEnd, Parent: "p1", Agent: &store.AgentRun{Error: "stopped by its loop protection"}},
+		store.Record{T: at(8 * time.Second), Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("p3", "glob", `{}`)}},
+		store.Record{T: at(9 * time.Second), Kind: store.KindTurnEnd, StopReason: acp.StopEndTurn},
+		// Turn 2: a run that never ended (acpd stopped).
+		store.Record{T: at(20 * time.Second), Kind: store.KindUser, Prompt: []acp.ContentBlock{acp.TextBlock("again")}},
+		store.Record{T: at(20 * time.Second), Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("q1", "agent", `{}`)}},
+		store.Record{T: at(21 * time.Second), Kind: store.KindAgentStart, Parent: "q1", Agent: &store.AgentRun{Type: "Explore"}},
+		sub("q1", tc("t1", "glob", `{}`)),
+	)
+	for _, r := range recs {
+		require.NoError(t, w.Append(r))
+	}
+	require.NoError(t, w.Close())
+
+	rep, err := Collect(Options{DataDir: dataDir})
+	require.NoError(t, err)
+	type row struct {
+		label, agent, parent, outcome string
+		calls, maxRep                 int
+	}
+	var got []row
+	for _, tr := range rep.Turns {
+		got = append(got, row{tr.Label(), tr.Agent, tr.ParentToolCallID, tr.OutcomeText(), tr.ToolCalls, tr.MaxRepeat})
+	}
+	assert.Equal(t, []row{
+		{"1", "", "", "end_turn", 3, 1},
+		{"1.1", "Explore", "p1", "turn_tool_call_cap/stuck", 101, 101},
+		{"1.2", "general-purpose", "p2", "end_turn", 60, 1},
+		{"2", "", "", "incomplete", 1, 1},
+		{"2.1", "Explore", "q1", "incomplete", 1, 1},
+	}, got)
+	assert.Equal(t, 6*time.Second, rep.Turns[1].Duration)
+	assert.Equal(t, 5, rep.Summary.Turns)
+
+	// Replayed under the settings the runs had, nothing changes; under a
+	// hard cap of 50 the 60-call run would have stopped.
+	rep, err = Collect(Options{DataDir: dataDir, WhatIf: &Settings{Cap: loopdetect.Cap{Max: 100}, SkipLoopDetection: true}})
+	require.NoError(t, err)
+	assert.Zero(t, rep.Summary.WhatIf.Changed)
+	rep, err = Collect(Options{DataDir: dataDir, WhatIf: &Settings{Cap: loopdetect.Cap{Max: 50, Explicit: true}, SkipLoopDetection: true}})
+	require.NoError(t, err)
+	changed := map[string]string{}
+	for _, tr := range rep.Turns {
+		if tr.WhatIf != nil {
+			changed[tr.Label()] = tr.WhatIf.Outcome() + fmt.Sprint(" at ", tr.WhatIf.AtCall)
+		}
+	}
+	assert.Equal(t, map[string]string{"1.1": "turn_tool_call_cap/explicit at 51", "1.2": "turn_tool_call_cap/explicit at 51"}, changed)
+	var out bytes.Buffer
+	require.NoError(t, rep.Write(&out, FormatTable))
+	assert.Contains(t, out.String(), "sessS turn 1.2: end_turn -> turn_tool_call_cap/explicit at call 51")
 }
