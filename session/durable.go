@@ -197,7 +197,10 @@ func (m *Manager) restore(s *Session, tr *store.Transcript) {
 	s.title = tr.Title
 	for i := range tr.Records {
 		r := &tr.Records[i]
-		if r.Kind == store.KindUsage && r.Usage != nil {
+		// Every toolCallId is the session's, a subagent run's included; the
+		// run's usage and compactions were of its own conversation.
+		sub := r.Parent != ""
+		if r.Kind == store.KindUsage && r.Usage != nil && !sub {
 			s.lastUsed = int(r.Usage.Used)
 		}
 		if r.Tool != nil {
@@ -209,6 +212,9 @@ func (m *Manager) restore(s *Session, tr *store.Transcript) {
 		if c := r.Compaction; c != nil {
 			if c.ToolCallID != "" {
 				s.toolCallIDs[c.ToolCallID] = true
+			}
+			if sub {
+				continue
 			}
 			s.cm.last = &CompactionInfo{Method: c.Method, Trigger: c.Trigger, Before: c.Before, After: c.After, At: r.T, Detail: c.Detail}
 		}

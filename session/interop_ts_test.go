@@ -56,6 +56,7 @@ type interopStep struct {
 	ToolCallUpdates int               `json:"toolCallUpdates"`
 	Statuses        map[string]string `json:"statuses"`
 	Failures        map[string]string `json:"failures"`
+	Parents         map[string]string `json:"parents"`
 	Permissions     []struct {
 		ToolCallID  string   `json:"toolCallId"`
 		Title       string   `json:"title"`
@@ -110,9 +111,17 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 		calls(shell("sleep 31")),                           // cancel-while-running
 		calls(shell("echo one")), calls(shell("echo two")), // loop-stopped
 		modeltest.Response{Text: "after"}, // after-loop-stop
+		calls(agentTC("call_delegate", "Read the notes", "INTEROP-SUBTASK: what do the notes say?", "Explore")), // subagents
+		modeltest.Response{Text: "delegated"},
+	)
+	workspace := t.TempDir()
+	notes := filepath.Join(workspace, "notes.txt")
+	require.NoError(t, os.WriteFile(notes, []byte("hello"), 0o644))
+	srv.Add(
+		modeltest.Response{Match: "INTEROP-SUBTASK", ToolCalls: []modeltest.ToolCall{readCall(notes)}},
+		modeltest.Response{Match: "INTEROP-SUBTASK", Text: "The notes say hello."},
 	)
 
-	workspace := t.TempDir()
 	args := []string{
 		filepath.Join(clientDir, "client.mjs"), workspace, acpdBin,
 		"--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
@@ -146,7 +155,7 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 	for _, s := range sum.Steps {
 		steps[s.Name] = s
 	}
-	require.Len(t, sum.Steps, 6)
+	require.Len(t, sum.Steps, 7)
 	statusList := func(s interopStep) []string {
 		var out []string
 		for _, st := range s.Statuses {
@@ -177,6 +186,9 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 		{name: "loop-stopped", loopStop: true, toolCalls: 2, updates: 3, permissions: 1, statuses: []string{"completed", "failed"},
 			failures: []string{loopdetect.LoopDetectedSkipMessage}},
 		{name: "after-loop-stop", stopReason: string(acp.StopEndTurn)},
+		// The agent call and the subagent's read, both completed; the
+		// read names the agent call in _meta.
+		{name: "subagents", stopReason: string(acp.StopEndTurn), toolCalls: 2, updates: 2, statuses: []string{"completed", "completed"}},
 		{name: "help", stopReason: string(acp.StopEndTurn)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,15 +224,22 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 	assert.Less(t, steps["cancel-while-running"].MS, 15_000, "cancel-while-running took %d ms", steps["cancel-while-running"].MS)
 	assert.Equal(t, "said hello", steps["tools"].Text)
 	assert.Equal(t, "after", steps["after-loop-stop"].Text)
+	assert.Equal(t, "delegated", steps["subagents"].Text, "the subagent's text is not the assistant's")
+	require.Len(t, steps["subagents"].Parents, 1)
+	for id, parent := range steps["subagents"].Parents {
+		assert.NotEqual(t, "call_delegate", id)
+		assert.Equal(t, "call_delegate", parent)
+	}
+	assert.Equal(t, 2, srv.ServedMatching("INTEROP-SUBTASK"))
 	assert.Contains(t, steps["help"].Text, "/compress [focus]")
 	// The commands were announced once, after session/new.
 	require.Len(t, sum.AvailableCommands, 1, "available_commands_update")
-	assert.Equal(t, []string{"compress", "init", "context", "tools", "mcp", "help"}, sum.AvailableCommands[0])
+	assert.Equal(t, []string{"compress", "init", "context", "tools", "mcp", "agents", "help"}, sum.AvailableCommands[0])
 	checkWire(t, wire)
 	if t.Failed() {
 		t.Logf("summary: %s", bytes.TrimSpace(stdout.Bytes()))
 	}
-	assert.Equal(t, 7, srv.Served(), "every scripted response used, none requested after a cancel")
+	assert.Equal(t, 9, srv.Served(), "every scripted response used, none requested after a cancel")
 
 	require.NotNil(t, sum.Exit.Code, "acpd exit: signal %v, error %q", sum.Exit.Signal, sum.Exit.Error)
 	assert.Zero(t, *sum.Exit.Code, "acpd exits 0 when its stdin closes")

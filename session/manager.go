@@ -21,6 +21,7 @@ import (
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/commands"
+	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
@@ -48,6 +49,10 @@ var availableModes = []acp.SessionMode{
 func validMode(id string) bool {
 	return slices.ContainsFunc(availableModes, func(m acp.SessionMode) bool { return m.ID == id })
 }
+
+// DefaultAgentConcurrency is how many agent calls of one model response run
+// at once when Options.AgentConcurrency is not set.
+const DefaultAgentConcurrency = 4
 
 // Options configure a Manager. The zero value of each field is a usable
 // default except Provider, which is required.
@@ -89,6 +94,11 @@ type Options struct {
 	// WebFetchAllowPrivate lets web_fetch reach loopback and private
 	// addresses without asking (tools.webFetchAllowPrivate).
 	WebFetchAllowPrivate bool
+	// NoAgentTool leaves the agent tool (subagents) out of every session.
+	NoAgentTool bool
+	// AgentConcurrency bounds the agent calls of one model response that
+	// run at once (0: DefaultAgentConcurrency).
+	AgentConcurrency int
 
 	// APIKeyEnv names the variable the provider's API key was read from
 	// and APIKeyEmpty says it was empty; a 401 or 403 names them.
@@ -152,6 +162,9 @@ func NewManager(client acp.Client, opts Options) *Manager {
 		opts.ApprovalMode = ModeDefault
 	}
 	opts.FailureGuard = loopdetect.ResolveFailureMode(string(opts.FailureGuard))
+	if opts.AgentConcurrency <= 0 {
+		opts.AgentConcurrency = DefaultAgentConcurrency
+	}
 	if opts.ConfigDir == "" {
 		opts.ConfigDir = config.UserDir(os.Getenv)
 	}
@@ -320,6 +333,11 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 		s.tools = m.opts.Tools()
 	} else {
 		s.tools = tools.NewRegistry()
+	}
+	if !m.opts.NoAgentTool {
+		// The built-in agents until the first prompt reads the agent files.
+		s.agentTool = agents.NewTool(s.agentSet(nil))
+		s.tools.Add(s.agentTool)
 	}
 	s.allowAlways = map[string]bool{}
 	s.toolCallIDs = map[string]bool{}

@@ -118,6 +118,19 @@ func (s *Session) waitPrep(ctx context.Context) bool {
 // stopPrep cancels the gathering (its git commands are killed).
 func (s *Session) stopPrep() { s.prep.cancel() }
 
+// promptParts are a system prompt's parts around custom (the configured
+// prompt, or a subagent's own): the session's instruction files and
+// environment block. Callers have waited for prep.
+func (s *Session) promptParts(custom string) instructions.Parts {
+	p := s.prep
+	parts := instructions.Parts{Custom: custom, Instructions: p.instr.Text(), Environment: p.env.Value()}
+	if parts.Environment == "" {
+		// The model needs the roots for its absolute paths either way.
+		parts.Environment = "Workspace roots (absolute): " + strings.Join(s.roots, ", ")
+	}
+	return parts
+}
+
 // systemPrompt is the system message of every request of the session: the
 // built-in prompt (or model.systemPrompt), the instruction files, the
 // environment block. Callers hold the turn and have waited for prep.
@@ -130,17 +143,9 @@ func (s *Session) systemPrompt() string {
 	// prompt built before the gathering finished.
 	s.startPrep()
 	<-p.done
-	parts := instructions.Parts{
-		Custom:       s.m.opts.SystemPrompt,
-		Instructions: p.instr.Text(),
-		Environment:  p.env.Value(),
-	}
+	parts := s.promptParts(s.m.opts.SystemPrompt)
 	for _, t := range s.tools.Tools() {
 		parts.Tools = append(parts.Tools, t.Name())
-	}
-	if parts.Environment == "" {
-		// The model needs the roots for its absolute paths either way.
-		parts.Environment = "Workspace roots (absolute): " + strings.Join(s.roots, ", ")
 	}
 	p.system, p.built = unique.Make(instructions.SystemPrompt(parts)), true
 	return p.system.Value()

@@ -34,6 +34,9 @@ func (s *Session) record(rec store.Record) error {
 	if s.w == nil {
 		return nil
 	}
+	if s.parent != nil {
+		rec.Parent = s.runID // the record belongs to the subagent run
+	}
 	if err := s.w.Append(rec); err != nil {
 		s.log.Error("transcript write failed", "kind", string(rec.Kind), "err", err)
 		return err
@@ -43,9 +46,18 @@ func (s *Session) record(rec store.Record) error {
 
 // rec records within a turn, keeping the turn's first failure.
 func (t *turn) rec(rec store.Record) {
-	if err := t.s.record(rec); err != nil && t.recErr == nil {
+	if err := t.s.record(rec); err != nil {
+		t.setRecErr(err)
+	}
+}
+
+// setRecErr keeps the turn's first transcript failure.
+func (t *turn) setRecErr(err error) {
+	t.mu.Lock()
+	if t.recErr == nil {
 		t.recErr = err
 	}
+	t.mu.Unlock()
 }
 
 // end closes a durable turn with a turn_end record (fsynced) and turns a

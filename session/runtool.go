@@ -7,6 +7,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
@@ -16,6 +17,7 @@ type toolRun struct {
 	llm            string // the tool result the model sees
 	permissionStop bool
 	obs            failureObservation
+	observed       bool // obs goes to the repeated-failure guard (the call was not skipped)
 }
 
 // failureObservation is what the repeated-failure guard learns from a call.
@@ -49,7 +51,7 @@ func (t *turn) env(id string) *tools.Env {
 	return &tools.Env{
 		SessionID:      s.id,
 		Roots:          s.roots,
-		RootCache:      &s.rootCache,
+		RootCache:      &s.base().rootCache,
 		Client:         s.m.client,
 		Caps:           caps,
 		ShellTimeout:   s.m.opts.ShellTimeout,
@@ -85,7 +87,9 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 		// Never counted once the turn is cancelled (§7.4): the error may
 		// come from the cancellation, not from the model.
 		if ctx.Err() == nil {
+			t.mu.Lock()
 			t.g.RecordInvalidParams(p.Name, msg)
+			t.mu.Unlock()
 		}
 		return fail(nameOr(p.Name), kind, msg, failureObservation{terminal: "error", execution: "not_started", tool: p.Name})
 	}
@@ -121,6 +125,12 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 	}
 	if pc, ok := call.(*tools.ExitPlanModeCall); ok {
 		return t.runExitPlanMode(ctx, p, tool, pc, meta)
+	}
+	if ac, ok := call.(*agents.Call); ok {
+		if s.getMode() == ModePlan && !ac.Agent.ReadOnly() {
+			return fail(call.Title(), tool.Kind(), planBlockedMessage(p.Name), failureObservation{terminal: "error", execution: "not_started", tool: p.Name, errType: "EXECUTION_DENIED"})
+		}
+		return t.runAgent(ctx, p, ac, meta)
 	}
 	// A call asks for itself while it runs (web_fetch reaching a private
 	// address): in every mode, offering no "always".
@@ -274,9 +284,10 @@ func (s *Session) needsConfirmation(mode string, c tools.Confirmation) bool {
 		// read-only (§11), even one "always allowed" earlier.
 		return true
 	}
-	s.mu.Lock()
-	always := s.allowAlways[alwaysKey(c)]
-	s.mu.Unlock()
+	b := s.base()
+	b.mu.Lock()
+	always := b.allowAlways[alwaysKey(c)]
+	b.mu.Unlock()
 	if always {
 		return false
 	}
@@ -351,7 +362,7 @@ func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools
 		ToolCall: acp.ToolCallUpdate{
 			ToolCallID: id, Title: &title, Kind: tool.Kind(), Status: acp.StatusPending,
 			Content: c.Content, Locations: call.Locations(), RawInput: p.args,
-			Meta: meta,
+			Meta: s.runMeta(meta), // a subagent's request names its agent call
 		},
 		Options: opts,
 	})
@@ -386,9 +397,10 @@ func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools
 			s.setMode(ModeAutoEdit)
 			s.announceMode(ctx)
 		} else {
-			s.mu.Lock()
-			s.allowAlways[alwaysKey(c)] = true
-			s.mu.Unlock()
+			b := s.base()
+			b.mu.Lock()
+			b.allowAlways[alwaysKey(c)] = true
+			b.mu.Unlock()
 		}
 	}
 	return permAllow, ""

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
@@ -33,8 +34,11 @@ type Session struct {
 	turns              chan struct{}
 	history            []model.Message
 	pendingLoopContext bool
-	toolCallIDs        map[string]bool
-	toolSeq            int
+	// idMu guards toolCallIDs and toolSeq: the subagent runs of one
+	// response take ids concurrently.
+	idMu        sync.Mutex
+	toolCallIDs map[string]bool
+	toolSeq     int
 	// msgCache keeps the wire encoding of history already sent to the model.
 	msgCache model.MessageCache
 	// cm is the context accounting and compaction state (compact.go).
@@ -57,6 +61,16 @@ type Session struct {
 
 	// mcp holds the session's MCP server connections; nil without servers.
 	mcp *mcp.Set
+
+	// agentTool is the session's agent tool (subagent.go); nil when the
+	// configuration excludes it.
+	agentTool *agents.Tool
+	// parent is set on the session a subagent run works in (subagent.go):
+	// the session it works for, whose mode, "always allow" answers,
+	// toolCallIds, workspace cache and sandbox it shares. runID is the
+	// toolCallId of the agent call it runs for.
+	parent *Session
+	runID  string
 
 	// w appends to the session's transcript; nil when the Manager has no
 	// store. Set before the session is published and safe for concurrent use.
@@ -91,7 +105,18 @@ func jsonUnmarshal(b json.RawMessage, v any) error {
 	return json.Unmarshal(b, v)
 }
 
+// base is the session itself, or for a subagent run's session the session
+// it works for: what is the whole session's (mode, permissions, toolCallIds)
+// lives there.
+func (s *Session) base() *Session {
+	if s.parent != nil {
+		return s.parent
+	}
+	return s
+}
+
 func (s *Session) getMode() string {
+	s = s.base()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mode
@@ -104,6 +129,7 @@ func (s *Session) getModel() string {
 }
 
 func (s *Session) setMode(mode string) {
+	s = s.base()
 	s.mu.Lock()
 	s.mode = mode
 	s.mu.Unlock()
@@ -142,6 +168,7 @@ func (s *Session) configOptions() []acp.SessionConfigOption {
 // (acp-agent.md §2.11). A mode the client set is in its own request's
 // answer and is not announced.
 func (s *Session) announceMode(ctx context.Context) {
+	s = s.base()
 	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentModeID: s.getMode()})
 	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateConfigOption, ConfigOptions: s.configOptions()})
 }
@@ -214,6 +241,7 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.P
 		return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
 	}
 	s.refreshCommands(ctx)
+	s.refreshAgents()
 	resp, next, handled, err := s.runCommand(ctx, blocks)
 	switch {
 	case !handled:
@@ -231,6 +259,9 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.P
 // update sends one session/update. Final updates after a cancel are allowed
 // by ACP, so the send does not inherit the turn's cancellation.
 func (s *Session) update(ctx context.Context, u acp.SessionUpdate) {
+	if s.parent != nil && !s.subagentUpdate(&u) {
+		return
+	}
 	err := s.m.client.SessionUpdate(context.WithoutCancel(ctx), &acp.SessionNotification{SessionID: s.id, Update: u})
 	if err != nil {
 		s.log.Warn("session update failed", "kind", u.Kind, "err", err)

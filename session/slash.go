@@ -223,7 +223,26 @@ func (h sessionHost) Context() commands.ContextInfo {
 		})
 	}
 	info.Warnings = append(append(info.Warnings, s.prep.instr.Warnings...), s.commandSet().Warnings...)
+	if s.agentTool != nil {
+		info.Warnings = append(info.Warnings, s.agentTool.Agents().Warnings...)
+	}
 	return info
+}
+
+func (h sessionHost) Agents() commands.Agents {
+	s := h.s
+	if s.agentTool == nil {
+		return commands.Agents{Off: true}
+	}
+	set := s.agentTool.Agents()
+	out := commands.Agents{Warnings: set.Warnings}
+	for _, a := range set.Agents() {
+		out.List = append(out.List, commands.AgentInfo{
+			Name: a.Name, Description: a.Description, Tools: a.Tools, Model: a.Model,
+			Source: commands.Source(a.Source), Path: a.Path,
+		})
+	}
+	return out
 }
 
 func (h sessionHost) Compact(ctx context.Context, focus string) (commands.Compaction, error) {

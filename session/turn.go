@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/turnguard"
@@ -32,6 +35,15 @@ type turn struct {
 	// start is the index of the turn's prompt in the history (moved by a
 	// compaction; -1 outside a prompt turn).
 	start int
+	// final is the text of the response that ended the turn (no calls): a
+	// subagent run's answer.
+	final string
+	// permStop is set when a cancelled permission request ended the turn.
+	permStop bool
+	// mu guards recErr, answered and the guard while the agent calls of
+	// one response run concurrently (runAgents); the turn is otherwise
+	// single-threaded.
+	mu sync.Mutex
 }
 
 var cancelled = &acp.PromptResponse{StopReason: acp.StopCancelled}
@@ -81,6 +93,15 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b})
 	}
 	s.notices = nil
+	return t.loop(ctx, hadLoopContext)
+}
+
+// loop runs the turn's model requests and tool batches until the model
+// answers without calls or the turn stops. A subagent run (s.parent set)
+// runs the same loop over its own conversation; only what a stop leaves
+// for the next prompt differs.
+func (t *turn) loop(ctx context.Context, hadLoopContext bool) (*acp.PromptResponse, error) {
+	s := t.s
 	for {
 		if ctx.Err() != nil {
 			return cancelled, nil
@@ -111,10 +132,14 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 			return nil, storeError(s.id, t.recErr)
 		}
 		if len(res.calls) == 0 {
+			t.final = res.text
 			switch res.finish {
 			case "length":
 				return &acp.PromptResponse{StopReason: acp.StopMaxTokens}, nil
 			case "content_filter":
+				if s.parent != nil {
+					return &acp.PromptResponse{StopReason: acp.StopRefusal}, nil
+				}
 				// ACP: after a refusal, the prompt and everything after it
 				// is left out of the next prompt. The transcript rebuilds
 				// the history the same way (store.Transcript.Messages).
@@ -141,14 +166,16 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 			// every other loop stop makes the next prompt carry the context.
 			// The loop_stop record carries that context (none for the
 			// repeated-failure stop), so a reloaded session does the same.
+			// A subagent's stop ends its run: its result tells the parent.
 			stop := t.g.Facts().Record(t.g.LoopType())
-			if t.g.LoopType() != loopdetect.LoopRepeatedToolExecutionFailure {
+			if s.parent == nil && t.g.LoopType() != loopdetect.LoopRepeatedToolExecutionFailure {
 				s.pendingLoopContext = true
 				stop.Message = loopdetect.LoopDetectedContextMessage
 			}
 			t.rec(store.Record{Kind: store.KindLoopStop, Loop: stop})
 			return nil, t.g.Err()
 		case out.permissionStop:
+			t.permStop = true
 			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
 		}
 	}
@@ -418,41 +445,103 @@ func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 	}
 
 	var obs []failureObservation
-	for _, p := range ps {
-		switch {
-		case ctx.Err() != nil:
-			t.skip(ctx, p, loopdetect.ToolExecutionCancelledMessage)
-			out.messages = append(out.messages, toolMessage(p, loopdetect.ToolExecutionCancelledMessage))
-			continue
-		case t.g.Detected():
-			t.skip(ctx, p, loopdetect.LoopDetectedSkipMessage)
-			out.messages = append(out.messages, toolMessage(p, loopdetect.LoopDetectedSkipMessage))
-			continue
-		case out.permissionStop:
-			t.skip(ctx, p, loopdetect.PermissionCancelSkipMessage)
-			out.messages = append(out.messages, toolMessage(p, loopdetect.PermissionCancelSkipMessage))
-			continue
-		case p.dup:
-			msg := fmt.Sprintf("Duplicate provider tool call id %q: this call was already answered in this turn and was not executed again.", p.id)
-			t.duplicates[p.id] = true
-			t.skip(ctx, p, msg)
-			out.messages = append(out.messages, toolMessage(p, msg))
-			obs = append(obs, failureObservation{providerDuplicate: true})
+	for i := 0; i < len(ps); {
+		if n := agentRun(ps[i:]); n > 1 {
+			// Consecutive agent calls run concurrently (§10 step 3).
+			group := ps[i : i+n]
+			for j, r := range t.runAgents(ctx, group, out.permissionStop) {
+				out.messages = append(out.messages, toolMessage(group[j], r.llm))
+				if r.observed {
+					obs = append(obs, r.obs)
+				}
+				out.permissionStop = out.permissionStop || r.permissionStop
+			}
+			i += n
 			continue
 		}
-		span := t.s.m.opts.Telemetry.StartTool(ctx, p.Name, p.acpID, p.Arguments)
-		r := t.runTool(ctx, p)
-		span.End(r.obs.telemetryErrorType())
-		t.answered[p.id] = p.key
-		out.messages = append(out.messages, toolMessage(p, r.llm))
-		obs = append(obs, r.obs)
-		if r.permissionStop {
-			out.permissionStop = true
+		r := t.call(ctx, ps[i], out.permissionStop)
+		out.messages = append(out.messages, toolMessage(ps[i], r.llm))
+		if r.observed {
+			obs = append(obs, r.obs)
 		}
+		out.permissionStop = out.permissionStop || r.permissionStop
+		i++
 	}
 	if ctx.Err() == nil && !t.g.Detected() && !out.permissionStop {
 		out.reminder = failureVerdict(t.g, obs)
 	}
+	return out
+}
+
+// call runs one call of a batch, or shows it skipped once the turn was
+// cancelled, a loop was detected or a permission was cancelled (stop).
+// observed is set when the repeated-failure guard learns from the result.
+func (t *turn) call(ctx context.Context, p pcall, stop bool) (r toolRun) {
+	t.mu.Lock()
+	detected := t.g.Detected()
+	t.mu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+		t.skip(ctx, p, loopdetect.ToolExecutionCancelledMessage)
+		return toolRun{llm: loopdetect.ToolExecutionCancelledMessage}
+	case detected:
+		t.skip(ctx, p, loopdetect.LoopDetectedSkipMessage)
+		return toolRun{llm: loopdetect.LoopDetectedSkipMessage}
+	case stop:
+		t.skip(ctx, p, loopdetect.PermissionCancelSkipMessage)
+		return toolRun{llm: loopdetect.PermissionCancelSkipMessage}
+	case p.dup:
+		msg := fmt.Sprintf("Duplicate provider tool call id %q: this call was already answered in this turn and was not executed again.", p.id)
+		t.duplicates[p.id] = true
+		t.skip(ctx, p, msg)
+		return toolRun{llm: msg, observed: true, obs: failureObservation{providerDuplicate: true}}
+	}
+	tctx, span := t.s.m.opts.Telemetry.StartTool(ctx, p.Name, p.acpID, p.Arguments)
+	r = t.runTool(tctx, p)
+	span.End(r.obs.telemetryErrorType())
+	t.mu.Lock()
+	t.answered[p.id] = p.key
+	t.mu.Unlock()
+	r.observed = true
+	return r
+}
+
+// agentRun is how many calls at the start of ps are agent calls that will
+// run (not provider replays).
+func agentRun(ps []pcall) int {
+	n := 0
+	for n < len(ps) && ps[n].Name == agents.ToolName && !ps[n].dup {
+		n++
+	}
+	return n
+}
+
+// runAgents runs consecutive agent calls concurrently, at most
+// Options.AgentConcurrency at a time, and returns their results in call
+// order. As in the reference, once a loop is detected or the turn is
+// cancelled the calls not yet started are skipped, and those running settle.
+func (t *turn) runAgents(ctx context.Context, group []pcall, stop bool) []toolRun {
+	out := make([]toolRun, len(group))
+	sem := make(chan struct{}, t.s.m.opts.AgentConcurrency)
+	var stopped atomic.Bool
+	stopped.Store(stop)
+	var wg sync.WaitGroup
+	for i, p := range group {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			out[i] = t.call(ctx, p, stopped.Load()) // shown as cancelled
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[i] = t.call(ctx, p, stopped.Load())
+			if out[i].permissionStop {
+				stopped.Store(true)
+			}
+		})
+	}
+	wg.Wait()
 	return out
 }
 
@@ -480,6 +569,9 @@ func (t *turn) skip(ctx context.Context, p pcall, reason string) {
 // id is also the call's id in the model's history, so the suffix keeps to
 // [A-Za-z0-9_-], which every provider accepts.
 func (s *Session) newToolCallID(providerID string) string {
+	s = s.base()
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
 	id := providerID
 	if id == "" || s.toolCallIDs[id] {
 		s.toolSeq++

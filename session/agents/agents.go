@@ -114,17 +114,15 @@ func Builtins() []*Agent {
 	return []*Agent{
 		{
 			Name: GeneralPurpose,
-			Description: "General-purpose agent for researching complex questions, searching for code and carrying out " +
-				"multi-step tasks. Has every tool of the session but agent; use it when a search may take many " +
-				"attempts or a task is self-contained.",
+			Description: "Researches complex questions, searches code and carries out multi-step tasks, with " +
+				"the session's tools.",
 			Prompt: generalPurposePrompt,
 			Source: SourceBuiltin,
 		},
 		{
 			Name: Explore,
-			Description: "Fast read-only agent for exploring the codebase: finding files by pattern, searching code " +
-				"for keywords, and answering questions about how and where things are done. Cannot change files " +
-				"or run commands; also allowed in plan mode.",
+			Description: "Read-only: finds files and code and answers how and where things are done in the " +
+				"codebase; cannot change files or run commands. Allowed in plan mode.",
 			Tools:  slices.Clone(readOnlyTools),
 			Prompt: explorePrompt,
 			Source: SourceBuiltin,
@@ -168,6 +166,13 @@ func NewSet(builtins []*Agent, files *Loaded, check Check) *Set {
 	taken := map[string]bool{}
 	for _, a := range builtins {
 		taken[strings.ToLower(a.Name)] = true
+		if a.Tools != nil && check.Tool != nil {
+			// A built-in's tools the session does not offer (excluded by
+			// the configuration) are left out quietly.
+			b := *a
+			b.Tools = slices.DeleteFunc(slices.Clone(a.Tools), func(n string) bool { return !check.Tool(n) })
+			a = &b
+		}
 		s.agents = append(s.agents, a)
 	}
 	if files != nil {

@@ -26,32 +26,23 @@ var schema = tools.NewSchema(ToolName, `{
       "type": "string",
       "minLength": 1,
       "pattern": "\\S",
-      "description": "A short (3-7 words) description of the task, shown to the user as the call's title."
+      "description": "A short (3-7 words) title for the task, shown to the user."
     },
     "prompt": {
       "type": "string",
       "minLength": 1,
       "pattern": "\\S",
-      "description": "The whole task for the subagent. It sees nothing of this conversation: include every detail it needs, and say what its answer should contain."
+      "description": "The whole task, with every detail the subagent needs and what its answer should contain."
     },
     "subagent_type": {
       "type": "string",
-      "description": "Which agent runs the task (see the list in the tool's description); default general-purpose."
+      "description": "The agent to run the task (listed above); default general-purpose."
     }
   },
   "required": ["description", "prompt"]
 }`)
 
-const toolIntro = `Start a subagent for a self-contained task. The subagent begins with a fresh context holding only your prompt, works with its own tools, and returns one final answer, which becomes this call's result; its tool calls and their output never enter this conversation.
-
-When to use it:
-- a broad search or exploration whose details you will not need again (where is X configured, which files use Y, how does Z work);
-- independent pieces of work you can describe completely.
-Several agent calls in one response run in parallel. Do not use it for a single known file or a quick search you can do yourself with one or two tool calls.
-
-How to use it:
-- The subagent cannot see this conversation or ask you questions: put every detail it needs in prompt, and say exactly what it should report back.
-- Its answer is not shown to the user: tell the user what you learned from it.
+const toolIntro = `Hand a self-contained task to a subagent. It starts with a fresh context holding only your prompt, works with its own tools, and returns one final answer as this call's result; its tool calls never enter this conversation. Use it for broad searches or explorations whose details you will not need again, and for independent pieces of work; several agent calls in one response run in parallel. Not for a file you know or a search of one or two calls. The subagent cannot see this conversation or ask you anything: put every detail it needs in prompt and say what it should report. Its answer is not shown to the user: tell the user what you learned.
 
 Available agents (subagent_type):`
 

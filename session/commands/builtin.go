@@ -25,6 +25,27 @@ type Host interface {
 	// Compact compacts the conversation now (/compress), with focus added
 	// to the summariser's instructions.
 	Compact(ctx context.Context, focus string) (Compaction, error)
+	// Agents are the subagents the agent tool can start.
+	Agents() Agents
+}
+
+// Agents is the /agents report's data.
+type Agents struct {
+	// Off is set when the configuration leaves the agent tool out.
+	Off  bool
+	List []AgentInfo
+	// Warnings name the agent files (file:line) and settings left out.
+	Warnings []string
+}
+
+// AgentInfo is one subagent.
+type AgentInfo struct {
+	Name, Description string
+	// Tools are the agent's tools; nil means every tool a subagent may have.
+	Tools  []string
+	Model  string // "" runs on the session's model
+	Source Source
+	Path   string // the agent's file; "" for a built-in
 }
 
 // Compaction is what a forced compaction did.
@@ -96,6 +117,8 @@ func Builtins() []*Command {
 			Source: SourceBuiltin, Run: contextCmd},
 		{Name: "tools", Description: "List the tools offered to the model", Source: SourceBuiltin, Run: toolsCmd},
 		{Name: "mcp", Description: "List the MCP servers, their state and tools", Source: SourceBuiltin, Run: mcpCmd},
+		{Name: "agents", Description: "List the subagents the agent tool can start, and agent files left out",
+			Source: SourceBuiltin, Run: agentsCmd},
 		{Name: "help", Description: "List the available commands", Source: SourceBuiltin, Run: helpCmd},
 	}
 }
@@ -258,6 +281,43 @@ func mcpCmd(_ context.Context, h Host, _ string) (Result, error) {
 		}
 		if len(names) > 0 {
 			fmt.Fprintf(&b, "\n%s tools: %s\n", s.Name, strings.Join(names, ", "))
+		}
+	}
+	return Result{Message: b.String()}, nil
+}
+
+func agentsCmd(_ context.Context, h Host, _ string) (Result, error) {
+	a := h.Agents()
+	var b strings.Builder
+	if a.Off {
+		b.WriteString("The agent tool is turned off ([tools] exclude lists \"agent\"): no subagents.\n")
+	} else {
+		fmt.Fprintf(&b, "Subagents (%d)\n", len(a.List))
+		for _, ag := range a.List {
+			from := "built-in"
+			if ag.Path != "" {
+				from = string(ag.Source) + ", " + ag.Path
+			}
+			fmt.Fprintf(&b, "- %s (%s): %s\n", ag.Name, from, firstLine(ag.Description))
+			tools := "every tool but agent, todo_write and exit_plan_mode"
+			switch {
+			case ag.Tools == nil:
+			case len(ag.Tools) == 0:
+				tools = "none"
+			default:
+				tools = strings.Join(ag.Tools, ", ")
+			}
+			line := "  tools: " + tools
+			if ag.Model != "" {
+				line += "; model: " + ag.Model
+			}
+			b.WriteString(line + "\n")
+		}
+	}
+	if len(a.Warnings) > 0 {
+		b.WriteString("\nLeft out\n")
+		for _, w := range a.Warnings {
+			b.WriteString("- " + w + "\n")
 		}
 	}
 	return Result{Message: b.String()}, nil

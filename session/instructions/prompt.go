@@ -38,6 +38,7 @@ var toolHints = []struct {
 	{[]string{"write_file"}, "write_file: create a file or replace one whole; prefer edit for changes to an existing file."},
 	{[]string{"run_shell_command"}, "run_shell_command: run builds, tests and git queries in the workspace; explain a command that changes things before running it, and avoid interactive or never-ending commands."},
 	{[]string{"todo_write"}, "todo_write: keep a short plan for multi-step work and update it as steps finish."},
+	{[]string{"agent"}, "agent: hand a broad search or a self-contained task to a subagent, with a complete prompt: it sees nothing of this conversation."},
 }
 
 const answers = `# Answers

@@ -84,6 +84,7 @@ function newStep(name, hooks = {}) {
     toolCallUpdates: 0,
     statuses: {},
     failures: {},
+    parents: {},
     updateKinds: {},
     permissions: [],
     text: "",
@@ -126,6 +127,11 @@ const app = acp
     } else if (u.sessionUpdate === "tool_call") {
       s.toolCalls++;
       s.statuses[u.toolCallId] = u.status ?? "pending";
+      // A subagent's calls name the agent call that started them.
+      const parent = u._meta?.["acpd.parentToolCallId"];
+      if (parent !== undefined) {
+        s.parents[u.toolCallId] = parent;
+      }
     } else if (u.sessionUpdate === "tool_call_update") {
       s.toolCallUpdates++;
       if (u.status) {
@@ -209,6 +215,8 @@ try {
 
     await prompt(session, "loop-stopped", "loop");
     await prompt(session, "after-loop-stop", "carry on");
+    // An agent call whose subagent runs a tool of its own.
+    await prompt(session, "subagents", "delegate");
     // A reporting command answers without asking the model.
     await prompt(session, "help", "/help");
     session.dispose();
