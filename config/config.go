@@ -148,6 +148,9 @@ type ToolsConfig struct {
 	// network addresses as it reaches public ones; false (the default)
 	// asks the user every time, in every approval mode.
 	WebFetchAllowPrivate bool
+	// SubagentConcurrency bounds the agent calls of one model response
+	// that run at once.
+	SubagentConcurrency int
 }
 
 // ContextConfig is the [context] table: what the system prompt tells the
@@ -216,6 +219,7 @@ func Default() Config {
 			Sandbox:                  "auto",
 			SandboxWritable:          []string{},
 			SandboxNetwork:           true,
+			SubagentConcurrency:      4,
 		},
 		Context:   ContextConfig{FileNames: []string{}, Environment: true, Instructions: true},
 		Log:       LogConfig{Level: "info"},

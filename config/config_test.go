@@ -213,6 +213,7 @@ sandbox = "required"
 sandboxWritable = ["cache", "~/.npm"]
 sandboxNetwork = false
 webFetchAllowPrivate = true
+subagentConcurrency = 2
 [context]
 fileNames = ["CONVENTIONS.md", "AGENTS.md"]
 environment = false
@@ -236,7 +237,7 @@ trace = true
 				Tools: ToolsConfig{ApprovalMode: ApprovalYolo, Exclude: []string{"web_fetch", "run_shell_command"},
 					ShellTimeout: 90 * time.Second, MaxOutputBytes: 1024, RepeatedToolFailureGuard: GuardWarn,
 					Sandbox: "required", SandboxWritable: []string{filepath.Join(dir, "cache"), filepath.Join(fx.home, ".npm")}, SandboxNetwork: false,
-					WebFetchAllowPrivate: true},
+					WebFetchAllowPrivate: true, SubagentConcurrency: 2},
 				Context: ContextConfig{FileNames: []string{"CONVENTIONS.md", "AGENTS.md"}},
 				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state")},
 				Log:     LogConfig{Level: "warn", File: filepath.Join(dir, "logs", "acpd.log"), Trace: true},

@@ -115,6 +115,8 @@ var fields = []*field{
 		[]string{"ACPD_SANDBOX_NETWORK"}, "", ""),
 	boolField("tools", "webFetchAllowPrivate", func(c *Config) *bool { return &c.Tools.WebFetchAllowPrivate },
 		[]string{"ACPD_WEB_FETCH_ALLOW_PRIVATE"}, "", ""),
+	intField("tools", "subagentConcurrency", 1, func(c *Config) *int { return &c.Tools.SubagentConcurrency },
+		[]string{"ACPD_SUBAGENT_CONCURRENCY"}, "", ""),
 
 	fileNamesField(),
 	boolField("context", "environment", func(c *Config) *bool { return &c.Context.Environment },

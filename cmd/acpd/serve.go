@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"slices"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session"
+	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
@@ -118,6 +120,8 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 		MaxOutputBytes:       cfg.Tools.MaxOutputBytes,
 		Sandbox:              sandboxPolicy(cfg, logger),
 		WebFetchAllowPrivate: cfg.Tools.WebFetchAllowPrivate,
+		NoAgentTool:          slices.Contains(exclude, agents.ToolName),
+		AgentConcurrency:     cfg.Tools.SubagentConcurrency,
 		Version:              versionString(),
 		Logger:               logger,
 	}, nil
