@@ -63,8 +63,10 @@ type Session struct {
 	mcp *mcp.Set
 
 	// agentTool is the session's agent tool (subagent.go); nil when the
-	// configuration excludes it.
-	agentTool *agents.Tool
+	// configuration excludes it. agentFiles are the agent files its set
+	// was made from (shared with the workspace's other sessions).
+	agentTool  *agents.Tool
+	agentFiles *agents.Loaded
 	// parent is set on the session a subagent run works in (subagent.go):
 	// the session it works for, whose mode, "always allow" answers,
 	// toolCallIds, workspace cache and sandbox it shares. runID is the

@@ -258,18 +258,20 @@ func (s *Session) agentDirs() []agents.Dir {
 }
 
 // refreshAgents reloads the agent files when they changed since they were
-// loaded (checked at the start of each prompt, by the turn holder).
+// loaded (checked at the start of each prompt, by the turn holder). The
+// files are read once for all the sessions of a workspace (workspace.Hub);
+// the set is the session's, checked against its tools and models.
 func (s *Session) refreshAgents() {
 	if s.agentTool == nil {
 		return
 	}
-	dirs := s.agentDirs()
-	cur := s.agentTool.Agents()
-	if cur != nil && agents.Stamp(dirs) == cur.Stamp() {
+	files := s.m.hub.Agents(s.agentDirs())
+	if files == s.agentFiles {
 		return
 	}
-	set := s.agentSet(agents.Load(dirs))
-	for _, w := range set.Warnings {
+	s.agentFiles = files
+	set := s.agentSet(files)
+	for _, w := range set.Warnings[len(files.Warnings):] {
 		s.log.Warn("agent file problem", "detail", w)
 	}
 	s.agentTool.SetAgents(set)

@@ -475,3 +475,49 @@ func TestRunCmd_ContinueSession(t *testing.T) {
 	}
 	assert.Equal(t, []string{"user: first question", "assistant: first answer", "user: second question"}, convo)
 }
+
+// Two agent calls in one response: their subagents' calls show on stderr
+// indented under their agent call's title (repeated when the runs' lines
+// alternate), in json with the agent call's id, and in stream-json with it
+// in _meta. The script keys each subagent's responses on its prompt.
+const subagentScript = `{"text":"Delegating.\n","toolCalls":[{"id":"agent_a","name":"agent","arguments":{"description":"Read x","prompt":"TASK-A: read x.txt","subagent_type":"Explore"}},{"id":"agent_b","name":"agent","arguments":{"description":"List files","prompt":"TASK-B: list the workspace","subagent_type":"Explore"}}]}
+{"match":"TASK-A","toolCalls":[{"id":"sa1","name":"read_file","arguments":{"file_path":"%s/x.txt"}}]}
+{"match":"TASK-A","text":"x.txt says hello"}
+{"match":"TASK-B","toolCalls":[{"id":"sb1","name":"list_directory","arguments":{"path":"%s"}}]}
+{"match":"TASK-B","text":"one file: x.txt"}
+{"text":"Both done."}
+`
+
+func TestRunCmd_Subagents(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	script := e.script(t, subagentScript)
+	e.env = append(e.env, "ACPD_SUBAGENT_CONCURRENCY=1") // one run after the other: a fixed order of lines
+	o := e.run(t, "", e.scripted(script, "go")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	assert.Equal(t, "Delegating.\nBoth done.\n", o.stdout, "the subagents' text is not the assistant's")
+	assert.Equal(t, "[agent] Read x\n  [tool] Read x.txt … completed\n[tool] Read x … completed\n"+
+		"[agent] List files\n  [tool] List . … completed\n[tool] List files … completed\n", o.stderr)
+
+	o = e.run(t, "", e.scripted(script, "--output-format", "json", "go")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	r := decodeResult(t, strings.TrimSpace(o.stdout))
+	require.Len(t, r.ToolCalls, 4)
+	parents := map[string]string{}
+	for _, c := range r.ToolCalls {
+		parents[c.ToolCallID] = c.ParentToolCallID
+	}
+	assert.Equal(t, map[string]string{"agent_a": "", "agent_b": "", "sa1": "agent_a", "sb1": "agent_b"}, parents)
+
+	o = e.run(t, "", e.scripted(script, "--output-format", "stream-json", "go")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	nested := 0
+	lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
+	for _, l := range lines[:len(lines)-1] { // the last line is the result
+		if strings.Contains(l, `"toolCallId":"sa1"`) {
+			assert.Contains(t, l, `"_meta":{"acpd.parentToolCallId":"agent_a"`)
+			nested++
+		}
+	}
+	assert.Equal(t, 2, nested, "sa1's tool_call and tool_call_update")
+}

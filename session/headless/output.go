@@ -17,6 +17,8 @@ type ToolCallSummary struct {
 	Title      string             `json:"title"`
 	Kind       acp.ToolKind       `json:"kind"`
 	Status     acp.ToolCallStatus `json:"status"`
+	// ParentToolCallID is the agent call whose subagent made this call.
+	ParentToolCallID string `json:"parentToolCallId,omitempty"`
 }
 
 // UsageSummary is the last usage_update of the turn.
@@ -59,6 +61,9 @@ type Output struct {
 	calls     []*ToolCallSummary
 	byID      map[string]*ToolCallSummary
 	reported  map[string]bool // tool calls whose final line text mode has printed
+	// lastParent is the agent call whose subagent's line text mode printed
+	// last: a line of another run is put under its own agent call's title.
+	lastParent string
 	usage     *UsageSummary
 	lastNL    bool // the last text printed to stdout ended with a newline
 	writeFail error
@@ -165,7 +170,8 @@ func (o *Output) Update(params json.RawMessage) {
 		}
 	case acp.UpdateToolCall:
 		tc := u.ToolCall
-		s := &ToolCallSummary{ToolCallID: tc.ToolCallID, Title: tc.Title, Kind: tc.Kind, Status: tc.Status}
+		s := &ToolCallSummary{ToolCallID: tc.ToolCallID, Title: tc.Title, Kind: tc.Kind, Status: tc.Status,
+			ParentToolCallID: parentOf(tc.Meta)}
 		if s.Kind == "" {
 			s.Kind = acp.KindOther
 		}
@@ -200,6 +206,9 @@ func (o *Output) Update(params json.RawMessage) {
 		if tu.Status != "" {
 			s.Status = tu.Status
 		}
+		if p := parentOf(tu.Meta); p != "" {
+			s.ParentToolCallID = p
+		}
 		o.toolLine(s)
 	case acp.UpdateUsage:
 		o.usage = &UsageSummary{Used: u.Used, Size: u.Size, Cost: u.Cost}
@@ -217,7 +226,34 @@ func (o *Output) toolLine(s *ToolCallSummary) {
 	}
 	o.reported[s.ToolCallID] = true
 	o.breakLine()
-	o.write(o.stderr, fmt.Sprintf("[tool] %s … %s\n", s.Title, s.Status))
+	o.printTool(s)
+}
+
+// printTool prints a tool call's line: a subagent's calls indented under
+// their agent call's title, which is repeated when the lines of concurrent
+// runs alternate. Callers hold mu.
+func (o *Output) printTool(s *ToolCallSummary) {
+	p := s.ParentToolCallID
+	if p == "" {
+		o.lastParent = ""
+		o.write(o.stderr, fmt.Sprintf("[tool] %s … %s\n", s.Title, s.Status))
+		return
+	}
+	if p != o.lastParent {
+		title := p
+		if ps := o.byID[p]; ps != nil {
+			title = ps.Title
+		}
+		o.write(o.stderr, fmt.Sprintf("[agent] %s\n", title))
+		o.lastParent = p
+	}
+	o.write(o.stderr, fmt.Sprintf("  [tool] %s … %s\n", s.Title, s.Status))
+}
+
+// parentOf reads the agent call's id off a subagent's tool-call frame.
+func parentOf(m acp.Meta) string {
+	p, _ := m[acp.MetaParentToolCallID].(string)
+	return p
 }
 
 // Finish prints the end of the run: the result object for json formats, the
@@ -249,7 +285,7 @@ func (o *Output) Finish(t Outcome) error {
 		for _, c := range o.calls {
 			if !o.reported[c.ToolCallID] {
 				o.reported[c.ToolCallID] = true
-				o.write(o.stderr, fmt.Sprintf("[tool] %s … %s\n", c.Title, c.Status))
+				o.printTool(c)
 			}
 		}
 		switch {

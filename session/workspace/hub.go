@@ -7,7 +7,10 @@
 //     process) sees the folders change and has the set reloaded once and
 //     every session told, instead of each session polling its folders;
 //   - the instruction files a session loaded are swapped for an equal
-//     snapshot another session of the workspace already holds.
+//     snapshot another session of the workspace already holds;
+//   - the agent files of each distinct list of agent folders are read once
+//     per change and shared, checked (paths, sizes, times) when a session
+//     starts a prompt.
 //
 // The environment block is shared by content, with package unique, where
 // the session builds it.
@@ -23,6 +26,7 @@ import (
 	"sync/atomic"
 	"weak"
 
+	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/commands"
 	"github.com/acpd/acpd/session/instructions"
 )
@@ -33,9 +37,13 @@ type Hub struct {
 	builtins func() []*commands.Command
 	w        *Watcher
 
-	mu    sync.Mutex
-	cmds  map[string]*cmdEntry
-	instr map[string]weak.Pointer[instructions.Loaded]
+	mu     sync.Mutex
+	cmds   map[string]*cmdEntry
+	instr  map[string]weak.Pointer[instructions.Loaded]
+	agents map[string]weak.Pointer[agents.Loaded]
+	// agentLoad makes one load of agent files at a time: sessions of a
+	// workspace starting prompts together read the files once.
+	agentLoad sync.Mutex
 }
 
 // NewHub returns a Hub whose command sets start with builtins().
@@ -44,7 +52,8 @@ func NewHub(log *slog.Logger, builtins func() []*commands.Command) *Hub {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Hub{log: log, builtins: builtins, w: process(),
-		cmds: map[string]*cmdEntry{}, instr: map[string]weak.Pointer[instructions.Loaded]{}}
+		cmds: map[string]*cmdEntry{}, instr: map[string]weak.Pointer[instructions.Loaded]{},
+		agents: map[string]weak.Pointer[agents.Loaded]{}}
 }
 
 // cmdEntry is the command set of one list of command folders.
@@ -195,4 +204,46 @@ func equalLoaded(a, b *instructions.Loaded) bool {
 		slices.EqualFunc(a.Files, b.Files, func(x, y instructions.File) bool {
 			return x.Path == y.Path && x.Text == y.Text && x.Truncated == y.Truncated && slices.Equal(x.Imports, y.Imports)
 		})
+}
+
+// Agents returns the agent files of dirs: the snapshot another session
+// loaded, when the files have not changed since (nothing is read to tell),
+// else a fresh load, shared from then on. Nothing is kept for folders once
+// no session holds their snapshot. Agents need no watch: they are read
+// only when a prompt starts, which checks them then.
+func (h *Hub) Agents(dirs []agents.Dir) *agents.Loaded {
+	var b strings.Builder
+	for _, d := range dirs {
+		b.WriteString(d.Path)
+		b.WriteByte(0)
+		b.WriteString(string(d.Source))
+		b.WriteByte(0)
+	}
+	key := b.String()
+	h.agentLoad.Lock()
+	defer h.agentLoad.Unlock()
+	h.mu.Lock()
+	cur := h.agents[key].Value()
+	h.mu.Unlock()
+	if cur != nil && agents.Stamp(dirs) == cur.Stamp {
+		return cur
+	}
+	l := agents.Load(dirs)
+	for _, w := range l.Warnings {
+		h.log.Warn("agent file problem", "detail", w)
+	}
+	h.mu.Lock()
+	h.agents[key] = weak.Make(l)
+	h.mu.Unlock()
+	runtime.AddCleanup(l, h.dropAgents, key)
+	return l
+}
+
+// dropAgents forgets key once its snapshot was collected.
+func (h *Hub) dropAgents(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.agents[key].Value() == nil {
+		delete(h.agents, key)
+	}
 }

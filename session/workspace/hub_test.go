@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/commands"
 	"github.com/acpd/acpd/session/instructions"
 )
@@ -98,4 +99,22 @@ func TestHub_InstructionsShared(t *testing.T) {
 		defer h.mu.Unlock()
 		return len(h.instr) == 0
 	}, 5*time.Second, 10*time.Millisecond, "snapshots nobody holds are forgotten")
+}
+
+// TestHub_AgentsShared: the sessions of one workspace share the agent
+// files read once; a changed file is read again, and the new snapshot is
+// shared in turn.
+func TestHub_AgentsShared(t *testing.T) {
+	ws := t.TempDir()
+	mkfile(t, filepath.Join(ws, ".claude", "agents", "rev.md"), "---\nname: rev\ndescription: Reviews\n---\nReview it.")
+	h := NewHub(nil, commands.Builtins)
+	first := h.Agents(agents.Dirs([]string{ws}, ""))
+	require.Len(t, first.Agents, 1)
+	assert.Same(t, first, h.Agents(agents.Dirs([]string{ws}, "")), "read once for the workspace")
+	mkfile(t, filepath.Join(ws, ".acpd", "agents", "ship.md"), "---\nname: ship\ndescription: Ships\n---\nShip it.")
+	second := h.Agents(agents.Dirs([]string{ws}, ""))
+	assert.NotSame(t, first, second)
+	assert.Len(t, second.Agents, 2)
+	assert.Same(t, second, h.Agents(agents.Dirs([]string{ws}, "")))
+	runtime.KeepAlive(first)
 }
