@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/acpd/acpd/session/deffiles"
 )
 
 // Agent files are workspace input, untrusted: a folder may hold anything.
@@ -29,24 +31,18 @@ type Dir struct {
 	Source Source
 }
 
-// Dirs lists the agent folders of a session, lowest precedence first: the
-// global folder (globalDir, usually $XDG_CONFIG_HOME/acpd/agents), then each
-// workspace root's .claude/agents, .qwen/agents and .acpd/agents, the
-// additional roots before the first (cwd). A later folder's agent replaces
-// an earlier one of the same name, so project agents win over global ones
-// and the cwd's over other roots' — the order of the command folders.
+// Dirs lists the agent folders of a session (deffiles.Folders), lowest
+// precedence first: the global folder (globalDir, usually
+// $XDG_CONFIG_HOME/acpd/agents), then each workspace root's .claude/agents,
+// .qwen/agents and .acpd/agents — the order of the command folders.
 func Dirs(roots []string, globalDir string) []Dir {
 	var out []Dir
-	if globalDir != "" {
-		out = append(out, Dir{Path: globalDir, Source: SourceGlobal})
-	}
-	for i := len(roots) - 1; i >= 0; i-- {
-		r := roots[i]
-		out = append(out,
-			Dir{Path: filepath.Join(r, ".claude", "agents"), Source: SourceProject},
-			Dir{Path: filepath.Join(r, ".qwen", "agents"), Source: SourceProject},
-			Dir{Path: filepath.Join(r, ".acpd", "agents"), Source: SourceProject},
-		)
+	for _, f := range deffiles.Folders(roots, globalDir, "agents") {
+		d := Dir{Path: f.Path, Source: SourceProject}
+		if f.Global {
+			d.Source = SourceGlobal
+		}
+		out = append(out, d)
 	}
 	return out
 }
@@ -71,11 +67,7 @@ type fileAgent struct {
 }
 
 // candidate is an agent file found in a folder.
-type candidate struct {
-	path string
-	size int64
-	mod  int64
-}
+type candidate = deffiles.File
 
 // list returns the agent files of d (its *.md files, not its subfolders,
 // sorted by name) and the warnings of the listing itself.
@@ -85,7 +77,7 @@ func list(d Dir) ([]candidate, []string) {
 		if errors.Is(err, fs.ErrNotExist) || isNotDir(d.Path) {
 			return nil, nil
 		}
-		return nil, []string{fmt.Sprintf("%s: cannot read: %v", d.Path, unwrapPath(err))}
+		return nil, []string{fmt.Sprintf("%s: cannot read: %v", d.Path, deffiles.Cause(err))}
 	}
 	var out []candidate
 	var warns []string
@@ -100,14 +92,14 @@ func list(d Dir) ([]candidate, []string) {
 		}
 		info, err := os.Stat(p) // follows a symlinked file
 		if err != nil {
-			warns = append(warns, fmt.Sprintf("%s:1: cannot read: %v; agent left out", p, unwrapPath(err)))
+			warns = append(warns, fmt.Sprintf("%s:1: cannot read: %v; agent left out", p, deffiles.Cause(err)))
 			continue
 		}
 		if !info.Mode().IsRegular() {
 			warns = append(warns, fmt.Sprintf("%s:1: not a regular file; agent left out", p))
 			continue
 		}
-		out = append(out, candidate{path: p, size: info.Size(), mod: info.ModTime().UnixNano()})
+		out = append(out, deffiles.Of(p, info))
 	}
 	return out, warns
 }
@@ -116,14 +108,6 @@ func list(d Dir) ([]candidate, []string) {
 func isNotDir(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && !fi.IsDir()
-}
-
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // Stamp identifies the agent files under dirs by path, size and
@@ -140,7 +124,7 @@ func Stamp(dirs []Dir) string {
 
 func writeStamp(b *strings.Builder, cs []candidate) {
 	for _, c := range cs {
-		fmt.Fprintf(b, "%s\x00%d\x00%d\n", c.path, c.size, c.mod)
+		c.AppendStamp(b)
 	}
 }
 
@@ -187,31 +171,31 @@ func lineError(path string, line int, format string, args ...any) error {
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 func loadFile(d Dir, c candidate) (fileAgent, error) {
-	if c.size > maxFileSize {
-		return fileAgent{}, lineError(c.path, 1, "file is larger than %d bytes", maxFileSize)
+	if c.Size > maxFileSize {
+		return fileAgent{}, lineError(c.Path, 1, "file is larger than %d bytes", maxFileSize)
 	}
-	f, err := os.Open(c.path)
+	f, err := os.Open(c.Path)
 	if err != nil {
-		return fileAgent{}, lineError(c.path, 1, "cannot read: %v", unwrapPath(err))
+		return fileAgent{}, lineError(c.Path, 1, "cannot read: %v", deffiles.Cause(err))
 	}
 	// Read at most one byte past the limit: the file may have grown since
 	// it was listed.
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	f.Close()
 	if err != nil {
-		return fileAgent{}, lineError(c.path, 1, "cannot read: %v", unwrapPath(err))
+		return fileAgent{}, lineError(c.Path, 1, "cannot read: %v", deffiles.Cause(err))
 	}
 	if len(data) > maxFileSize {
-		return fileAgent{}, lineError(c.path, 1, "file is larger than %d bytes", maxFileSize)
+		return fileAgent{}, lineError(c.Path, 1, "file is larger than %d bytes", maxFileSize)
 	}
 	if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
-		return fileAgent{}, lineError(c.path, 1, "not a UTF-8 text file")
+		return fileAgent{}, lineError(c.Path, 1, "not a UTF-8 text file")
 	}
-	a, err := parse(c.path, data)
+	a, err := parse(c.Path, data)
 	if err != nil {
 		return fileAgent{}, err
 	}
-	a.Source, a.Path = d.Source, c.path
+	a.Source, a.Path = d.Source, c.Path
 	return a, nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/acpd/acpd/session/deffiles"
 )
 
 // Limits that keep a hostile or mistaken command folder from slowing a
@@ -38,24 +40,21 @@ type Dir struct {
 	format format
 }
 
-// Dirs lists the command folders of a session, lowest precedence first:
-// the global folder (globalDir, usually $XDG_CONFIG_HOME/acpd/commands),
-// then each workspace root's .claude/commands, .qwen/commands and
-// .acpd/commands, the additional roots before the first (cwd), so project
-// commands win over global ones and the cwd's over other roots'. A later
-// folder's command replaces an earlier one of the same name.
+// Dirs lists the command folders of a session (deffiles.Folders), lowest
+// precedence first: the global folder (globalDir, usually
+// $XDG_CONFIG_HOME/acpd/commands), then each workspace root's
+// .claude/commands (Markdown only), .qwen/commands and .acpd/commands.
 func Dirs(roots []string, globalDir string) []Dir {
 	var out []Dir
-	if globalDir != "" {
-		out = append(out, Dir{Path: globalDir, Source: SourceGlobal})
-	}
-	for i := len(roots) - 1; i >= 0; i-- {
-		r := roots[i]
-		out = append(out,
-			Dir{Path: filepath.Join(r, ".claude", "commands"), Source: SourceProject, format: formatMarkdown},
-			Dir{Path: filepath.Join(r, ".qwen", "commands"), Source: SourceProject},
-			Dir{Path: filepath.Join(r, ".acpd", "commands"), Source: SourceProject},
-		)
+	for _, f := range deffiles.Folders(roots, globalDir, "commands") {
+		d := Dir{Path: f.Path, Source: SourceProject}
+		if f.Global {
+			d.Source = SourceGlobal
+		}
+		if f.Claude {
+			d.format = formatMarkdown
+		}
+		out = append(out, d)
 	}
 	return out
 }
@@ -71,9 +70,8 @@ type Loaded struct {
 
 // candidate is a command file found by a walk.
 type candidate struct {
-	path, rel string
-	size      int64
-	mod       int64
+	deffiles.File
+	rel string
 }
 
 // walk lists the command files of d (sorted by path) and the warnings of
@@ -86,7 +84,7 @@ func walk(d Dir) ([]candidate, []string) {
 			if p == d.Path && errors.Is(err, fs.ErrNotExist) {
 				return fs.SkipAll
 			}
-			warns = append(warns, fmt.Sprintf("%s: cannot read: %v", p, unwrapPath(err)))
+			warns = append(warns, fmt.Sprintf("%s: cannot read: %v", p, deffiles.Cause(err)))
 			if e != nil && e.IsDir() {
 				return fs.SkipDir
 			}
@@ -105,7 +103,7 @@ func walk(d Dir) ([]candidate, []string) {
 		}
 		info, err := os.Stat(p) // follows a symlinked file
 		if err != nil {
-			warns = append(warns, fmt.Sprintf("%s: cannot read: %v", p, unwrapPath(err)))
+			warns = append(warns, fmt.Sprintf("%s: cannot read: %v", p, deffiles.Cause(err)))
 			return nil
 		}
 		if !info.Mode().IsRegular() {
@@ -113,21 +111,13 @@ func walk(d Dir) ([]candidate, []string) {
 			return nil
 		}
 		rel, _ := filepath.Rel(d.Path, p)
-		out = append(out, candidate{path: p, rel: rel, size: info.Size(), mod: info.ModTime().UnixNano()})
+		out = append(out, candidate{File: deffiles.Of(p, info), rel: rel})
 		return nil
 	})
 	if err != nil {
 		warns = append(warns, fmt.Sprintf("%s: %v", d.Path, err))
 	}
 	return out, warns
-}
-
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // Stamp identifies the command files under dirs by path, size and
@@ -144,7 +134,7 @@ func Stamp(dirs []Dir) string {
 
 func writeStamp(b *strings.Builder, cs []candidate) {
 	for _, c := range cs {
-		fmt.Fprintf(b, "%s\x00%d\x00%d\n", c.path, c.size, c.mod)
+		c.AppendStamp(b)
 	}
 }
 
@@ -194,20 +184,20 @@ func commandName(rel string) string {
 func loadFile(d Dir, c candidate) (*Command, error) {
 	name := commandName(c.rel)
 	if name == "" || strings.ContainsFunc(name, isSpaceRune) || slices.Contains(strings.Split(name, ":"), "") {
-		return nil, lineError(c.path, 1, "%q is not a usable command name (no spaces or empty parts)", name)
+		return nil, lineError(c.Path, 1, "%q is not a usable command name (no spaces or empty parts)", name)
 	}
-	if c.size > maxFileSize {
-		return nil, lineError(c.path, 1, "file is larger than %d bytes", maxFileSize)
+	if c.Size > maxFileSize {
+		return nil, lineError(c.Path, 1, "file is larger than %d bytes", maxFileSize)
 	}
-	data, err := os.ReadFile(c.path)
+	data, err := os.ReadFile(c.Path)
 	if err != nil {
-		return nil, lineError(c.path, 1, "cannot read: %v", unwrapPath(err))
+		return nil, lineError(c.Path, 1, "cannot read: %v", deffiles.Cause(err))
 	}
 	if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
-		return nil, lineError(c.path, 1, "not a UTF-8 text file")
+		return nil, lineError(c.Path, 1, "not a UTF-8 text file")
 	}
-	cmd := &Command{Name: name, Source: d.Source, Path: c.path}
-	if filepath.Ext(c.path) == ".toml" {
+	cmd := &Command{Name: name, Source: d.Source, Path: c.Path}
+	if filepath.Ext(c.Path) == ".toml" {
 		err = parseTOML(cmd, data)
 	} else {
 		err = parseMarkdown(cmd, data)
@@ -216,10 +206,10 @@ func loadFile(d Dir, c candidate) (*Command, error) {
 		return nil, err
 	}
 	if strings.TrimSpace(cmd.Template) == "" {
-		return nil, lineError(c.path, 1, "the command's prompt is empty")
+		return nil, lineError(c.Path, 1, "the command's prompt is empty")
 	}
 	if cmd.Description == "" {
-		cmd.Description = "Custom command from " + filepath.Base(c.path)
+		cmd.Description = "Custom command from " + filepath.Base(c.Path)
 	}
 	return cmd, nil
 }

@@ -55,18 +55,18 @@ type Output struct {
 
 	// mu guards everything below: the read loop writes it and Finish reads
 	// it on the main goroutine.
-	mu        sync.Mutex
-	inTurn    bool
-	text      strings.Builder
-	calls     []*ToolCallSummary
-	byID      map[string]*ToolCallSummary
-	reported  map[string]bool // tool calls whose final line text mode has printed
+	mu       sync.Mutex
+	inTurn   bool
+	text     strings.Builder
+	calls    []*ToolCallSummary
+	byID     map[string]*ToolCallSummary
+	reported map[string]bool // tool calls whose final line text mode has printed
 	// lastParent is the agent call whose subagent's line text mode printed
 	// last: a line of another run is put under its own agent call's title.
 	lastParent string
-	usage     *UsageSummary
-	lastNL    bool // the last text printed to stdout ended with a newline
-	writeFail error
+	usage      *UsageSummary
+	lastNL     bool // the last text printed to stdout ended with a newline
+	writeFail  error
 }
 
 func NewOutput(stdout, stderr io.Writer, format, mode string) *Output {

@@ -52,14 +52,80 @@ func FirstUserText(msgs []Message) string {
 	return ""
 }
 
-// MatchKey returns the first of keys that text contains.
-func MatchKey(keys []string, text string) (string, bool) {
-	for _, k := range keys {
-		if strings.Contains(text, k) {
-			return k, true
+// ScriptQueues are a script's responses of type T: the main queue, and a
+// queue of its own for each Match text, each served in the order added.
+// The zero value is empty and ready; callers serialise access.
+type ScriptQueues[T any] struct {
+	main  scriptQueue[T]
+	keys  []string // Match texts, in the order first added
+	keyed map[string]*scriptQueue[T]
+}
+
+type scriptQueue[T any] struct {
+	items []T
+	next  int
+}
+
+// Add appends v to the queue of match ("" is the main queue).
+func (q *ScriptQueues[T]) Add(match string, v T) {
+	if match == "" {
+		q.main.items = append(q.main.items, v)
+		return
+	}
+	k := q.keyed[match]
+	if k == nil {
+		if q.keyed == nil {
+			q.keyed = map[string]*scriptQueue[T]{}
+		}
+		k = &scriptQueue[T]{}
+		q.keyed[match] = k
+		q.keys = append(q.keys, match)
+	}
+	k.items = append(k.items, v)
+}
+
+// Keyed reports whether any response has a Match: only then does Next
+// need the request's first user message.
+func (q *ScriptQueues[T]) Keyed() bool { return len(q.keys) > 0 }
+
+// Next takes the next response for a request whose first user message is
+// first: from the queue of the first Match text it contains, else from the
+// main queue. Without one left, ok is false and exhausted says which queue
+// ran out after how many responses ("2 responses matching \"X\"").
+func (q *ScriptQueues[T]) Next(first string) (v T, ok bool, exhausted string) {
+	from, what := &q.main, "responses"
+	for _, k := range q.keys {
+		if strings.Contains(first, k) {
+			from, what = q.keyed[k], fmt.Sprintf("responses matching %q", k)
+			break
 		}
 	}
-	return "", false
+	if from.next >= len(from.items) {
+		return v, false, fmt.Sprintf("%d %s", len(from.items), what)
+	}
+	from.next++
+	return from.items[from.next-1], true, ""
+}
+
+// Served is how many responses of match's queue ("" the main one) were
+// taken.
+func (q *ScriptQueues[T]) Served(match string) int {
+	if match == "" {
+		return q.main.next
+	}
+	if k := q.keyed[match]; k != nil {
+		return k.next
+	}
+	return 0
+}
+
+// Remaining is how many responses are left in all queues.
+func (q *ScriptQueues[T]) Remaining() int {
+	n := len(q.main.items) - q.main.next
+	for _, k := range q.keyed {
+		n += len(k.items) - k.next
+	}
+	return n
 }
 
 // ScriptToolCall is a tool call in a ScriptResponse. A missing ID is
@@ -151,16 +217,8 @@ func parseScriptLine(line []byte) (ScriptResponse, error) {
 // of its Match when the request's first user message contains one.
 type Script struct {
 	mu        sync.Mutex
-	responses []ScriptResponse
-	next      int
+	responses ScriptQueues[ScriptResponse]
 	requests  []Request
-	keys      []string // Match texts, in file order
-	keyed     map[string]*scriptQueue
-}
-
-type scriptQueue struct {
-	responses []ScriptResponse
-	next      int
 }
 
 // NewScript loads a model script file.
@@ -183,19 +241,9 @@ func NewScriptFromReader(r io.Reader) (*Script, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Script{keyed: map[string]*scriptQueue{}}
+	s := &Script{}
 	for _, r := range rs {
-		if r.Match == "" {
-			s.responses = append(s.responses, r)
-			continue
-		}
-		q := s.keyed[r.Match]
-		if q == nil {
-			q = &scriptQueue{}
-			s.keyed[r.Match] = q
-			s.keys = append(s.keys, r.Match)
-		}
-		q.responses = append(q.responses, r)
+		s.responses.Add(r.Match, r)
 	}
 	return s, nil
 }
@@ -211,11 +259,7 @@ func (s *Script) Requests() []Request {
 func (s *Script) Remaining() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := len(s.responses) - s.next
-	for _, q := range s.keyed {
-		n += len(q.responses) - q.next
-	}
-	return n
+	return s.responses.Remaining()
 }
 
 // Stream implements Provider.
@@ -226,22 +270,15 @@ func (s *Script) Stream(ctx context.Context, req Request) iter.Seq2[Event, error
 			return
 		}
 		s.mu.Lock()
-		rs, next, what := s.responses, &s.next, "responses"
-		if k, ok := MatchKey(s.keys, FirstUserText(req.Messages)); ok {
-			q := s.keyed[k]
-			rs, next, what = q.responses, &q.next, fmt.Sprintf("responses matching %q", k)
-		}
-		i := *next
-		if i < len(rs) {
-			*next++
+		r, ok, exhausted := s.responses.Next(FirstUserText(req.Messages))
+		if ok {
 			s.requests = append(s.requests, req)
 		}
 		s.mu.Unlock()
-		if i >= len(rs) {
-			yield(Event{}, fmt.Errorf("%w after %d %s", ErrScriptExhausted, len(rs), what))
+		if !ok {
+			yield(Event{}, fmt.Errorf("%w after %s", ErrScriptExhausted, exhausted))
 			return
 		}
-		r := rs[i]
 		var evs []Event
 		if r.Reasoning != "" {
 			evs = append(evs, Event{Kind: EventReasoning, Text: r.Reasoning})

@@ -100,11 +100,18 @@ func (h *Hub) Commands(dirs []commands.Dir, onChange func()) *Commands {
 }
 
 func dirsKey(dirs []commands.Dir) string {
+	return folderKey(len(dirs), func(i int) (string, string) { return dirs[i].Path, string(dirs[i].Source) })
+}
+
+// folderKey identifies a list of n definition folders, folder i being
+// at(i): its path and source.
+func folderKey(n int, at func(i int) (path, source string)) string {
 	var b strings.Builder
-	for _, d := range dirs {
-		b.WriteString(d.Path)
+	for i := range n {
+		p, src := at(i)
+		b.WriteString(p)
 		b.WriteByte(0)
-		b.WriteString(string(d.Source))
+		b.WriteString(src)
 		b.WriteByte(0)
 	}
 	return b.String()
@@ -185,18 +192,22 @@ func (h *Hub) Instructions(key string, l *instructions.Loaded) *instructions.Loa
 	if cur := h.instr[key].Value(); cur != nil && equalLoaded(cur, l) {
 		return cur
 	}
-	h.instr[key] = weak.Make(l)
-	runtime.AddCleanup(l, h.dropInstructions, key)
+	keepWeak(h, h.instr, key, l)
 	return l
 }
 
-// dropInstructions forgets key once its snapshot was collected.
-func (h *Hub) dropInstructions(key string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.instr[key].Value() == nil {
-		delete(h.instr, key)
-	}
+// keepWeak makes v the snapshot of key in m (a map of h's, guarded by
+// h.mu, which the caller holds), until v is collected: then key is
+// forgotten, unless another snapshot took its place.
+func keepWeak[T any](h *Hub, m map[string]weak.Pointer[T], key string, v *T) {
+	m[key] = weak.Make(v)
+	runtime.AddCleanup(v, func(key string) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if m[key].Value() == nil {
+			delete(m, key)
+		}
+	}, key)
 }
 
 func equalLoaded(a, b *instructions.Loaded) bool {
@@ -212,14 +223,7 @@ func equalLoaded(a, b *instructions.Loaded) bool {
 // no session holds their snapshot. Agents need no watch: they are read
 // only when a prompt starts, which checks them then.
 func (h *Hub) Agents(dirs []agents.Dir) *agents.Loaded {
-	var b strings.Builder
-	for _, d := range dirs {
-		b.WriteString(d.Path)
-		b.WriteByte(0)
-		b.WriteString(string(d.Source))
-		b.WriteByte(0)
-	}
-	key := b.String()
+	key := folderKey(len(dirs), func(i int) (string, string) { return dirs[i].Path, string(dirs[i].Source) })
 	h.agentLoad.Lock()
 	defer h.agentLoad.Unlock()
 	h.mu.Lock()
@@ -233,17 +237,7 @@ func (h *Hub) Agents(dirs []agents.Dir) *agents.Loaded {
 		h.log.Warn("agent file problem", "detail", w)
 	}
 	h.mu.Lock()
-	h.agents[key] = weak.Make(l)
+	keepWeak(h, h.agents, key, l)
 	h.mu.Unlock()
-	runtime.AddCleanup(l, h.dropAgents, key)
 	return l
-}
-
-// dropAgents forgets key once its snapshot was collected.
-func (h *Hub) dropAgents(key string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.agents[key].Value() == nil {
-		delete(h.agents, key)
-	}
 }

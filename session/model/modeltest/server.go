@@ -185,16 +185,12 @@ type Server struct {
 	srv     *httptest.Server
 	closing chan struct{}
 
-	mu        sync.Mutex
-	responses []Response
-	frames    [][][]byte // responses[i] rendered as SSE events, ahead of time
-	next      int
+	mu sync.Mutex
+	// responses are the script, each rendered as SSE events ahead of time:
+	// the main queue and one per Match text.
+	responses model.ScriptQueues[scripted]
 	requests  []Request
-	// keys are the Match texts in the order first added; keyed their
-	// queues.
-	keys   []string
-	keyed  map[string]*queue
-	models []string // served by GET …/models
+	models    []string // served by GET …/models
 
 	// tokenLimit > 0 refuses larger requests as OpenAI does; count makes
 	// every request counted and every response report usage.
@@ -350,18 +346,17 @@ func contextLengthExceeded(limit, n int) []byte {
 	return b
 }
 
-// queue is the responses of one Match text.
-type queue struct {
-	responses []Response
-	frames    [][][]byte
-	next      int
+// scripted is a response and its SSE events.
+type scripted struct {
+	resp   Response
+	frames [][]byte
 }
 
 // NewServer starts a server on loopback that serves responses in order,
 // one per chat-completions request; it is closed when the test ends.
 func NewServer(t testing.TB, responses ...Response) *Server {
 	t.Helper()
-	s := &Server{closing: make(chan struct{}), keyed: map[string]*queue{}}
+	s := &Server{closing: make(chan struct{})}
 	s.Add(responses...)
 	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
 	s.URL = s.srv.URL
@@ -381,19 +376,7 @@ func (s *Server) Add(rs ...Response) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range rs {
-		if r.Match == "" {
-			s.responses = append(s.responses, r)
-			s.frames = append(s.frames, frames(r))
-			continue
-		}
-		q := s.keyed[r.Match]
-		if q == nil {
-			q = &queue{}
-			s.keyed[r.Match] = q
-			s.keys = append(s.keys, r.Match)
-		}
-		q.responses = append(q.responses, r)
-		q.frames = append(q.frames, frames(r))
+		s.responses.Add(r.Match, scripted{r, frames(r)})
 	}
 }
 
@@ -401,10 +384,7 @@ func (s *Server) Add(rs ...Response) {
 func (s *Server) ServedMatching(match string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if q := s.keyed[match]; q != nil {
-		return q.next
-	}
-	return 0
+	return s.responses.Served(match)
 }
 
 // SetModels sets the model ids GET …/models lists (none by default).
@@ -457,7 +437,7 @@ func (s *Server) Requests() []Request {
 func (s *Server) Served() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.next
+	return s.responses.Served("")
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
@@ -488,7 +468,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	req.Body = json.RawMessage(body.Bytes())
 
 	s.mu.Lock()
-	limit, count, responder, prefixCache, keyed := s.tokenLimit, s.count, s.responder, s.prefixCache, len(s.keys) > 0
+	limit, count, responder, prefixCache, keyed := s.tokenLimit, s.count, s.responder, s.prefixCache, s.responses.Keyed()
 	s.mu.Unlock()
 	var decoded Request
 	if count || responder != nil || keyed {
@@ -535,29 +515,18 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
-	rs, fs, next, what := s.responses, s.frames, &s.next, "responses"
+	first := ""
 	if keyed {
-		if k, ok := model.MatchKey(s.keys, decoded.firstUserText()); ok {
-			q := s.keyed[k]
-			rs, fs, next, what = q.responses, q.frames, &q.next, fmt.Sprintf("responses matching %q", k)
-		}
+		first = decoded.firstUserText()
 	}
-	i := *next
-	if i < len(rs) {
-		*next++
-	}
-	n := len(rs)
-	var resp Response
-	var evs [][]byte
-	if i < n {
-		resp, evs = rs[i], fs[i]
-	}
+	next, ok, exhausted := s.responses.Next(first)
 	s.mu.Unlock()
-	if i >= n {
+	if !ok {
 		// 400 so that clients do not retry into the same wall.
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("modeltest: script exhausted after %d %s", n, what), "")
+		writeError(w, http.StatusBadRequest, "modeltest: script exhausted after "+exhausted, "")
 		return
 	}
+	resp, evs := next.resp, next.frames
 	if count && resp.Usage == nil {
 		resp.Usage = usageFor(req.Tokens, req.Cached, resp)
 		evs = frames(resp)
