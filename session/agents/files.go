@@ -110,22 +110,12 @@ func isNotDir(p string) bool {
 	return err == nil && !fi.IsDir()
 }
 
-// Stamp identifies the agent files under dirs by path, size and
-// modification time, without reading them: a session compares stamps to
-// notice that its agents changed.
+// Stamp identifies the agent files under dirs (deffiles.Stamp).
 func Stamp(dirs []Dir) string {
-	var b strings.Builder
-	for _, d := range dirs {
+	return deffiles.Stamp(dirs, func(d Dir) []candidate {
 		cs, _ := list(d)
-		writeStamp(&b, cs)
-	}
-	return b.String()
-}
-
-func writeStamp(b *strings.Builder, cs []candidate) {
-	for _, c := range cs {
-		c.AppendStamp(b)
-	}
+		return cs
+	})
 }
 
 // Load reads the agent files of dirs. A file that cannot be read or
@@ -137,7 +127,7 @@ func Load(dirs []Dir) *Loaded {
 	for _, d := range dirs {
 		cs, ws := list(d)
 		warns = append(warns, ws...)
-		writeStamp(&stamp, cs)
+		deffiles.AppendStamps(&stamp, cs)
 		inDir := map[string]string{}
 		for _, c := range cs {
 			a, err := loadFile(d, c)

@@ -120,22 +120,12 @@ func walk(d Dir) ([]candidate, []string) {
 	return out, warns
 }
 
-// Stamp identifies the command files under dirs by path, size and
-// modification time, without reading them: a session compares stamps to
-// notice that its commands changed.
+// Stamp identifies the command files under dirs (deffiles.Stamp).
 func Stamp(dirs []Dir) string {
-	var b strings.Builder
-	for _, d := range dirs {
+	return deffiles.Stamp(dirs, func(d Dir) []candidate {
 		cs, _ := walk(d)
-		writeStamp(&b, cs)
-	}
-	return b.String()
-}
-
-func writeStamp(b *strings.Builder, cs []candidate) {
-	for _, c := range cs {
-		c.AppendStamp(b)
-	}
+		return cs
+	})
 }
 
 // Load reads the command files of dirs. A file that cannot be read or
@@ -147,7 +137,7 @@ func Load(dirs []Dir) *Loaded {
 	for _, d := range dirs {
 		cs, ws := walk(d)
 		warns = append(warns, ws...)
-		writeStamp(&stamp, cs)
+		deffiles.AppendStamps(&stamp, cs)
 		for _, c := range cs {
 			cmd, err := loadFile(d, c)
 			if err != nil {

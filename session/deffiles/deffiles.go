@@ -71,3 +71,24 @@ func Folders(roots []string, global, sub string) []Folder {
 	}
 	return out
 }
+
+// stamper is a found file (a loader's own type, holding a File).
+type stamper interface{ AppendStamp(b *strings.Builder) }
+
+// AppendStamps adds the files' identities to a stamp.
+func AppendStamps[F stamper](b *strings.Builder, files []F) {
+	for _, f := range files {
+		f.AppendStamp(b)
+	}
+}
+
+// Stamp identifies the files list finds in dirs by path, size and
+// modification time, without reading them: a session compares stamps to
+// notice that its definitions changed.
+func Stamp[D any, F stamper](dirs []D, list func(D) []F) string {
+	var b strings.Builder
+	for _, d := range dirs {
+		AppendStamps(&b, list(d))
+	}
+	return b.String()
+}
