@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -164,4 +165,31 @@ func TestSubagent_UnknownTypeIsInvalidParams(t *testing.T) {
 	h := newHarness(t, Options{}, script...)
 	_, err := h.prompt(t, "go")
 	requireLoopError(t, err, loopdetect.LoopInvalidToolParamsStagnation)
+}
+
+// A subagent's permission request goes to the editor like any other, with
+// the session's mode, naming its agent call in _meta; an "always allow"
+// given for a run is the session's.
+func TestSubagent_PermissionsAreTheSessions(t *testing.T) {
+	shell := call{name: "run_shell_command", args: map[string]any{"command": "make"}}
+	h := newHarness(t, Options{ApprovalMode: ModeDefault},
+		callsResp(agentCall("call_a", "Build", "build it", "")),
+		callsResp(shell),
+		textResp("built"),
+		callsResp(shell),
+		textResp("done"),
+	)
+	h.client.Permission = func(_ context.Context, r *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
+		return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "selected", OptionID: optProceedAlwaysProject}}, nil
+	}
+	resp, err := h.prompt(t, "go")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	require.Len(t, h.client.perms, 1, "the parent's own later call is allowed by the run's answer")
+	p := h.client.perms[0]
+	assert.Equal(t, "call_a", p.ToolCall.Meta[acp.MetaParentToolCallID])
+	assert.Equal(t, "run_shell_command", p.ToolCall.Meta["toolName"])
+	completed, failed := h.client.counts()
+	assert.Equal(t, 3, completed, "the run's call, the agent call, the parent's call")
+	assert.Zero(t, failed)
 }

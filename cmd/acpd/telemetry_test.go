@@ -73,6 +73,46 @@ func testLoopStoppedTurnTelemetry(t *testing.T, proto string, c *telemetrytest.C
 	assert.NotNil(t, c.Metric("gen_ai.client.operation.duration"))
 }
 
+// A subagent run through the built binary is an invoke_agent span named for
+// its agent, under the agent call's execute_tool span, with its own model
+// requests and tool calls under it.
+func TestTelemetry_SubagentSpans(t *testing.T) {
+	t.Parallel()
+	c := telemetrytest.NewCollector(t)
+	e := newRunEnv(t)
+	script := e.script(t, `{"toolCalls":[{"id":"agent_1","name":"agent","arguments":{"description":"Read x","prompt":"TASK-T: read x.txt","subagent_type":"Explore"}}]}
+{"match":"TASK-T","toolCalls":[{"id":"s1","name":"read_file","arguments":{"file_path":"%s/x.txt"}}]}
+{"match":"TASK-T","text":"hello"}
+{"text":"done"}
+`)
+	o := e.run(t, "", e.scripted(script, "--telemetry", "--telemetry-protocol", "http", "--telemetry-endpoint", c.URL(), "go")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	turns := c.SpansNamed("invoke_agent acpd")
+	calls := c.SpansNamed("execute_tool agent")
+	runs := c.SpansNamed("invoke_agent Explore")
+	reads := c.SpansNamed("execute_tool read_file")
+	require.Len(t, turns, 1, "spans: %v", c.Spans())
+	require.Len(t, calls, 1)
+	require.Len(t, runs, 1)
+	require.Len(t, reads, 1)
+	assert.Equal(t, turns[0].SpanId, calls[0].ParentSpanId)
+	assert.Equal(t, calls[0].SpanId, runs[0].ParentSpanId)
+	assert.Equal(t, runs[0].SpanId, reads[0].ParentSpanId)
+	chats := c.SpansNamed("chat demo")
+	require.Len(t, chats, 4)
+	under := 0
+	for _, s := range chats {
+		if string(s.ParentSpanId) == string(runs[0].SpanId) {
+			under++
+		}
+	}
+	assert.Equal(t, 2, under, "the subagent's two model requests")
+	ra := telemetrytest.Attrs(runs[0].Attributes)
+	assert.Equal(t, "Explore", ra["gen_ai.agent.name"])
+	assert.Equal(t, int64(1), ra["acpd.turn.tool_calls"])
+	assert.Equal(t, "end_turn", ra["acpd.stop_reason"])
+}
+
 // An unreachable collector neither fails nor stops a turn; acpd exits 0.
 func TestTelemetry_UnreachableCollector(t *testing.T) {
 	t.Parallel()
