@@ -1,7 +1,6 @@
 package instructions
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,8 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
@@ -145,23 +142,7 @@ func (g *gitRunner) run(ctx context.Context, root, top string, filters []string,
 	env := gitEnviron(top, filters)
 	out, err := g.sb.RunReadOnly(ctx, root, env, argv)
 	if errors.Is(err, sandbox.ErrCannotConfine) {
-		out, err = runPlain(ctx, root, env, argv)
+		out, err = sandbox.RunUnconfined(ctx, root, env, argv)
 	}
 	return out, err
-}
-
-// runPlain runs argv unconfined (no usable Landlock): layer 1 alone.
-func runPlain(ctx context.Context, dir string, env, argv []string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env = dir, env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if err != nil && errOut.Len() > 0 {
-		err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(errOut.Bytes()))
-	}
-	return out.Bytes(), err
 }

@@ -47,13 +47,7 @@ func (p *Policy) RunReadOnly(ctx context.Context, dir string, env []string, argv
 		helper = append(helper, "--exec", interp)
 	}
 	helper = append(append(helper, "--"), argv...)
-	cmd := exec.CommandContext(ctx, p.Helper, helper...)
-	cmd.Dir, cmd.Env = dir, env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd, out, errOut := groupCommand(ctx, dir, env, append([]string{p.Helper}, helper...))
 	sr, sw, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -71,13 +65,41 @@ func (p *Policy) RunReadOnly(ctx context.Context, dir string, env []string, argv
 	if len(msg) > 0 {
 		return nil, SetupError(string(msg))
 	}
-	if werr != nil {
-		if line, _, _ := strings.Cut(strings.TrimSpace(errOut.String()), "\n"); line != "" {
-			werr = fmt.Errorf("%w: %s", werr, line)
-		}
-		return out.Bytes(), werr
+	return out.Bytes(), withStderr(werr, errOut)
+}
+
+// RunUnconfined runs argv as RunReadOnly does — its own process group,
+// killed with ctx, stdout returned, stderr's first line in the error — but
+// without the helper: for a caller that met ErrCannotConfine and has made
+// the program safe by other means.
+func RunUnconfined(ctx context.Context, dir string, env []string, argv []string) ([]byte, error) {
+	cmd, out, errOut := groupCommand(ctx, dir, env, argv)
+	err := withStderr(cmd.Run(), errOut)
+	return out.Bytes(), err
+}
+
+// groupCommand is argv in its own process group, the whole group killed
+// when ctx ends, output collected.
+func groupCommand(ctx context.Context, dir string, env []string, argv []string) (cmd *exec.Cmd, out, errOut *bytes.Buffer) {
+	cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	out, errOut = &bytes.Buffer{}, &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, errOut
+	return cmd, out, errOut
+}
+
+// withStderr adds stderr's first line to a failed run's error.
+func withStderr(err error, stderr *bytes.Buffer) error {
+	if err == nil {
+		return nil
 	}
-	return out.Bytes(), nil
+	if line, _, _ := strings.Cut(strings.TrimSpace(stderr.String()), "\n"); line != "" {
+		return fmt.Errorf("%w: %s", err, line)
+	}
+	return err
 }
 
 var (
