@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -311,9 +312,10 @@ sleep 30 & kill $! && echo own-child-killed
 	require.NoError(t, err)
 	out, _, _ = run(t, ws, plan, sandbox.ABIEnv+"=5")
 	assert.Contains(t, out, "stopped")
-	state, err = os.ReadFile("/proc/" + pid + "/stat")
-	require.NoError(t, err)
-	assert.Contains(t, string(state), ") T ")
+	assert.Eventually(t, func() bool {
+		state, err := os.ReadFile("/proc/" + pid + "/stat")
+		return err == nil && strings.Contains(string(state), ") T ")
+	}, 5*time.Second, 5*time.Millisecond, "the sleeper stops")
 }
 
 // TestRunReadOnly: a program acpd runs on its own initiative executes no
