@@ -116,7 +116,36 @@ type ModelConfig struct {
 	// CompactionModel answers compaction summary requests; "" uses the
 	// session's model.
 	CompactionModel string
+	// CacheControl is "auto", "on" or "off": whether requests carry
+	// cache_control markers (auto: for the providers known to need them).
+	CacheControl string
+	// Price is what Name's tokens cost (nil: unknown); Prices are the
+	// selector's other models' (and CompactionModel's), by model id.
+	Price  *Price
+	Prices map[string]Price
+	// MaxTokensPerTurn bounds a turn's input plus output tokens over its
+	// model requests; 0 (the default) sets no budget.
+	MaxTokensPerTurn int
+	// SessionTokenLimit refuses a request larger than this many tokens
+	// after compaction (agent-features.md §1.11); 0 (the default): none.
+	SessionTokenLimit int
+	// MaxTokensPerTurnExplicit and SessionTokenLimitExplicit are true when
+	// a layer above the defaults set the value (as for
+	// MaxToolCallsPerTurnExplicit): an explicit 0 says "no budget" on
+	// purpose, which `acpd config` shows.
+	MaxTokensPerTurnExplicit  bool
+	SessionTokenLimitExplicit bool
 }
+
+// Price is what a model's tokens cost, per million tokens.
+type Price struct {
+	Input, CachedInput, Output float64
+	// Currency is an ISO 4217 code or another unit ("credits"); default USD.
+	Currency string
+}
+
+// DefaultCurrency is a price's currency when none is given.
+const DefaultCurrency = "USD"
 
 // ModelNotConfiguredHint names the three ways to choose a model. `acpd
 // doctor`, the prompt error of a session without a model and `acpd run`
@@ -209,6 +238,8 @@ func Default() Config {
 			Models:              []string{},
 			ContextWindows:      map[string]int{},
 			CompactThreshold:    0.85,
+			CacheControl:        "auto",
+			Prices:              map[string]Price{},
 		},
 		Tools: ToolsConfig{
 			ApprovalMode:             ApprovalDefault,

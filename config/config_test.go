@@ -203,6 +203,15 @@ contextWindow = 65536
 contextWindows = { "m-large" = 200000, "m-small" = 32768 }
 compactThreshold = 0.7
 compactionModel = "m-small"
+cacheControl = "on"
+maxTokensPerTurn = 40000
+sessionTokenLimit = 0
+prices = { "m-small" = { input = 0.2, output = 0.6, currency = "EUR" } }
+[model.price]
+input = 1.25
+cachedInput = 0.125
+output = 10
+currency = "EUR"
 [tools]
 approvalMode = "yolo"
 exclude = ["web_fetch", "run_shell_command"]
@@ -233,7 +242,10 @@ trace = true
 					RequestTimeout: 30 * time.Second, MaxTokens: 4096, Temperature: &zero,
 					Script: filepath.Join(dir, "scripts", "turns.json"), SystemPrompt: "be brief",
 					Models: []string{"m-large", "m-small"}, ContextWindow: 65536,
-					ContextWindows: map[string]int{"m-large": 200000, "m-small": 32768}, CompactThreshold: 0.7, CompactionModel: "m-small"},
+					ContextWindows: map[string]int{"m-large": 200000, "m-small": 32768}, CompactThreshold: 0.7, CompactionModel: "m-small",
+					CacheControl: "on", MaxTokensPerTurn: 40000, MaxTokensPerTurnExplicit: true, SessionTokenLimitExplicit: true,
+					Price:  &Price{Input: 1.25, CachedInput: 0.125, Output: 10, Currency: "EUR"},
+					Prices: map[string]Price{"m-small": {Input: 0.2, CachedInput: 0.2, Output: 0.6, Currency: "EUR"}}},
 				Tools: ToolsConfig{ApprovalMode: ApprovalYolo, Exclude: []string{"web_fetch", "run_shell_command"},
 					ShellTimeout: 90 * time.Second, MaxOutputBytes: 1024, RepeatedToolFailureGuard: GuardWarn,
 					Sandbox: "required", SandboxWritable: []string{filepath.Join(dir, "cache"), filepath.Join(fx.home, ".npm")}, SandboxNetwork: false,

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"path/filepath"
@@ -85,6 +86,14 @@ var fields = []*field{
 	compactThresholdField(),
 	stringField("model", "compactionModel", func(c *Config) *string { return &c.Model.CompactionModel },
 		nil, "", ""),
+	enumField("model", "cacheControl", []string{"auto", "on", "off"}, func(c *Config) *string { return &c.Model.CacheControl },
+		[]string{"ACPD_CACHE_CONTROL"}, "", ""),
+	priceField(),
+	pricesField(),
+	budgetField("maxTokensPerTurn", func(c *Config) (*int, bool) { return &c.Model.MaxTokensPerTurn, c.Model.MaxTokensPerTurnExplicit },
+		"ACPD_MAX_TOKENS_PER_TURN", "max-tokens-per-turn", "token budget of a turn: input plus output tokens over its model requests; 0 sets none (the default)"),
+	budgetField("sessionTokenLimit", func(c *Config) (*int, bool) { return &c.Model.SessionTokenLimit, c.Model.SessionTokenLimitExplicit },
+		"ACPD_SESSION_TOKEN_LIMIT", "session-token-limit", "refuse a prompt whose request is larger than this many tokens after compaction; 0 sets none (the default)"),
 	intField("model", "maxTokens", 0, func(c *Config) *int { return &c.Model.MaxTokens },
 		nil, "", ""),
 	temperatureField(),
@@ -707,4 +716,134 @@ func stuckWindowField() *field {
 		return nil
 	}
 	return f
+}
+
+// decodePrice reads one price table: input and output (per million
+// tokens) are required, cachedInput defaults to input (no discount known)
+// and currency to USD.
+func decodePrice(raw any) (Price, error) {
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return Price{}, typeErr("a table with input, cachedInput, output and currency", raw)
+	}
+	p := Price{Currency: DefaultCurrency}
+	var seen []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
+		var dst *float64
+		switch k {
+		case "input":
+			dst = &p.Input
+		case "cachedInput":
+			dst = &p.CachedInput
+		case "output":
+			dst = &p.Output
+		case "currency":
+			c, ok := v.(string)
+			if !ok || strings.TrimSpace(c) == "" {
+				return Price{}, fmt.Errorf("currency: must be a non-empty string such as \"USD\", got %s", rawText(v))
+			}
+			p.Currency = strings.TrimSpace(c)
+			continue
+		default:
+			return Price{}, fmt.Errorf("unknown key %s: want input, cachedInput, output or currency", quote(k))
+		}
+		f, err := decodeFloat(v, false)
+		if err != nil {
+			return Price{}, fmt.Errorf("%s: %w", k, err)
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+			return Price{}, fmt.Errorf("%s: must be a price per million tokens of at least 0, got %s", k, rawText(f))
+		}
+		*dst = f
+		seen = append(seen, k)
+	}
+	for _, k := range []string{"input", "output"} {
+		if !slices.Contains(seen, k) {
+			return Price{}, fmt.Errorf("%s is required (the price per million tokens)", k)
+		}
+	}
+	if !slices.Contains(seen, "cachedInput") {
+		p.CachedInput = p.Input
+	}
+	return p, nil
+}
+
+// encodePrice renders p as an inline TOML table.
+func encodePrice(p Price) string {
+	return fmt.Sprintf("{input = %s, cachedInput = %s, output = %s, currency = %s}",
+		encodeFloat(p.Input), encodeFloat(p.CachedInput), encodeFloat(p.Output), quote(p.Currency))
+}
+
+// budgetField is a token budget of [model]: unset by default, 0 or more
+// when a layer sets it (0 explicitly: no budget, on purpose).
+func budgetField(name string, acc func(*Config) (*int, bool), env, flag, usage string) *field {
+	f := intField("model", name, 0, func(c *Config) *int { p, _ := acc(c); return p }, []string{env}, flag, usage)
+	f.encode = func(c *Config) (string, bool) {
+		p, explicit := acc(c)
+		if !explicit && *p == 0 {
+			return "", false
+		}
+		return strconv.Itoa(*p), true
+	}
+	return f
+}
+
+// priceField is model.price: what model.name's tokens cost.
+func priceField() *field {
+	return &field{
+		table: "model", name: "price",
+		decode: func(c *Config, raw any, _ bool, _ resolver) error {
+			p, err := decodePrice(raw)
+			if err != nil {
+				return err
+			}
+			c.Model.Price = &p
+			return nil
+		},
+		encode: func(c *Config) (string, bool) {
+			if c.Model.Price == nil {
+				return "", false
+			}
+			return encodePrice(*c.Model.Price), true
+		},
+	}
+}
+
+// pricesField is model.prices: the prices of the selector's other models
+// (and of model.compactionModel), by model id.
+func pricesField() *field {
+	return &field{
+		table: "model", name: "prices",
+		decode: func(c *Config, raw any, _ bool, _ resolver) error {
+			m, ok := raw.(map[string]any)
+			if !ok {
+				return typeErr("a table of model ids to price tables", raw)
+			}
+			out := make(map[string]Price, len(m))
+			for id, v := range m {
+				if strings.TrimSpace(id) == "" {
+					return errors.New("a model id must not be empty")
+				}
+				p, err := decodePrice(v)
+				if err != nil {
+					return fmt.Errorf("model %q: %w", id, err)
+				}
+				out[id] = p
+			}
+			c.Model.Prices = out
+			return nil
+		},
+		encode: func(c *Config) (string, bool) {
+			if len(c.Model.Prices) == 0 {
+				return "", false
+			}
+			ids := slices.Sorted(maps.Keys(c.Model.Prices))
+			parts := make([]string, len(ids))
+			for i, id := range ids {
+				parts[i] = quote(id) + " = " + encodePrice(c.Model.Prices[id])
+			}
+			return "{" + strings.Join(parts, ", ") + "}", true
+		},
+	}
 }

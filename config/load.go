@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -173,6 +174,27 @@ func Load(opts LoadOptions) (Config, Sources, error) {
 // rules that span keys.
 func finish(cfg *Config, src Sources, getenv func(string) string) error {
 	cfg.Model.MaxToolCallsPerTurnExplicit = src.Of("model.maxToolCallsPerTurn").Kind != SourceDefault
+	cfg.Model.MaxTokensPerTurnExplicit = src.Of("model.maxTokensPerTurn").Kind != SourceDefault
+	cfg.Model.SessionTokenLimitExplicit = src.Of("model.sessionTokenLimit").Kind != SourceDefault
+	// One currency: a session's cost (ACP's Cost) is one amount in one unit.
+	if p := cfg.Model.Price; p != nil {
+		for _, id := range slices.Sorted(maps.Keys(cfg.Model.Prices)) {
+			if q := cfg.Model.Prices[id]; q.Currency != p.Currency {
+				return errAt(src.Of("model.prices"), "model.prices", fmt.Sprintf(
+					"model %q: currency %s differs from model.price's %s; a session's cost is kept in one currency", id, q.Currency, p.Currency))
+			}
+		}
+	} else {
+		var first string
+		for _, id := range slices.Sorted(maps.Keys(cfg.Model.Prices)) {
+			if q := cfg.Model.Prices[id]; first == "" {
+				first = q.Currency
+			} else if q.Currency != first {
+				return errAt(src.Of("model.prices"), "model.prices", fmt.Sprintf(
+					"model %q: currency %s differs from %s; a session's cost is kept in one currency", id, q.Currency, first))
+			}
+		}
+	}
 	if name := cfg.Model.APIKeyEnv; name != "" {
 		if v := getenv(name); v != "" {
 			cfg.Model.APIKey = v

@@ -14,6 +14,7 @@ import (
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tokens"
+	"github.com/acpd/acpd/session/usage"
 )
 
 // Context management (issue 14). Before every model request of a turn the
@@ -312,7 +313,7 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 		c, after = plan.Stub()
 		detail = fmt.Sprintf("Replaced %d old tool results with stubs.", len(c.Stubs))
 	case plan.Summarisable() && (manual || r.trigger == "overflow" || !paused):
-		answer, err := s.summarise(ctx, plan, th, r.focus)
+		answer, err := t.summarise(ctx, plan, th, r.focus)
 		if ctx.Err() != nil {
 			fail("Cancelled.")
 			return CompactionInfo{}, ctx.Err()
@@ -397,7 +398,7 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 	}})
 	u := store.Usage{Used: uint64(now), Size: uint64(th.Window)}
 	t.rec(store.Record{Kind: store.KindUsage, Usage: &u})
-	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateUsage, Used: u.Used, Size: u.Size})
+	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateUsage, Used: u.Used, Size: u.Size, Cost: s.costSoFar()})
 	s.log.Info("conversation compacted", "method", c.Method, "trigger", r.trigger, "before", before, "after", now)
 	info := CompactionInfo{Method: c.Method, Trigger: r.trigger, Before: before, After: now, At: time.Now(), Detail: detail}
 	s.cm.last = &info
@@ -427,7 +428,8 @@ const minSummaryInput = 2048
 // cold path, always used for model.compactionModel). An answer that is not
 // the snapshot (a refusal, a cut-off or filtered answer) is a failed
 // summary either way: asking again would not change the model's mind.
-func (s *Session) summarise(ctx context.Context, plan *contextmgr.Plan, th contextmgr.Thresholds, focus string) (string, error) {
+func (t *turn) summarise(ctx context.Context, plan *contextmgr.Plan, th contextmgr.Thresholds, focus string) (string, error) {
+	s := t.s
 	main := s.getModel()
 	mdl := s.m.opts.CompactionModel
 	if mdl == "" {
@@ -443,7 +445,7 @@ func (s *Session) summarise(ctx context.Context, plan *contextmgr.Plan, th conte
 				Messages:  append(seen[:len(seen):len(seen)], model.Message{Role: model.RoleUser, Content: directive}),
 				MaxTokens: maxOut, Temperature: s.m.opts.Temperature, Cache: &s.msgCache,
 			}
-			answer, err := s.runSummary(ctx, req)
+			answer, err := t.runSummary(ctx, req)
 			var unusable answerError
 			if err == nil || ctx.Err() != nil || errors.As(err, &unusable) {
 				return answer, err
@@ -467,7 +469,7 @@ func (s *Session) summarise(ctx context.Context, plan *contextmgr.Plan, th conte
 		maxOut = min(max(th.Target/2, 512), contextmgr.MaxSummaryTokens)
 		in = budget()
 	}
-	return s.runSummary(ctx, contextmgr.SummaryRequest(mdl, plan.ToSummarise(), focus, in, maxOut))
+	return t.runSummary(ctx, contextmgr.SummaryRequest(mdl, plan.ToSummarise(), focus, in, maxOut))
 }
 
 // answerError is a summary answer that cannot be used, as opposed to the
@@ -479,9 +481,24 @@ func (e answerError) Unwrap() error { return e.error }
 // runSummary streams one summary request and returns its answer's
 // snapshot. Only a complete answer (finish "stop") without tool calls that
 // is the snapshot asked for is a summary; anything else is an error.
-func (s *Session) runSummary(ctx context.Context, req model.Request) (string, error) {
+func (t *turn) runSummary(ctx context.Context, req model.Request) (string, error) {
+	s := t.s
 	var text strings.Builder
 	var finish, called string
+	var reported *model.Usage
+	// The request is accounted whatever its outcome, as the provider bills
+	// it.
+	defer func() {
+		u, estimated := model.Usage{}, reported == nil
+		if estimated {
+			u.PromptTokens = tokens.Overhead(req.System, req.Tools) + tokens.Messages(req.Messages)
+			u.CompletionTokens = tokens.Text(text.String())
+			u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		} else {
+			u = *reported
+		}
+		t.charge(usage.Summary, req.Model, u, estimated, store.Usage{})
+	}()
 	for ev, err := range s.m.opts.Provider.Stream(ctx, req) {
 		if err != nil {
 			return "", err
@@ -500,6 +517,8 @@ func (s *Session) runSummary(ctx context.Context, req model.Request) (string, er
 			finish = ev.FinishReason
 		case model.EventUsage:
 			s.cm.accept(req.Model, ev.Usage.PromptTokens)
+			u := ev.Usage
+			reported = &u
 		}
 	}
 	bad := func(msg string) error { return answerError{errors.New(msg)} }

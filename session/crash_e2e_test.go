@@ -143,7 +143,9 @@ func TestCrash_SIGKILLMidTurn(t *testing.T) {
 			killAt: func(u acp.SessionUpdate) bool {
 				return u.Kind == acp.UpdateToolCall && u.ToolCall.Status == acp.StatusInProgress
 			},
-			kinds: []store.Kind{store.KindMeta, store.KindMode, store.KindModel, store.KindUser, store.KindToolCalls, store.KindToolCall},
+			// The response's usage (estimated: this server reports none)
+			// is recorded as soon as the response is complete.
+			kinds: []store.Kind{store.KindMeta, store.KindMode, store.KindModel, store.KindUser, store.KindUsage, store.KindToolCalls, store.KindToolCall},
 			replay: func(id string) []string {
 				return []string{"current_mode_update:yolo", "user_message_chunk:start",
 					"tool_call:" + id + ":in_progress", "tool_call_update:" + id + ":failed"}

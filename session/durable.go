@@ -200,8 +200,11 @@ func (m *Manager) restore(s *Session, tr *store.Transcript) {
 		// Every toolCallId is the session's, a subagent run's included; the
 		// run's usage and compactions were of its own conversation.
 		sub := r.Parent != ""
-		if r.Kind == store.KindUsage && r.Usage != nil && !sub {
-			s.lastUsed = int(r.Usage.Used)
+		if r.Kind == store.KindUsage && r.Usage != nil {
+			if !sub && r.Usage.Size > 0 {
+				s.lastUsed = int(r.Usage.Used)
+			}
+			s.cost += r.Usage.Cost // a subagent run's cost is the session's
 		}
 		if r.Tool != nil {
 			s.toolCallIDs[r.Tool.ToolCallID] = true

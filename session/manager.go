@@ -28,6 +28,7 @@ import (
 	"github.com/acpd/acpd/session/telemetry"
 	"github.com/acpd/acpd/session/tools"
 	"github.com/acpd/acpd/session/tools/sandbox"
+	"github.com/acpd/acpd/session/usage"
 	"github.com/acpd/acpd/session/workspace"
 )
 
@@ -74,6 +75,13 @@ type Options struct {
 	CompactThreshold float64
 	// CompactionModel answers summary requests; "" uses the session's model.
 	CompactionModel string
+	// Prices are what each model's tokens cost (none: no cost is kept).
+	Prices usage.Prices
+	// MaxTokensPerTurn bounds a turn's input plus output tokens (0: none);
+	// SessionTokenLimit refuses a request larger than it after compaction
+	// (0: none). See spend.go.
+	MaxTokensPerTurn  int
+	SessionTokenLimit int
 
 	// Cap is the per-turn tool-call cap (Explicit from config provenance).
 	Cap loopdetect.Cap

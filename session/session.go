@@ -58,6 +58,10 @@ type Session struct {
 	cmds cmdState
 	// lastUsed is the prompt size the provider last reported (turn holder).
 	lastUsed int
+	// cost is the session's cumulative cost at the configured prices
+	// (spend.go); costMu guards it (subagent runs charge in parallel).
+	costMu sync.Mutex
+	cost   float64
 
 	// mcp holds the session's MCP server connections; nil without servers.
 	mcp *mcp.Set

@@ -90,6 +90,7 @@ func (s *Session) runSubagent(ctx context.Context, pt *turn, parentID string, ca
 		g:          newGuard(o.Cap, o.SkipLoopDetection, o.FailureGuard, c.log),
 		answered:   map[string]string{},
 		duplicates: map[string]bool{},
+		up:         pt,
 	}
 	ctx, span := o.Telemetry.StartSubagent(ctx, s.id, a.Name, c.getModel(), call.Prompt)
 	c.history = []model.Message{{Role: model.RoleUser, Content: call.Prompt}}

@@ -20,8 +20,8 @@ func (t *turn) stream(ctx context.Context) (streamResult, error) {
 	_, chat := tel.StartChat(ctx, t.s.getModel())
 	r, err := t.streamModel(ctx)
 	e := telemetry.ChatEnd{FinishReason: r.finish, Err: err}
-	if r.usage != nil {
-		e.HaveUsage, e.InputTokens, e.OutputTokens = true, r.usage.PromptTokens, r.usage.CompletionTokens
+	if r.usage != nil && !r.estimated {
+		e.HaveUsage, e.InputTokens, e.OutputTokens, e.CacheReadTokens = true, r.usage.PromptTokens, r.usage.CompletionTokens, r.usage.CachedTokens
 	}
 	chat.End(e)
 	return r, err

@@ -17,7 +17,9 @@ import (
 	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
+	"github.com/acpd/acpd/session/tokens"
 	"github.com/acpd/acpd/session/turnguard"
+	"github.com/acpd/acpd/session/usage"
 )
 
 // turn is the state of one prompt turn (qwen-code's #executePromptInner).
@@ -44,6 +46,17 @@ type turn struct {
 	// one response run concurrently (runAgents); the turn is otherwise
 	// single-threaded.
 	mu sync.Mutex
+	// meter adds up the tokens of every request made for the turn (its
+	// own, summaries, subagents); see charge.
+	meter usage.Meter
+	// room is what model.maxTokensPerTurn leaves for the next request's
+	// answer (0: no budget); capped tells the last request's max_tokens was
+	// cut to it.
+	room   int
+	capped bool
+	// up is the turn a subagent run's turn works for: its requests are
+	// charged to that turn too, as the subagent's.
+	up *turn
 }
 
 var cancelled = &acp.PromptResponse{StopReason: acp.StopCancelled}
@@ -79,6 +92,7 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 	}
 	t.start = len(s.history)
 	s.history = append(s.history, msg)
+	defer func() { resp = t.withUsage(resp) }()
 	if s.title == "" {
 		// Editors list sessions by title: announce the one session/list
 		// will show (the first line of the first prompt).
@@ -118,6 +132,10 @@ func (t *turn) loop(ctx context.Context, hadLoopContext bool) (*acp.PromptRespon
 			return cancelled, nil
 		}
 		if err != nil {
+			var stop *budgetStop
+			if errors.As(err, &stop) {
+				return t.stopForBudget(ctx, stop), nil
+			}
 			var ae *acp.Error
 			if errors.As(err, &ae) {
 				s.log.Error("prompt failed", "err", err)
@@ -131,10 +149,14 @@ func (t *turn) loop(ctx context.Context, hadLoopContext bool) (*acp.PromptRespon
 		if t.recErr != nil {
 			return nil, storeError(s.id, t.recErr)
 		}
-		if len(res.calls) == 0 {
+		if len(res.calls) == 0 || (res.finish == "length" && t.capped) {
 			t.final = res.text
 			switch res.finish {
 			case "length":
+				if t.capped {
+					// Cut off by the room the budget left it.
+					return t.stopForBudget(ctx, t.turnBudgetStop(0)), nil
+				}
 				return &acp.PromptResponse{StopReason: acp.StopMaxTokens}, nil
 			case "content_filter":
 				if s.parent != nil {
@@ -189,6 +211,9 @@ func (t *turn) request(ctx context.Context) (streamResult, error) {
 	if err := t.fit(ctx, "auto"); err != nil {
 		return streamResult{}, err
 	}
+	if err := t.withinBudgets(); err != nil {
+		return streamResult{}, err
+	}
 	res, err := t.stream(ctx)
 	if err == nil || ctx.Err() != nil || !model.IsContextOverflow(err) {
 		return res, err
@@ -197,6 +222,9 @@ func (t *turn) request(ctx context.Context) (streamResult, error) {
 	s.learnWindow(err)
 	if err := t.fit(ctx, "overflow"); err != nil {
 		return res, err
+	}
+	if err := t.withinBudgets(); err != nil {
+		return streamResult{}, err
 	}
 	res, err = t.stream(ctx)
 	if err != nil && ctx.Err() == nil && model.IsContextOverflow(err) {
@@ -210,7 +238,8 @@ type streamResult struct {
 	text, reasoning string
 	calls           []model.ToolCall
 	finish          string
-	usage           *model.Usage // the response's token usage, when the provider sent it
+	usage           *model.Usage // the response's token usage (estimated: the provider sent none)
+	estimated       bool
 }
 
 // appendAssistant adds a model response to the history and records it:
@@ -278,15 +307,16 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 		System:      s.systemPrompt(),
 		Messages:    s.history,
 		Tools:       s.toolSpecs(),
-		MaxTokens:   s.m.opts.MaxTokens,
+		MaxTokens:   t.maxTokens(),
 		Temperature: s.m.opts.Temperature,
 		Cache:       &s.msgCache,
 	}
+	t.capped = req.MaxTokens > 0 && req.MaxTokens != s.m.opts.MaxTokens
 	s.used() // the accounting knows what this request carries
 	s.cm.acct.Sent()
 	var r streamResult
 	var text, reasoning strings.Builder
-	var usage *model.Usage
+	var reported *model.Usage
 	for ev, err := range s.m.opts.Provider.Stream(ctx, req) {
 		if err != nil {
 			r.text, r.reasoning = text.String(), reasoning.String()
@@ -305,7 +335,7 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 			r.calls = append(r.calls, ev.ToolCall)
 		case model.EventUsage:
 			u := ev.Usage
-			usage = &u
+			reported = &u
 		case model.EventFinish:
 			r.finish = ev.FinishReason
 		case model.EventRetry:
@@ -316,21 +346,39 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 		}
 	}
 	r.text, r.reasoning = text.String(), reasoning.String()
-	r.usage = usage
-	if usage != nil {
-		s.cm.acct.Observe(usage.PromptTokens)
-		s.cm.accept(req.Model, usage.PromptTokens)
-		used := usage.TotalTokens
+	estimated := reported == nil
+	if estimated {
+		// No usage from the provider: the request's size as accounted, and
+		// the answer's as estimated, so budgets and stats still count it.
+		u := model.Usage{PromptTokens: s.cm.acct.Used(), CompletionTokens: tokens.Text(r.text) + tokens.Text(r.reasoning)}
+		for _, c := range r.calls {
+			u.CompletionTokens += tokens.CallOverhead + tokens.Text(c.Name) + tokens.Bytes(len(c.Arguments))
+		}
+		u.ReasoningTokens = tokens.Text(r.reasoning)
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		reported = &u
+	} else {
+		s.cm.acct.Observe(reported.PromptTokens)
+		s.cm.accept(req.Model, reported.PromptTokens)
+		if reported.ReasoningTokens == 0 && r.reasoning != "" {
+			// Reasoning streamed but not counted apart: estimated from its
+			// text, as qwen-code does, within the completion count.
+			reported.ReasoningTokens = min(tokens.Text(r.reasoning), reported.CompletionTokens)
+		}
+	}
+	r.usage, r.estimated = reported, estimated
+	rec := store.Usage{}
+	if !estimated {
+		used := reported.TotalTokens
 		if used == 0 {
-			used = usage.PromptTokens + usage.CompletionTokens
+			used = reported.PromptTokens + reported.CompletionTokens
 		}
 		s.lastUsed = max(used, 0)
-		u := store.Usage{
-			PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens, TotalTokens: usage.TotalTokens,
-			Used: uint64(max(used, 0)), Size: uint64(s.window()),
-		}
-		t.rec(store.Record{Kind: store.KindUsage, Usage: &u})
-		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateUsage, Used: u.Used, Size: u.Size})
+		rec.Used, rec.Size = uint64(max(used, 0)), uint64(s.window())
+	}
+	t.charge(usage.Turn, req.Model, *reported, estimated, rec)
+	if !estimated {
+		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateUsage, Used: rec.Used, Size: rec.Size, Cost: s.costSoFar()})
 	}
 	return r, nil
 }

@@ -69,7 +69,10 @@ Output (--output-format):
   text         the assistant's text on stdout as it streams; one line per
                tool call with its final status on stderr
   json         one JSON object at the end: sessionId, stopReason or error
-               {code,message,data}, text, toolCalls, usage
+               {code,message,data}, text, toolCalls, usage (the last
+               usage_update: used, size, cost), turnUsage (the turn's
+               requests, inputTokens, cachedInputTokens, outputTokens,
+               reasoningTokens, summaries, subagents, cost), budget
   stream-json  each session/update notification's params as one JSON line as
                it happens, then the json result object as the last line
 
@@ -80,6 +83,8 @@ Exit status:
   3    loop protection stopped the turn (error data code LOOP_DETECTED)
   4    the model stopped early (stopReason max_tokens, refusal or
        max_turn_requests)
+  5    the turn reached its token budget (model.maxTokensPerTurn)
+  6    the request was larger than model.sessionTokenLimit
   130  interrupted: SIGINT cancels the turn, waits for it to answer
        "cancelled", then exits (SIGTERM likewise, exit 143)
 

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpd/acpd/session"
 	"github.com/acpd/acpd/session/headless"
 	"github.com/acpd/acpd/session/model/modeltest"
 )
@@ -149,6 +150,8 @@ type jsonResult struct {
 	Text      string                     `json:"text"`
 	ToolCalls []headless.ToolCallSummary `json:"toolCalls"`
 	Usage     *headless.UsageSummary     `json:"usage"`
+	TurnUsage *session.TurnUsage         `json:"turnUsage"`
+	Budget    string                     `json:"budget"`
 }
 
 func decodeResult(t *testing.T, line string) jsonResult {
@@ -186,6 +189,13 @@ func TestRunCmd_OutputFormats(t *testing.T) {
 			assert.Equal(t, "Let me read it.\nThe file says hello.", r.Text)
 			assert.Equal(t, wantCalls, r.ToolCalls)
 			assert.Equal(t, &headless.UsageSummary{Used: 15, Size: 131072}, r.Usage)
+			// Two requests: the first without usage (estimated), the
+			// second as the script reported it.
+			require.NotNil(t, r.TurnUsage)
+			assert.Equal(t, 2, r.TurnUsage.Requests)
+			assert.Equal(t, 1, r.TurnUsage.Estimated)
+			assert.Greater(t, r.TurnUsage.Input, 10)
+			assert.Nil(t, r.TurnUsage.Cost, "no prices")
 			assert.NotContains(t, o.stderr, "[tool]")
 		}},
 		{format: "stream-json", check: func(t *testing.T, o runOut) {
@@ -520,4 +530,31 @@ func TestRunCmd_Subagents(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, nested, "sa1's tool_call and tool_call_update")
+}
+
+// The token budgets have their own exit statuses, and the json result
+// names the budget and carries the turn's usage: 5 when a turn reaches
+// model.maxTokensPerTurn, 6 when the request is larger than
+// model.sessionTokenLimit.
+func TestRunCmd_TokenBudgetExitStatus(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	require.NoError(t, os.WriteFile(filepath.Join(e.ws, "x.txt"), []byte(strings.Repeat("hello world\n", 400)), 0o644))
+	read := fmt.Sprintf(`{"toolCalls":[{"name":"read_file","arguments":{"file_path":"%s/x.txt"}}],"usage":{"promptTokens":1500,"completionTokens":20,"cachedTokens":1024}}`, e.ws) + "\n"
+	script := e.script(t, strings.Repeat(read, 5)+`{"text":"done"}`+"\n")
+	o := e.run(t, "", e.scripted(script, "--max-tokens-per-turn", "5000", "--output-format", "json", "read it again and again")...)
+	require.Equal(t, 5, o.code, o.stderr)
+	r := decodeResult(t, strings.TrimSpace(o.stdout))
+	assert.Equal(t, "max_tokens", r.StopReason)
+	assert.Equal(t, "maxTokensPerTurn", r.Budget)
+	require.NotNil(t, r.TurnUsage)
+	assert.Equal(t, r.TurnUsage.Requests*1024, r.TurnUsage.Cached)
+	assert.LessOrEqual(t, r.TurnUsage.Total(), 5000)
+	assert.Contains(t, r.Text, "Token budget reached")
+
+	o = e.run(t, "", e.scripted(script, "--session-token-limit", "10", "--output-format", "json", "hi")...)
+	require.Equal(t, 6, o.code, o.stderr)
+	r = decodeResult(t, strings.TrimSpace(o.stdout))
+	assert.Equal(t, "sessionTokenLimit", r.Budget)
+	assert.Contains(t, r.Text, "Session token limit exceeded")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
+	sessionusage "github.com/acpd/acpd/session/usage"
 )
 
 // serve speaks ACP on stdin/stdout until ctx is cancelled or the client
@@ -81,6 +82,7 @@ func newProvider(cfg config.Config, logger *slog.Logger) (model.Provider, error)
 			APIKey:         cfg.Model.APIKey,
 			MaxRetries:     cfg.Model.MaxRetries,
 			RequestTimeout: cfg.Model.RequestTimeout,
+			CacheControl:   cfg.Model.CacheControl,
 			Logger:         logger,
 		}), nil
 	}
@@ -95,16 +97,19 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 	}
 	exclude := cfg.Tools.Exclude
 	return session.Options{
-		Provider:         prov,
-		Model:            cfg.Model.Name,
-		Models:           cfg.Model.Models,
-		ContextWindow:    cfg.Model.ContextWindow,
-		ContextWindows:   cfg.Model.ContextWindows,
-		CompactThreshold: cfg.Model.CompactThreshold,
-		CompactionModel:  cfg.Model.CompactionModel,
-		SystemPrompt:     cfg.Model.SystemPrompt,
-		MaxTokens:        cfg.Model.MaxTokens,
-		Temperature:      cfg.Model.Temperature,
+		Provider:          prov,
+		Model:             cfg.Model.Name,
+		Models:            cfg.Model.Models,
+		ContextWindow:     cfg.Model.ContextWindow,
+		ContextWindows:    cfg.Model.ContextWindows,
+		CompactThreshold:  cfg.Model.CompactThreshold,
+		CompactionModel:   cfg.Model.CompactionModel,
+		Prices:            prices(cfg.Model),
+		MaxTokensPerTurn:  cfg.Model.MaxTokensPerTurn,
+		SessionTokenLimit: cfg.Model.SessionTokenLimit,
+		SystemPrompt:      cfg.Model.SystemPrompt,
+		MaxTokens:         cfg.Model.MaxTokens,
+		Temperature:       cfg.Model.Temperature,
 		Cap: loopdetect.Cap{Max: cfg.Model.MaxToolCallsPerTurn, Explicit: cfg.Model.MaxToolCallsPerTurnExplicit,
 			StuckWindow: cfg.Model.StuckWindow},
 		SkipLoopDetection:    cfg.Model.SkipLoopDetection,
@@ -125,6 +130,18 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 		Version:              versionString(),
 		Logger:               logger,
 	}, nil
+}
+
+// prices are model.price (for model.name) and model.prices by model id.
+func prices(m config.ModelConfig) sessionusage.Prices {
+	out := sessionusage.Prices{}
+	for id, p := range m.Prices {
+		out[id] = sessionusage.Price(p)
+	}
+	if p := m.Price; p != nil && m.Name != "" {
+		out[m.Name] = sessionusage.Price(*p)
+	}
+	return out
 }
 
 // apiKeyEnv is the variable the OpenAI provider read its key from; "" for

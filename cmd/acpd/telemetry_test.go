@@ -34,7 +34,7 @@ func TestTelemetry_LoopStoppedTurn(t *testing.T) {
 
 func testLoopStoppedTurnTelemetry(t *testing.T, proto string, c *telemetrytest.Collector) {
 	e := newRunEnv(t)
-	read := `{"toolCalls":[{"name":"read_file","arguments":{"file_path":"%s/x.txt"}}],"usage":{"promptTokens":100,"completionTokens":7}}` + "\n"
+	read := `{"toolCalls":[{"name":"read_file","arguments":{"file_path":"%s/x.txt"}}],"usage":{"promptTokens":100,"completionTokens":7,"cachedTokens":64}}` + "\n"
 	script := e.script(t, strings.Repeat(read, 3)+`{"text":"never"}`+"\n")
 	o := e.run(t, "", e.scripted(script, "--max-tool-calls-per-turn", "2", "--output-format", "json",
 		"--telemetry", "--telemetry-protocol", proto, "--telemetry-endpoint", c.URL(), "go")...)
@@ -58,6 +58,7 @@ func testLoopStoppedTurnTelemetry(t *testing.T, proto string, c *telemetrytest.C
 	for _, s := range chats {
 		assert.Equal(t, turns[0].SpanId, s.ParentSpanId)
 		assert.Equal(t, int64(100), telemetrytest.Attrs(s.Attributes)["gen_ai.usage.input_tokens"])
+		assert.Equal(t, int64(64), telemetrytest.Attrs(s.Attributes)["gen_ai.usage.cache_read.input_tokens"])
 	}
 	tools := c.SpansNamed("execute_tool read_file")
 	require.Len(t, tools, 2, "the third call was skipped, never executed")

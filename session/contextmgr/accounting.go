@@ -65,6 +65,17 @@ func (a *Accounting) Used() int {
 	return a.sum + a.overhead
 }
 
+// UsedAtMost is Used with its estimated part padded by a quarter: a
+// bound the provider's count is unlikely to pass, since tokenizers count
+// code and JSON denser than the estimate's four bytes a token. Budgets are
+// checked against it.
+func (a *Accounting) UsedAtMost() int {
+	if a.prompt > 0 {
+		return max(a.prompt+(a.sum-a.atSum)*5/4, 0)
+	}
+	return (a.sum + a.overhead) * 5 / 4
+}
+
 // Estimated reports whether Used is an estimate only (no provider count
 // since the history was last rewritten).
 func (a *Accounting) Estimated() bool { return a.prompt == 0 }

@@ -229,6 +229,7 @@ func TestAccounting(t *testing.T) {
 	h := []model.Message{{Role: model.RoleUser, Content: strings.Repeat("a", 400)}}
 	a.Sync(h)
 	assert.Equal(t, 104+100, a.Used(), "estimate plus overhead")
+	assert.Equal(t, 255, a.UsedAtMost())
 	assert.True(t, a.Estimated())
 	a.Sent()
 	a.Observe(1000) // the provider counted the request
@@ -237,6 +238,7 @@ func TestAccounting(t *testing.T) {
 	h = append(h, model.Message{Role: model.RoleAssistant, Content: strings.Repeat("b", 40)})
 	a.Sync(h)
 	assert.Equal(t, 1000+14, a.Used(), "provider count plus what was appended")
+	assert.Equal(t, 1000+17, a.UsedAtMost(), "the estimated part padded by a quarter")
 	a.Reset()
 	a.Sync(h[:1])
 	assert.Equal(t, 104+1000-104, a.Used(), "calibrated overhead after a rewrite")

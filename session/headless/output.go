@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session"
 )
 
 // ToolCallSummary is one tool call in the json result.
@@ -43,6 +44,12 @@ type Result struct {
 	Text       string            `json:"text"`
 	ToolCalls  []ToolCallSummary `json:"toolCalls"`
 	Usage      *UsageSummary     `json:"usage,omitempty"`
+	// TurnUsage is the tokens of the turn's model requests (summaries and
+	// subagents included, and apart), and its cost with prices set.
+	TurnUsage *session.TurnUsage `json:"turnUsage,omitempty"`
+	// Budget names the token budget the turn stopped at, if any
+	// (maxTokensPerTurn or sessionTokenLimit).
+	Budget string `json:"budget,omitempty"`
 }
 
 // Output collects the turn and prints it in the chosen format. It is the
@@ -277,6 +284,7 @@ func (o *Output) Finish(t Outcome) error {
 		r.Error = &ResultError{Code: acp.CodeInternalError, Message: t.Err.Error()}
 	case t.Resp != nil:
 		r.StopReason = t.Resp.StopReason
+		r.TurnUsage, r.Budget = session.TurnMeta(t.Resp.Meta)
 	}
 
 	if o.format == FormatText {

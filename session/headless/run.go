@@ -29,6 +29,8 @@ const (
 	ExitUsage       = 2   // usage or configuration error
 	ExitLoop        = 3   // loop protection stopped the turn
 	ExitIncomplete  = 4   // the model stopped early: max_tokens, refusal, max_turn_requests
+	ExitTurnBudget  = 5   // the turn reached model.maxTokensPerTurn
+	ExitTokenLimit  = 6   // the request passed model.sessionTokenLimit
 	ExitInterrupted = 130 // SIGINT (128+2); SIGTERM gives 143
 )
 
@@ -198,6 +200,12 @@ func (t Outcome) ExitCode() int {
 	case acp.StopEndTurn:
 		return ExitOK
 	case acp.StopMaxTokens, acp.StopRefusal, acp.StopMaxTurnRequests:
+		switch _, budget := session.TurnMeta(t.Resp.Meta); budget {
+		case session.BudgetTurnTokens:
+			return ExitTurnBudget
+		case session.BudgetSessionLimit:
+			return ExitTokenLimit
+		}
 		return ExitIncomplete
 	case acp.StopCancelled:
 		return ExitInterrupted

@@ -34,8 +34,13 @@ type OpenAIOptions struct {
 	// Sleep waits between retries; nil waits on a timer. Tests inject one
 	// to observe the delays without spending them.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// Header holds extra request headers (e.g. X-DashScope-CacheControl).
+	// Header holds extra request headers.
 	Header http.Header
+	// CacheControl is model.cacheControl: "on", "off" or "auto" (""):
+	// whether requests carry cache_control markers (CacheMarkers). Marked
+	// requests to DashScope also send X-DashScope-CacheControl: enable, as
+	// qwen-code does.
+	CacheControl string
 }
 
 // OpenAI streams chat completions from an OpenAI-compatible server
@@ -102,7 +107,8 @@ func (o *OpenAI) Stream(ctx context.Context, req Request) iter.Seq2[Event, error
 			yield(Event{}, errors.New("model provider: baseUrl is required"))
 			return
 		}
-		body, err := buildRequest(req)
+		markers := CacheMarkers(o.opts.CacheControl, o.opts.BaseURL, req.Model)
+		body, err := buildRequest(req, markers)
 		if err != nil {
 			yield(Event{}, fmt.Errorf("build model request: %w", err))
 			return
@@ -156,6 +162,9 @@ func (o *OpenAI) attempt(ctx context.Context, body requestBody, yield func(Event
 		for _, v := range vs {
 			hreq.Header.Add(k, v)
 		}
+	}
+	if body.markers && isDashScope(o.opts.BaseURL) {
+		hreq.Header.Set("X-DashScope-CacheControl", "enable")
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")

@@ -37,9 +37,10 @@ type chatMessage struct {
 }
 
 type chatPart struct {
-	Type     string    `json:"type"`
-	Text     string    `json:"text,omitempty"`
-	ImageURL *imageURL `json:"image_url,omitempty"`
+	Type         string        `json:"type"`
+	Text         string        `json:"text,omitempty"`
+	ImageURL     *imageURL     `json:"image_url,omitempty"`
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
 }
 
 type imageURL struct {
@@ -58,8 +59,9 @@ type chatFunction struct {
 }
 
 type chatTool struct {
-	Type     string       `json:"type"`
-	Function chatToolSpec `json:"function"`
+	Type         string        `json:"type"`
+	Function     chatToolSpec  `json:"function"`
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
 }
 
 type chatToolSpec struct {
@@ -93,12 +95,12 @@ type MessageCache struct {
 // encode, or the encoding kept from the last request when those fields
 // (model, limits, tools) are the same: the tool schemas are re-sent on every
 // request and rarely change.
-func (c *MessageCache) head(req Request, encode func() ([]byte, error)) ([]byte, error) {
+func (c *MessageCache) head(req Request, markers bool, encode func() ([]byte, error)) ([]byte, error) {
 	if c == nil {
 		return encode()
 	}
 	c.mu.Lock()
-	if c.headOf.same(req) {
+	if c.headOf.same(req) && c.headOf.markers == markers {
 		h := c.headEnc
 		c.mu.Unlock()
 		return h, nil
@@ -110,6 +112,7 @@ func (c *MessageCache) head(req Request, encode func() ([]byte, error)) ([]byte,
 	}
 	c.mu.Lock()
 	c.headOf, c.headEnc = newHeadKey(req), h
+	c.headOf.markers = markers
 	c.mu.Unlock()
 	return h, nil
 }
@@ -117,6 +120,7 @@ func (c *MessageCache) head(req Request, encode func() ([]byte, error)) ([]byte,
 // headKey is a private copy of the fields a request head is encoded from.
 type headKey struct {
 	valid       bool
+	markers     bool
 	model       string
 	maxTokens   int
 	hasTemp     bool
@@ -241,8 +245,13 @@ func sameMessage(a, b Message) bool {
 }
 
 // buildRequest converts a Request to the wire body. Bad input is reported
-// with the offending field's path.
-func buildRequest(req Request) (requestBody, error) {
+// with the offending field's path. With markers, the system message, the
+// last tool and the last message carry cache_control (three markers, within
+// the four Anthropic allows): the provider then caches the tools and the
+// system prompt, and the conversation up to the newest message, which the
+// next request repeats. The markers are laid on at the end, never into the
+// MessageCache's encodings: the last message is not last for long.
+func buildRequest(req Request, markers bool) (requestBody, error) {
 	out := chatRequest{
 		Model:         req.Model,
 		Stream:        true,
@@ -265,10 +274,19 @@ func buildRequest(req Request) (requestBody, error) {
 		return append(append(make([]byte, 0, len(b)+1), ','), b...), nil
 	}
 	cached, gen := req.Cache.prefix(req.Messages)
+	if markers && len(cached) == len(req.Messages) && len(cached) > 0 {
+		// The last message is marked, so it is encoded afresh.
+		cached = cached[:len(cached)-1]
+	}
 	fresh := make([][]byte, 0, len(req.Messages)-len(cached))
+	var lastMarked []byte // the last message's encoding with its marker
 	var system []byte
 	if req.System != "" {
-		b, err := encode(chatMessage{Role: string(RoleSystem), Content: req.System})
+		var content any = req.System
+		if markers {
+			content = []chatPart{{Type: "text", Text: req.System, CacheControl: ephemeral}}
+		}
+		b, err := encode(chatMessage{Role: string(RoleSystem), Content: content})
 		if err != nil {
 			return requestBody{}, err
 		}
@@ -374,9 +392,19 @@ func buildRequest(req Request) (requestBody, error) {
 			return requestBody{}, fmt.Errorf("%s: %w", field, err)
 		}
 		fresh = append(fresh, b)
+		if markers && i == len(req.Messages)-1 {
+			if mc := marked(cm); mc != nil {
+				if lastMarked, err = encode(*mc); err != nil {
+					return requestBody{}, fmt.Errorf("%s: %w", field, err)
+				}
+			}
+		}
 	}
 	req.Cache.store(req.Messages, cached, fresh, gen)
-	head, err := req.Cache.head(req, func() ([]byte, error) {
+	if lastMarked != nil {
+		fresh = append(fresh[:len(fresh)-1:len(fresh)-1], lastMarked)
+	}
+	head, err := req.Cache.head(req, markers, func() ([]byte, error) {
 		for i, t := range req.Tools {
 			if t.Name == "" {
 				return nil, fmt.Errorf("tools[%d].name: required", i)
@@ -390,6 +418,9 @@ func buildRequest(req Request) (requestBody, error) {
 			out.Tools = append(out.Tools, chatTool{Type: "function", Function: chatToolSpec{
 				Name: t.Name, Description: t.Description, Parameters: params,
 			}})
+		}
+		if markers && len(out.Tools) > 0 {
+			out.Tools[len(out.Tools)-1].CacheControl = ephemeral
 		}
 		return segjson.Marshal(out)
 	})
@@ -416,7 +447,9 @@ func buildRequest(req Request) (requestBody, error) {
 		first, fresh = append(first, fresh[0][1:]), fresh[1:]
 	}
 	last := [][]byte{closeBracket, head[at+len(hole):]}
-	return newRequestBody(first, cached, fresh, last), nil
+	body := newRequestBody(first, cached, fresh, last)
+	body.markers = markers
+	return body, nil
 }
 
 // argumentsText is the arguments string echoed back in history: compact
@@ -447,6 +480,8 @@ var closeBracket = []byte{']'}
 type requestBody struct {
 	lists [][][]byte
 	size  int64
+	// markers: the body carries cache_control markers.
+	markers bool
 }
 
 func newRequestBody(lists ...[][]byte) requestBody {

@@ -172,7 +172,7 @@ func BenchmarkBuildRequest_1000Messages(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := buildRequest(Request{Model: "m", Messages: msgs, Cache: tc.cache}); err != nil {
+				if _, err := buildRequest(Request{Model: "m", Messages: msgs, Cache: tc.cache}, false); err != nil {
 					b.Fatal(err)
 				}
 			}

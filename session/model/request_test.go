@@ -139,7 +139,7 @@ func TestBuildRequest_TopLevel(t *testing.T) {
 
 // buildRequestBytes is buildRequest with the body in one piece.
 func buildRequestBytes(req Request) ([]byte, error) {
-	b, err := buildRequest(req)
+	b, err := buildRequest(req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func TestRequestBody_ReadersAreIndependent(t *testing.T) {
 	t.Parallel()
 	cache := &MessageCache{}
 	msgs := []Message{{Role: RoleUser, Content: "hi"}, {Role: RoleAssistant, Content: "a"}, {Role: RoleUser, Content: "again"}}
-	body, err := buildRequest(Request{Model: "m", System: "sys", Messages: msgs, Cache: cache})
+	body, err := buildRequest(Request{Model: "m", System: "sys", Messages: msgs, Cache: cache}, false)
 	require.NoError(t, err)
 	want := body.bytes()
 	require.True(t, json.Valid(want), "%s", want)
@@ -168,7 +168,7 @@ func TestRequestBody_ReadersAreIndependent(t *testing.T) {
 		require.Equal(t, string(want), buf.String())
 	}
 	require.NoError(t, iotest.TestReader(body.reader(), want))
-	again, err := buildRequest(Request{Model: "m", System: "sys", Messages: msgs, Cache: cache})
+	again, err := buildRequest(Request{Model: "m", System: "sys", Messages: msgs, Cache: cache}, false)
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(again.bytes()))
 }

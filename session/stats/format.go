@@ -5,12 +5,15 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	segjson "github.com/segmentio/encoding/json"
+
+	"github.com/acpd/acpd/session/usage"
 )
 
 // Formats Write accepts.
@@ -48,7 +51,9 @@ func (rep *Report) writeJSON(w io.Writer) error {
 
 var csvHeader = []string{"session", "turn", "cwd", "start", "tool_calls", "distinct_keys", "max_repeat",
 	"max_repeat_tool", "max_name_streak", "streak_tool", "outcome", "loop_type", "cap_reason", "duration_ms",
-	"whatif_outcome", "whatif_at_call", "whatif_why", "run", "agent", "parent_tool_call_id"}
+	"whatif_outcome", "whatif_at_call", "whatif_why", "run", "agent", "parent_tool_call_id",
+	"requests", "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "estimated_requests",
+	"summary_input_tokens", "summary_output_tokens", "subagent_input_tokens", "subagent_output_tokens", "cost", "currency"}
 
 func (rep *Report) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
@@ -67,6 +72,20 @@ func (rep *Report) writeCSV(w io.Writer) error {
 			row = append(row, "", "", "")
 		}
 		row = append(row, strconv.Itoa(t.Run), t.Agent, t.ParentToolCallID)
+		u := t.Usage
+		row = append(row, strconv.Itoa(u.Requests), strconv.Itoa(u.Input), strconv.Itoa(u.Cached), strconv.Itoa(u.Output),
+			strconv.Itoa(u.Reasoning), strconv.Itoa(u.Estimated))
+		for _, p := range []*usage.Tokens{t.Summaries, t.Subagents} {
+			if p == nil {
+				p = &usage.Tokens{}
+			}
+			row = append(row, strconv.Itoa(p.Input), strconv.Itoa(p.Output))
+		}
+		if c := t.Cost; c != nil {
+			row = append(row, strconv.FormatFloat(c.Amount, 'f', 6, 64), c.Currency)
+		} else {
+			row = append(row, "", "")
+		}
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -84,17 +103,41 @@ func shortID(id string) string {
 }
 
 func (rep *Report) writeTable(w io.Writer) error {
-	const rowFmt = "%-16s  %-12s  %4s  %6s  %5s  %6s  %6s  %-32s  %9s\n"
-	fmt.Fprintf(w, rowFmt, "START (UTC)", "SESSION", "TURN", "CALLS", "KEYS", "MAXREP", "STREAK", "OUTCOME", "DURATION")
+	const rowFmt = "%-16s  %-12s  %4s  %6s  %5s  %6s  %6s  %-32s  %9s  %7s  %7s  %7s  %7s  %s\n"
+	fmt.Fprintf(w, rowFmt, "START (UTC)", "SESSION", "TURN", "CALLS", "KEYS", "MAXREP", "STREAK", "OUTCOME", "DURATION",
+		"IN", "CACHED", "OUT", "REASON", "COST")
 	for _, t := range rep.Turns {
+		u := t.Usage
+		in := compact(u.Input)
+		if u.Estimated > 0 {
+			in = "~" + in // some of it estimated: the provider reported no usage
+		}
 		fmt.Fprintf(w, rowFmt, t.Start.UTC().Format("2006-01-02 15:04"), shortID(t.Session), t.Label(),
 			strconv.Itoa(t.ToolCalls), strconv.Itoa(t.DistinctKeys), strconv.Itoa(t.MaxRepeat),
-			strconv.Itoa(t.MaxNameStreak), t.OutcomeText(), durationText(t))
+			strconv.Itoa(t.MaxNameStreak), t.OutcomeText(), durationText(t),
+			in, compact(u.Cached), compact(u.Output), compact(u.Reasoning), costText(t.Cost))
 	}
 	s := &rep.Summary
 	fmt.Fprintf(w, "\n%d turns in %d sessions, %d tool calls", s.Turns, s.Sessions, s.ToolCalls)
 	if s.Skipped > 0 {
 		fmt.Fprintf(w, " (%d damaged lines skipped)", s.Skipped)
+	}
+	u := s.Usage
+	fmt.Fprintf(w, "\ntokens: %d requests, input %d (%d cached, %.1f%%), output %d (%d reasoning)",
+		u.Requests, u.Input, u.Cached, 100*s.CachedShare, u.Output, u.Reasoning)
+	if u.Estimated > 0 {
+		fmt.Fprintf(w, "; %d requests estimated", u.Estimated)
+	}
+	for _, part := range []struct {
+		name string
+		t    usage.Tokens
+	}{{"summaries", s.Summaries}, {"subagents", s.Subagents}} {
+		if part.t.Requests > 0 {
+			fmt.Fprintf(w, "; %s: %d requests, input %d, output %d", part.name, part.t.Requests, part.t.Input, part.t.Output)
+		}
+	}
+	for _, cur := range slices.Sorted(maps.Keys(s.Costs)) {
+		fmt.Fprintf(w, "\ncost: %s", costText(&Cost{Amount: s.Costs[cur], Currency: cur}))
 	}
 	fmt.Fprintf(w, "\ncalls per turn: p50 %d, p90 %d, p99 %d, max %d; %d turns past 100 calls\n",
 		s.P50, s.P90, s.P99, s.Max, s.TurnsPast100)
@@ -126,6 +169,26 @@ func (rep *Report) writeTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// compact writes a token count in a narrow column: 950, 12.3k, 1.26M.
+func compact(n int) string {
+	switch {
+	case n < 1000:
+		return strconv.Itoa(n)
+	case n < 1_000_000:
+		return strconv.FormatFloat(float64(n)/1e3, 'f', 1, 64) + "k"
+	}
+	return strconv.FormatFloat(float64(n)/1e6, 'f', 2, 64) + "M"
+}
+
+// costText is an amount with its currency, to four decimals (a turn
+// often costs less than a cent); "-" without prices.
+func costText(c *Cost) string {
+	if c == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(c.Amount, 'f', 4, 64) + " " + c.Currency
 }
 
 func durationText(t *Turn) string {

@@ -30,7 +30,9 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
+	"github.com/acpd/acpd/session/usage"
 )
 
 // Settings are the guard settings a what-if replay runs with.
@@ -90,6 +92,56 @@ type Turn struct {
 	CapReason string `json:"capReason,omitempty"`
 	// WhatIf is set when a replay changes the outcome.
 	WhatIf *Change `json:"whatIf,omitempty"`
+
+	// Usage is the tokens of every model request made for the turn, as
+	// the provider reported them (or acpd estimated them, counted in
+	// Usage.Estimated): its own, its compactions' summaries and its
+	// subagents' runs, the last two also apart.
+	Usage     usage.Tokens  `json:"usage"`
+	Summaries *usage.Tokens `json:"summaryUsage,omitempty"`
+	Subagents *usage.Tokens `json:"subagentUsage,omitempty"`
+	// Cost is the turn's cost at the prices configured when it ran; nil
+	// when none were.
+	Cost *Cost `json:"cost,omitempty"`
+}
+
+// Cost is an amount in a currency.
+type Cost struct {
+	Amount   float64 `json:"amount"`
+	Currency string  `json:"currency"`
+}
+
+// addUsage adds one usage record; sub: a subagent run's, counted as the
+// turn's subagents'. A record without token counts only reports the
+// context window's fill (after a compaction) and is no request.
+func (t *Turn) addUsage(u *store.Usage, sub bool) {
+	if u.PromptTokens == 0 && u.CompletionTokens == 0 && !u.Estimated {
+		return
+	}
+	mu := model.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens}
+	t.Usage.Add(mu, u.Estimated)
+	var part **usage.Tokens
+	switch {
+	case sub || usage.Origin(u.Origin) == usage.Subagent:
+		part = &t.Subagents
+	case usage.Origin(u.Origin) == usage.Summary:
+		part = &t.Summaries
+	}
+	if part != nil {
+		if *part == nil {
+			*part = &usage.Tokens{}
+		}
+		(*part).Add(mu, u.Estimated)
+	}
+	if u.Currency != "" {
+		if t.Cost == nil {
+			t.Cost = &Cost{Currency: u.Currency}
+		}
+		if t.Cost.Currency == u.Currency {
+			t.Cost.Amount += u.Cost
+		}
+	}
 }
 
 // call is one recorded call.
@@ -201,6 +253,14 @@ type Summary struct {
 	MaxRepeatEndTurn map[int]int `json:"maxRepeatEndTurn"`
 	// WhatIf summarises a replay.
 	WhatIf *WhatIfSummary `json:"whatIf,omitempty"`
+	// Usage, Summaries and Subagents add up the turns'; CachedShare is the
+	// part of the input tokens served from the provider's prompt cache.
+	Usage       usage.Tokens `json:"usage"`
+	Summaries   usage.Tokens `json:"summaryUsage"`
+	Subagents   usage.Tokens `json:"subagentUsage"`
+	CachedShare float64      `json:"cachedShare"`
+	// Costs adds up the turns' costs by currency (empty without prices).
+	Costs map[string]float64 `json:"costs,omitempty"`
 	// Skipped counts transcript lines that could not be read (torn or damaged).
 	Skipped int `json:"skippedLines"`
 }
@@ -218,6 +278,9 @@ type WhatIfSummary struct {
 type Report struct {
 	Turns   []*Turn `json:"turns"`
 	Summary Summary `json:"summary"`
+	// loose is each session's usage recorded outside a turn (a /compress
+	// summary), counted in the summary only.
+	loose []Turn
 }
 
 // Collect reads the transcripts in opts.DataDir and describes their turns.
@@ -266,6 +329,7 @@ func Collect(opts Options) (*Report, error) {
 	}
 	type result struct {
 		turns   []Turn
+		loose   Turn // usage recorded outside any turn (/compress)
 		skipped int
 		err     error
 	}
@@ -276,14 +340,17 @@ func Collect(opts Options) (*Report, error) {
 		wg.Go(func() {
 			r := newReader(opts.WhatIf)
 			for i := range next {
-				turns, skipped, err := r.session(opts.DataDir, ids[i])
+				turns, loose, skipped, err := r.session(opts.DataDir, ids[i])
+				if (cwd != "" && !within(loose.Cwd, cwd)) || (!opts.Since.IsZero() && loose.Start.Before(opts.Since)) {
+					loose = Turn{}
+				}
 				if cwd != "" {
 					turns = slices.DeleteFunc(turns, func(t Turn) bool { return !within(t.Cwd, cwd) })
 				}
 				if !opts.Since.IsZero() {
 					turns = slices.DeleteFunc(turns, func(t Turn) bool { return t.Start.Before(opts.Since) })
 				}
-				results[i] = result{turns, skipped, err}
+				results[i] = result{turns, loose, skipped, err}
 			}
 		})
 	}
@@ -309,6 +376,7 @@ func Collect(opts Options) (*Report, error) {
 			return nil, fmt.Errorf("session %s: %w", ids[i], r.err)
 		}
 		rep.Summary.Skipped += r.skipped
+		rep.loose = append(rep.loose, r.loose)
 		if len(r.turns) > 0 {
 			sessions++
 		}
@@ -361,6 +429,10 @@ func (rep *Report) summarise(whatIf *Settings) {
 		if t.Outcome == "end_turn" {
 			s.MaxRepeatEndTurn[t.MaxRepeat]++
 		}
+		if t.Run == 0 {
+			// A run's usage is in its prompt turn's already.
+			s.addUsage(t)
+		}
 		if t.WhatIf != nil {
 			s.WhatIf.Changed++
 			if t.WhatIf.Stops {
@@ -370,10 +442,34 @@ func (rep *Report) summarise(whatIf *Settings) {
 			}
 		}
 	}
+	for i := range rep.loose {
+		t := &rep.loose[i]
+		s.addUsage(t)
+	}
+	if s.Usage.Input > 0 {
+		s.CachedShare = float64(s.Usage.Cached) / float64(s.Usage.Input)
+	}
 	slices.Sort(calls)
 	s.P50, s.P90, s.P99 = percentile(calls, 50), percentile(calls, 90), percentile(calls, 99)
 	if len(calls) > 0 {
 		s.Max = calls[len(calls)-1]
+	}
+}
+
+// addUsage adds a turn's usage to the summary.
+func (s *Summary) addUsage(t *Turn) {
+	s.Usage = s.Usage.Plus(t.Usage)
+	if t.Summaries != nil {
+		s.Summaries = s.Summaries.Plus(*t.Summaries)
+	}
+	if t.Subagents != nil {
+		s.Subagents = s.Subagents.Plus(*t.Subagents)
+	}
+	if c := t.Cost; c != nil {
+		if s.Costs == nil {
+			s.Costs = map[string]float64{}
+		}
+		s.Costs[c.Currency] += c.Amount
 	}
 }
 
@@ -450,8 +546,9 @@ type run struct {
 // session reads one transcript. Lines that do not decode are counted in
 // skipped, as store.Load skips them. The records of a subagent run (those
 // with a parent) make turns of their own, interleaved with the prompt
-// turn's when runs are concurrent.
-func (r *reader) session(dataDir, id string) (turns []Turn, skipped int, err error) {
+// turn's when runs are concurrent. loose is the usage recorded outside any
+// turn (a /compress summary).
+func (r *reader) session(dataDir, id string) (turns []Turn, loose Turn, skipped int, err error) {
 	var (
 		cwd   string
 		cur   *Turn
@@ -549,6 +646,7 @@ func (r *reader) session(dataDir, id string) (turns []Turn, skipped int, err err
 			if !bytes.Contains(line, dupMarker) {
 				return nil
 			}
+		case store.KindUsage:
 		default:
 			return nil
 		}
@@ -597,6 +695,23 @@ func (r *reader) session(dataDir, id string) (turns []Turn, skipped int, err err
 		case store.KindAgentEnd:
 			// The run's end, as a turn_end: its stop reason, or an error.
 			finishRun(rec.Parent, &store.Record{T: rec.T, StopReason: rec.Agent.StopReason})
+		case store.KindUsage:
+			switch {
+			case cur == nil:
+				if loose.Start.IsZero() {
+					loose.Start, loose.Cwd = rec.T, cwd
+				}
+				loose.addUsage(rec.Usage, false)
+			case rec.Parent != "":
+				// A subagent run's request: the run's own, and the prompt
+				// turn's as its subagents'.
+				if ru := runs[rec.Parent]; ru != nil {
+					ru.turn.addUsage(rec.Usage, false)
+				}
+				cur.addUsage(rec.Usage, true)
+			default:
+				cur.addUsage(rec.Usage, false)
+			}
 		case store.KindTurnEnd:
 			if rec.Parent != "" {
 				return nil
@@ -612,7 +727,7 @@ func (r *reader) session(dataDir, id string) (turns []Turn, skipped int, err err
 		turns = slices.Clone(turns)
 	}
 	// Turn numbers count every turn of the session, kept or not.
-	return turns, skipped, err
+	return turns, loose, skipped, err
 }
 
 // idHash is FNV-1a of a toolCallId: a turn keeps its calls' ids only to

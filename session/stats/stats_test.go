@@ -16,6 +16,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/store"
+	"github.com/acpd/acpd/session/usage"
 )
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
@@ -50,7 +51,19 @@ func transcripts(t *testing.T) (dataDir string) {
 		{Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("a6", "read_file", `{ "p" : 1 }`),
 			tc("a7", "run_shell_command", `{"command":"go test"}`), tc("a8", "run_shell_command", `{"command":"go test"}`)}},
 		{Kind: store.KindText, Text: "done"},
+		// Its requests' usage: two of its own (one reporting cached and
+		// reasoning tokens, priced), a compaction's summary and a
+		// subagent's request; a record of the context's fill alone after
+		// the compaction, which is no request.
+		usageRec(store.Usage{PromptTokens: 1000, CompletionTokens: 50, TotalTokens: 1050, Used: 1050, Size: 48000,
+			CachedTokens: 800, ReasoningTokens: 20, Model: "m", Cost: 0.0012, Currency: "USD"}),
+		usageRec(store.Usage{PromptTokens: 3000, CompletionTokens: 400, Origin: "summary", Model: "m", Cost: 0.003, Currency: "USD"}),
+		usageRec(store.Usage{Used: 900, Size: 48000}),
+		usageRec(store.Usage{PromptTokens: 1100, CompletionTokens: 10, CachedTokens: 1024, Used: 1110, Size: 48000, Model: "m", Cost: 0.0002, Currency: "USD"}),
+		usageRec(store.Usage{PromptTokens: 500, CompletionTokens: 100, Origin: "subagent", Model: "m", Estimated: true, Cost: 0.001, Currency: "USD"}),
 		{T: at(2 * time.Second), Kind: store.KindTurnEnd, StopReason: acp.StopEndTurn},
+		// A /compress between turns: its summary's usage belongs to no turn.
+		usageRec(store.Usage{PromptTokens: 2000, CompletionTokens: 300, CachedTokens: 1500, Origin: "summary", Model: "m", Cost: 0.002, Currency: "USD"}),
 		// Turn 2: one call, then a provider replay of it (not counted); cancelled.
 		{T: at(10 * time.Second), Kind: store.KindUser, Prompt: prompt},
 		{Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{tc("c1", "read_file", `{"p":9}`)}},
@@ -90,6 +103,8 @@ func transcripts(t *testing.T) (dataDir string) {
 	require.NoError(t, f.Close())
 	return dataDir
 }
+
+func usageRec(u store.Usage) store.Record { return store.Record{Kind: store.KindUsage, Usage: &u} }
 
 // row is the figures of one turn, as the test writes them down.
 type row struct {
@@ -133,6 +148,28 @@ func TestCollect_KnownFigures(t *testing.T) {
 	assert.Equal(t, map[string]int{"end_turn": 2, "cancelled": 1, "turn_tool_call_cap/explicit": 1, "incomplete": 1}, s.Outcomes)
 	assert.Equal(t, map[int]int{3: 1, 0: 1}, s.MaxRepeatEndTurn)
 	assert.Equal(t, 1, s.Skipped, "the torn last record")
+
+	// The first turn's usage, summed over its four requests.
+	first := rep.Turns[0]
+	assert.Equal(t, usage.Tokens{Requests: 4, Input: 5600, Cached: 1824, Output: 560, Reasoning: 20, Estimated: 1}, first.Usage)
+	assert.Equal(t, &usage.Tokens{Requests: 1, Input: 3000, Output: 400}, first.Summaries)
+	assert.Equal(t, &usage.Tokens{Requests: 1, Input: 500, Output: 100, Estimated: 1}, first.Subagents)
+	require.NotNil(t, first.Cost)
+	assert.InDelta(t, 0.0054, first.Cost.Amount, 1e-12)
+	assert.Equal(t, "USD", first.Cost.Currency)
+	assert.Equal(t, usage.Tokens{}, rep.Turns[1].Usage)
+	assert.Nil(t, rep.Turns[1].Cost)
+	// The totals are what the provider reported, the /compress between
+	// turns included: cached 800 + 1,024 + 1,500.
+	assert.Equal(t, usage.Tokens{Requests: 5, Input: 7600, Cached: 3324, Output: 860, Reasoning: 20, Estimated: 1}, s.Usage)
+	assert.Equal(t, usage.Tokens{Requests: 2, Input: 5000, Cached: 1500, Output: 700}, s.Summaries)
+	assert.Equal(t, usage.Tokens{Requests: 1, Input: 500, Output: 100, Estimated: 1}, s.Subagents)
+	assert.InDelta(t, 3324.0/7600, s.CachedShare, 1e-12)
+	assert.InDelta(t, 0.0074, s.Costs["USD"], 1e-12)
+	// Filtered to a later start, the /compress before it is left out.
+	late, err := Collect(Options{DataDir: dir, Since: t0.Add(5 * time.Second)})
+	require.NoError(t, err)
+	assert.Zero(t, late.Summary.Usage.Input)
 }
 
 func TestCollect_Filters(t *testing.T) {
@@ -215,6 +252,11 @@ func TestReport_Formats(t *testing.T) {
 	assert.Contains(t, out, "max repeat of one call in end_turn turns (repeat: turns): 0: 1, 3: 1")
 	assert.Contains(t, out, "1 turns would change (1 would stop, 0 would go on)")
 	assert.Contains(t, out, "sessA turn 1: end_turn -> turn_tool_call_cap/explicit at call 3: 3 calls past the hard cap of 2")
+	assert.Contains(t, out, "DURATION       IN   CACHED      OUT   REASON  COST")
+	assert.Contains(t, out, "2.0s    ~5.6k     1.8k      560       20  0.0054 USD")
+	assert.Contains(t, out, "tokens: 5 requests, input 7600 (3324 cached, 43.7%), output 860 (20 reasoning); 1 requests estimated; "+
+		"summaries: 2 requests, input 5000, output 700; subagents: 1 requests, input 500, output 100")
+	assert.Contains(t, out, "cost: 0.0074 USD")
 
 	var js bytes.Buffer
 	require.NoError(t, rep.Write(&js, FormatJSON))
@@ -232,6 +274,16 @@ func TestReport_Formats(t *testing.T) {
 	assert.Equal(t, int64(2000), back.Turns[0].DurationMs)
 	assert.Equal(t, 3, back.Turns[0].WhatIf.AtCall)
 	assert.Equal(t, 13, back.Summary.ToolCalls)
+	assert.Equal(t, 3324, back.Summary.Usage.Cached)
+	var raw struct {
+		Turns []map[string]any `json:"turns"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &raw))
+	assert.Equal(t, map[string]any{"requests": 4.0, "inputTokens": 5600.0, "cachedInputTokens": 1824.0, "outputTokens": 560.0,
+		"reasoningTokens": 20.0, "estimatedRequests": 1.0}, raw.Turns[0]["usage"])
+	cost := raw.Turns[0]["cost"].(map[string]any)
+	assert.InDelta(t, 0.0054, cost["amount"], 1e-12)
+	assert.Equal(t, "USD", cost["currency"])
 
 	var cs bytes.Buffer
 	require.NoError(t, rep.Write(&cs, FormatCSV))
@@ -240,7 +292,9 @@ func TestReport_Formats(t *testing.T) {
 	require.Len(t, rows, 6)
 	assert.Equal(t, csvHeader, rows[0])
 	assert.Equal(t, []string{"sessA", "1", "/w/a", "2026-11-30T09:00:00Z", "8", "5", "3", "read_file", "3", "read_file",
-		"end_turn", "", "", "2000", "turn_tool_call_cap/explicit", "3", "3 calls past the hard cap of 2", "0", "", ""}, rows[1])
+		"end_turn", "", "", "2000", "turn_tool_call_cap/explicit", "3", "3 calls past the hard cap of 2", "0", "", "",
+		"4", "5600", "1824", "560", "20", "1", "3000", "400", "500", "100", "0.005400", "USD"}, rows[1])
+	assert.Equal(t, []string{"0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "", ""}, rows[2][20:])
 
 	require.ErrorContains(t, rep.Write(&cs, "xml"), `unknown format "xml"`)
 }

@@ -140,13 +140,30 @@ type LoopStop struct {
 }
 
 // Usage is token accounting: one model response's tokens and, when known,
-// the context window used and its size (ACP usage_update).
+// the context window used and its size (ACP usage_update). A record with
+// no Size reports tokens only (a summary's or a subagent's request).
 type Usage struct {
 	PromptTokens     int    `json:"promptTokens,omitempty"`
 	CompletionTokens int    `json:"completionTokens,omitempty"`
 	TotalTokens      int    `json:"totalTokens,omitempty"`
 	Used             uint64 `json:"used,omitempty"`
 	Size             uint64 `json:"size,omitempty"`
+	// CachedTokens is the part of PromptTokens the provider served from
+	// its prompt cache; ReasoningTokens the part of CompletionTokens spent
+	// reasoning.
+	CachedTokens    int `json:"cachedTokens,omitempty"`
+	ReasoningTokens int `json:"reasoningTokens,omitempty"`
+	// Origin is "" for the turn's own request, "summary" for a
+	// compaction's, "subagent" for a subagent run's (package usage).
+	Origin string `json:"origin,omitempty"`
+	// Model is the model the request went to.
+	Model string `json:"model,omitempty"`
+	// Estimated: the provider reported no usage; acpd estimated the counts.
+	Estimated bool `json:"estimated,omitempty"`
+	// Cost is the request's cost in Currency at the prices configured when
+	// it was made; absent without prices.
+	Cost     float64 `json:"cost,omitempty"`
+	Currency string  `json:"currency,omitempty"`
 }
 
 // ErrInvalidRecord is wrapped by Append for a record that names an unknown

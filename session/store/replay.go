@@ -21,6 +21,7 @@ func (tr *Transcript) Updates() []acp.SessionUpdate {
 	out := make([]acp.SessionUpdate, 0, len(tr.Records))
 	open := map[string]bool{} // tool calls shown but not finished
 	var openOrder []string
+	cost := &acp.Cost{} // nil-safe running total; shown once a record has a currency
 	closeOpen := func() {
 		for _, id := range openOrder {
 			if !open[id] {
@@ -106,8 +107,16 @@ func (tr *Transcript) Updates() []acp.SessionUpdate {
 		case KindTitle:
 			out = append(out, acp.SessionUpdate{Kind: acp.UpdateSessionInfo, Title: &r.Title})
 		case KindUsage:
+			// The cost, as usage_update carried it, is the session's so far.
+			if r.Usage.Currency != "" {
+				cost = &acp.Cost{Amount: cost.Amount + r.Usage.Cost, Currency: r.Usage.Currency}
+			}
 			if r.Usage.Size > 0 {
-				out = append(out, acp.SessionUpdate{Kind: acp.UpdateUsage, Used: r.Usage.Used, Size: r.Usage.Size})
+				u := acp.SessionUpdate{Kind: acp.UpdateUsage, Used: r.Usage.Used, Size: r.Usage.Size}
+				if cost.Currency != "" {
+					u.Cost = cost
+				}
+				out = append(out, u)
 			}
 		case KindTurnEnd, KindLoopStop:
 			closeOpen()

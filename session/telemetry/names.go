@@ -26,6 +26,7 @@ const (
 	AttrFinishReasons     = "gen_ai.response.finish_reasons"
 	AttrInputTokens       = "gen_ai.usage.input_tokens"
 	AttrOutputTokens      = "gen_ai.usage.output_tokens"
+	AttrCacheReadTokens   = "gen_ai.usage.cache_read.input_tokens" // part of input_tokens
 	AttrTokenType         = "gen_ai.token.type"
 	AttrInputMessages     = "gen_ai.input.messages" // opt-in: telemetry.logPrompts
 	AttrToolName          = "gen_ai.tool.name"

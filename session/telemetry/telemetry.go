@@ -102,7 +102,10 @@ func errorType(e TurnEnd) string {
 // ChatEnd is how a model request ended.
 type ChatEnd struct {
 	InputTokens, OutputTokens int
-	HaveUsage                 bool
-	FinishReason              string
-	Err                       error
+	// CacheReadTokens is the part of InputTokens the provider served from
+	// its prompt cache.
+	CacheReadTokens int
+	HaveUsage       bool
+	FinishReason    string
+	Err             error
 }

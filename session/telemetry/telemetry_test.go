@@ -63,7 +63,7 @@ func testExport(t *testing.T, proto string, c *telemetrytest.Collector) {
 
 	ctx, turn := tel.StartTurn(t.Context(), "sess1", "qwen3", "fix the tests")
 	_, chat := tel.StartChat(ctx, "qwen3")
-	chat.End(telemetry.ChatEnd{HaveUsage: true, InputTokens: 1200, OutputTokens: 30, FinishReason: "tool_calls"})
+	chat.End(telemetry.ChatEnd{HaveUsage: true, InputTokens: 1200, OutputTokens: 30, CacheReadTokens: 1024, FinishReason: "tool_calls"})
 	_, read := tel.StartTool(ctx, "read_file", "call_1", []byte(`{"file_path":"/w/x"}`))
 	read.End("")
 	_, shell := tel.StartTool(ctx, "run_shell_command", "call_2", nil)
@@ -90,6 +90,7 @@ func testExport(t *testing.T, proto string, c *telemetrytest.Collector) {
 	ca := telemetrytest.Attrs(chats[0].Attributes)
 	assert.Equal(t, int64(1200), ca["gen_ai.usage.input_tokens"])
 	assert.Equal(t, int64(30), ca["gen_ai.usage.output_tokens"])
+	assert.Equal(t, int64(1024), ca["gen_ai.usage.cache_read.input_tokens"])
 	assert.Equal(t, []string{"tool_calls"}, ca["gen_ai.response.finish_reasons"])
 
 	tools := c.SpansNamed("execute_tool read_file")
