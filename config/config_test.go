@@ -486,6 +486,52 @@ func TestFormatTOML_CapModes(t *testing.T) {
 	assert.Contains(t, FormatTOML(cfg, Sources{}), "# apiKey is unset  # env OPENAI_API_KEY is empty")
 }
 
+// The token budgets are unset by default and explicit once a layer sets
+// them, 0 included (no budget, on purpose), as acpd config shows.
+func TestFormatTOML_Budgets(t *testing.T) {
+	t.Parallel()
+	cfg := Default()
+	out := FormatTOML(cfg, Sources{})
+	assert.Contains(t, out, "# maxTokensPerTurn is unset  # default")
+	assert.Contains(t, out, "# sessionTokenLimit is unset  # default")
+	assert.Contains(t, out, "# price is unset  # default")
+	assert.Contains(t, out, `cacheControl = "auto"  # default`)
+
+	fx := newFixture(t)
+	fx.env["ACPD_SESSION_TOKEN_LIMIT"] = "200000"
+	cfg, src, err := fx.load(LoadOptions{Flags: map[string]string{"max-tokens-per-turn": "0"}})
+	require.NoError(t, err)
+	assert.True(t, cfg.Model.MaxTokensPerTurnExplicit)
+	assert.True(t, cfg.Model.SessionTokenLimitExplicit)
+	out = FormatTOML(cfg, src)
+	assert.Contains(t, out, "maxTokensPerTurn = 0  # flag --max-tokens-per-turn")
+	assert.Contains(t, out, "sessionTokenLimit = 200000  # env ACPD_SESSION_TOKEN_LIMIT")
+
+	_, _, err = fx.load(LoadOptions{Flags: map[string]string{"max-tokens-per-turn": "-5"}})
+	require.ErrorContains(t, err, "model.maxTokensPerTurn")
+}
+
+// Price tables: what is required, the defaults, and one currency.
+func TestLoad_Prices(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ file, err string }{
+		{"[model.price]\ninput = 1\n", "output is required"},
+		{"[model.price]\ninput = 1\noutput = -2\n", "output: must be a price per million tokens of at least 0, got -2"},
+		{"[model.price]\ninput = 1\noutput = 2\ncached = 0.1\n", `unknown key "cached"`},
+		{"[model.price]\ninput = 1\noutput = 2\ncurrency = \"\"\n", "currency: must be a non-empty string"},
+		{"[model]\nprice = 3\n", "must be a table"},
+		{"[model.price]\ninput = 1\noutput = 2\n[model.prices]\nx = { input = 1, output = 2, currency = \"EUR\" }\n", `model "x": currency EUR differs from model.price's USD`},
+	} {
+		fx := newFixture(t)
+		_, _, err := fx.load(LoadOptions{ConfigPath: fx.write(t, "c.toml", tc.file)})
+		require.ErrorContains(t, err, tc.err, tc.file)
+	}
+	fx := newFixture(t)
+	cfg, _, err := fx.load(LoadOptions{ConfigPath: fx.write(t, "c.toml", "[model.price]\ninput = 3\noutput = 15\n")})
+	require.NoError(t, err)
+	assert.Equal(t, &Price{Input: 3, CachedInput: 3, Output: 15, Currency: "USD"}, cfg.Model.Price, "cachedInput defaults to input")
+}
+
 func TestFlags(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}

@@ -575,26 +575,39 @@ contextWindows = { "small-model" = 40000 }
 }
 
 // model.compactionModel answers the summary requests; the session's model
-// answers the prompts.
+// answers the prompts. The summary request and its answer's room fit the
+// summariser's own window; one too small to hold a useful input leaves
+// the summary to the session's model.
 func TestE2E_CompactionModel(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "acpd.toml")
-	require.NoError(t, os.WriteFile(cfg, []byte("[model]\ncompactionModel = \"cheap-model\"\ncontextWindows = { \"cheap-model\" = 48000 }\n"), 0o644))
-	d := startSmall(t, 48000, 48000, "--config", cfg)
-	sid := d.session(t)
-	for i := range 4 {
-		d.model.Add(modeltest.Response{Text: fmt.Sprint("noted ", i)})
-		_, err := d.cc.Prompt(t.Context(), sid, bigPrompt(i, 24<<10))
-		require.NoError(t, err)
+	for _, tc := range []struct {
+		window     int
+		summariser string
+	}{{48000, "cheap-model"}, {5000, "cheap-model"}, {3000, "scripted"}} {
+		t.Run(fmt.Sprint(tc.window), func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "acpd.toml")
+			require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil,
+				"[model]\ncompactionModel = \"cheap-model\"\ncontextWindows = { \"cheap-model\" = %d }\n", tc.window), 0o644))
+			d := startSmall(t, 48000, 48000, "--config", cfg)
+			sid := d.session(t)
+			for i := range 5 {
+				d.model.Add(modeltest.Response{Text: fmt.Sprint("noted ", i)})
+				_, err := d.cc.Prompt(t.Context(), sid, bigPrompt(i, 24<<10))
+				require.NoError(t, err)
+			}
+			var summaries int
+			for _, r := range d.model.Requests() {
+				if !isSummaryRequest(r) {
+					assert.Equal(t, "scripted", r.Model)
+					continue
+				}
+				summaries++
+				assert.Equal(t, tc.summariser, r.Model)
+				if r.Model == "cheap-model" {
+					assert.LessOrEqual(t, r.Tokens+r.MaxTokens, tc.window, "the summary request and its answer fit the summariser's window")
+				}
+			}
+			assert.Positive(t, summaries)
+			checkNoneRefused(t, d.model, 48000)
+		})
 	}
-	var summaries int
-	for _, r := range d.model.Requests() {
-		if isSummaryRequest(r) {
-			summaries++
-			assert.Equal(t, "cheap-model", r.Model)
-		} else {
-			assert.Equal(t, "scripted", r.Model)
-		}
-	}
-	assert.Positive(t, summaries)
-	checkNoneRefused(t, d.model, 48000)
 }

@@ -144,8 +144,6 @@ func TestE2E_CostAndCachedTokens(t *testing.T) {
 		}
 	}
 
-	out, err := exec.Command(acpdBin, "stats", "--config", os.DevNull, "--data-dir", d.dataDir, "--format", "json").Output()
-	require.NoError(t, err)
 	var rep struct {
 		Turns []struct {
 			Usage struct {
@@ -166,7 +164,7 @@ func TestE2E_CostAndCachedTokens(t *testing.T) {
 			Costs map[string]float64 `json:"costs"`
 		} `json:"summary"`
 	}
-	require.NoError(t, json.Unmarshal(out, &rep))
+	statsJSON(t, d.dataDir, &rep)
 	require.Len(t, rep.Turns, 3)
 	assert.Equal(t, cached, rep.Summary.Usage.Cached, "cached tokens as the provider reported them")
 	assert.Equal(t, input, rep.Summary.Usage.Input)
@@ -219,8 +217,6 @@ func TestE2E_SubagentUsageIsTheTurns(t *testing.T) {
 	assert.Equal(t, 2.0, subs["requests"])
 	assert.Equal(t, float64(sub), subs["inputTokens"])
 
-	out, err := exec.Command(acpdBin, "stats", "--config", os.DevNull, "--data-dir", d.dataDir, "--format", "json").Output()
-	require.NoError(t, err)
 	var rep struct {
 		Turns []struct {
 			Run   int `json:"run"`
@@ -239,7 +235,7 @@ func TestE2E_SubagentUsageIsTheTurns(t *testing.T) {
 			} `json:"usage"`
 		} `json:"summary"`
 	}
-	require.NoError(t, json.Unmarshal(out, &rep))
+	statsJSON(t, d.dataDir, &rep)
 	require.Len(t, rep.Turns, 2, "the prompt turn and its run")
 	for _, tr := range rep.Turns {
 		if tr.Run == 0 {
@@ -253,4 +249,12 @@ func TestE2E_SubagentUsageIsTheTurns(t *testing.T) {
 	}
 	assert.Equal(t, all, rep.Summary.Usage.Input, "counted once")
 	assert.Equal(t, 4, rep.Summary.Usage.Requests)
+}
+
+// statsJSON runs the built `acpd stats --format json` over dataDir into v.
+func statsJSON(t *testing.T, dataDir string, v any) {
+	t.Helper()
+	out, err := exec.Command(acpdBin, "stats", "--config", os.DevNull, "--data-dir", dataDir, "--format", "json").Output()
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(out, v))
 }

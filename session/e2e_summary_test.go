@@ -133,39 +133,3 @@ func TestE2E_LearnedWindowKeepsWhatWasAccepted(t *testing.T) {
 		assert.False(t, isSummaryRequest(r), "a bare 413 forces no compaction")
 	}
 }
-
-// model.compactionModel with a small window gets summary requests that
-// fit it: the request plus its answer's room stay inside its window. One
-// too small to hold a useful input leaves the summary to the session's
-// model.
-func TestE2E_SummaryFitsASmallCompactionModel(t *testing.T) {
-	for _, tc := range []struct {
-		window     int
-		summariser string
-	}{{5000, "small-model"}, {3000, "scripted"}} {
-		t.Run(fmt.Sprint(tc.window), func(t *testing.T) {
-			cfg := filepath.Join(t.TempDir(), "acpd.toml")
-			require.NoError(t, os.WriteFile(cfg, fmt.Appendf(nil,
-				"[model]\ncompactionModel = \"small-model\"\ncontextWindows = { \"small-model\" = %d }\n", tc.window), 0o644))
-			d := startSmall(t, 48000, 48000, "--config", cfg)
-			sid := d.session(t)
-			for i := range 5 {
-				d.model.Add(modeltest.Response{Text: fmt.Sprint("noted ", i)})
-				_, err := d.cc.Prompt(t.Context(), sid, bigPrompt(i, 24<<10))
-				require.NoError(t, err)
-			}
-			var summaries int
-			for _, r := range d.model.Requests() {
-				if isSummaryRequest(r) {
-					summaries++
-					assert.Equal(t, tc.summariser, r.Model)
-					if r.Model == "small-model" {
-						assert.LessOrEqual(t, r.Tokens+r.MaxTokens, tc.window, "the summary request and its answer fit the summariser's window")
-					}
-				}
-			}
-			assert.Positive(t, summaries)
-			checkNoneRefused(t, d.model, 48000)
-		})
-	}
-}
