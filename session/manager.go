@@ -157,6 +157,9 @@ type Manager struct {
 	// hub shares the sessions' command sets and instruction files, and
 	// watches the command folders for all of them.
 	hub *workspace.Hub
+	// builtinAgents is the agent set of every session without agent files:
+	// the built-ins, which depend only on the configuration, made once.
+	builtinAgents func() *agents.Set
 }
 
 var _ acp.Agent = (*Manager)(nil)
@@ -193,6 +196,16 @@ func NewManager(client acp.Client, opts Options) *Manager {
 	if opts.WebFetchAllowPrivate {
 		m.webFetch = &tools.WebFetchOptions{AllowPrivate: true}
 	}
+	m.builtinAgents = sync.OnceValue(func() *agents.Set {
+		reg := tools.NewRegistry()
+		if opts.Tools != nil {
+			reg = opts.Tools()
+		}
+		return agents.NewSet(agents.Builtins(), nil, agents.Check{Tool: func(n string) bool {
+			_, ok := reg.Get(n)
+			return ok
+		}})
+	})
 	return m
 }
 
@@ -343,8 +356,8 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 		s.tools = tools.NewRegistry()
 	}
 	if !m.opts.NoAgentTool {
-		// The built-in agents until the first prompt reads the agent files.
-		s.agentTool = agents.NewTool(s.agentSet(nil))
+		// The built-in agents until a prompt finds agent files.
+		s.agentTool = agents.NewTool(m.builtinAgents())
 		s.tools.Add(s.agentTool)
 	}
 	s.allowAlways = map[string]bool{}

@@ -271,6 +271,10 @@ func (s *Session) refreshAgents() {
 		return
 	}
 	s.agentFiles = files
+	if len(files.Agents) == 0 && len(files.Warnings) == 0 {
+		s.agentTool.SetAgents(s.m.builtinAgents()) // shared by every such session
+		return
+	}
 	set := s.agentSet(files)
 	for _, w := range set.Warnings[len(files.Warnings):] {
 		s.log.Warn("agent file problem", "detail", w)
