@@ -151,6 +151,12 @@ func (t *turn) result(ctx context.Context, a *agents.Agent, resp *acp.PromptResp
 	case acp.StopRefusal:
 		return fail(errTypeSubagentFailed, fmt.Sprintf("The subagent %q's model refused the task.", a.Name))
 	case acp.StopMaxTokens:
+		if ours, _ := resp.Meta["acpd"].(map[string]any); ours["budget"] != nil {
+			// A token budget stopped the run (the turn's budget counts
+			// its subagents' requests): its last message says which.
+			h := t.s.history
+			return fail(errTypeSubagentFailed, fmt.Sprintf("The subagent %q stopped before it finished: %s", a.Name, h[len(h)-1].Content))
+		}
 		answer += "\n\n[the subagent's answer was cut off at the model's output limit]"
 	case acp.StopEndTurn:
 		if t.permStop {
