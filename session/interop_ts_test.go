@@ -3,15 +3,11 @@ package session_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,19 +77,8 @@ type interopError struct {
 func TestInterop_TypeScriptSDK(t *testing.T) {
 	// CI sets ACPD_REQUIRE_INTEROP so that a missing node or npm fails
 	// the run instead of skipping the test.
-	missing := t.Skipf
-	if os.Getenv("ACPD_REQUIRE_INTEROP") != "" {
-		missing = t.Fatalf
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing("the interop test needs node on PATH (CI has it)")
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		missing("the interop test needs npm on PATH (CI has it)")
-	}
-	clientDir := interopClient(t, npm)
+	node, npm := acptest.NodeAndNPM(t, "the interop test")
+	clientDir := acptest.InteropClient(t, npm, interopDir)
 
 	shell := func(cmd string) modeltest.ToolCall {
 		b, err := json.Marshal(map[string]string{"command": cmd})
@@ -235,7 +220,13 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 	// The commands were announced once, after session/new.
 	require.Len(t, sum.AvailableCommands, 1, "available_commands_update")
 	assert.Equal(t, []string{"compress", "init", "context", "tools", "mcp", "agents", "help"}, sum.AvailableCommands[0])
-	checkWire(t, wire)
+	commandLines := 0
+	for _, l := range acptest.CheckWire(t, wire) {
+		if strings.Contains(l, `"available_commands_update"`) {
+			commandLines++
+		}
+	}
+	assert.Equal(t, 1, commandLines, "available_commands_update lines on the wire")
 	if t.Failed() {
 		t.Logf("summary: %s", bytes.TrimSpace(stdout.Bytes()))
 	}
@@ -243,109 +234,4 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 
 	require.NotNil(t, sum.Exit.Code, "acpd exit: signal %v, error %q", sum.Exit.Signal, sum.Exit.Error)
 	assert.Zero(t, *sum.Exit.Code, "acpd exits 0 when its stdin closes")
-}
-
-// checkWire replays the recorded wire through acptest's transcript: every
-// line acpd wrote validates against the ACP schema and the protocol's
-// ordering rules.
-func checkWire(t *testing.T, path string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	v, err := acptest.DefaultValidator()
-	require.NoError(t, err)
-	tr := acptest.NewTranscript(v)
-	agentLines, commandLines := 0, 0
-	for l := range bytes.SplitSeq(bytes.TrimSpace(data), []byte("\n")) {
-		var rec struct {
-			Dir  string `json:"dir"`
-			Line string `json:"line"`
-		}
-		require.NoError(t, json.Unmarshal(l, &rec))
-		if rec.Dir == "client" {
-			tr.ClientLine([]byte(rec.Line))
-			continue
-		}
-		agentLines++
-		if bytes.Contains([]byte(rec.Line), []byte(`"available_commands_update"`)) {
-			commandLines++
-		}
-		assert.NoError(t, tr.AgentLine([]byte(rec.Line)), "agent line %s", rec.Line)
-	}
-	assert.Positive(t, agentLines)
-	assert.Equal(t, 1, commandLines, "available_commands_update lines on the wire")
-}
-
-// interopClient returns a directory holding client.mjs next to a
-// node_modules installed from the committed lock. The install is cached
-// under the user cache directory, keyed by the lock's hash, so only the
-// first run needs the registry.
-func interopClient(t *testing.T, npm string) string {
-	t.Helper()
-	manifest, err := os.ReadFile(filepath.Join(interopDir, "package.json"))
-	require.NoError(t, err)
-	lock, err := os.ReadFile(filepath.Join(interopDir, "package-lock.json"))
-	require.NoError(t, err)
-	client, err := os.ReadFile(filepath.Join(interopDir, "client.mjs"))
-	require.NoError(t, err)
-
-	sum := sha256.Sum256(append(append([]byte{}, manifest...), lock...))
-	key := "interop-" + hex.EncodeToString(sum[:8])
-	root := t.TempDir()
-	if cache, err := os.UserCacheDir(); err == nil {
-		root = filepath.Join(cache, "acpd-test")
-	}
-	modules := filepath.Join(root, key, "node_modules")
-	if _, err := os.Stat(filepath.Join(modules, "@agentclientprotocol", "sdk", "package.json")); errors.Is(err, fs.ErrNotExist) {
-		installSDK(t, npm, root, key, manifest, lock)
-	} else {
-		require.NoError(t, err)
-	}
-
-	// ES modules ignore NODE_PATH; a node_modules link beside the script
-	// makes the SDK resolvable while the install stays shared.
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "client.mjs"), client, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "package.json"), manifest, 0o644))
-	require.NoError(t, os.Symlink(modules, filepath.Join(dir, "node_modules")))
-	return dir
-}
-
-// installSDK runs `npm ci` from the committed lock in a scratch directory
-// and renames it into place, so a concurrent or interrupted run never sees
-// a half-written install.
-func installSDK(t *testing.T, npm, root, key string, manifest, lock []byte) {
-	t.Helper()
-	require.NoError(t, os.MkdirAll(root, 0o755))
-	tmp, err := os.MkdirTemp(root, key+".tmp-")
-	require.NoError(t, err)
-	defer os.RemoveAll(tmp)
-	require.NoError(t, os.WriteFile(filepath.Join(tmp, "package.json"), manifest, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(tmp, "package-lock.json"), lock, 0o644))
-
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-	cmd.Dir = tmp
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "npm ci in %s (the interop test needs the npm registry once):\n%s", tmp, out)
-	t.Logf("installed @agentclientprotocol/sdk in %v", time.Since(start).Round(time.Millisecond))
-
-	dst := filepath.Join(root, key)
-	err = os.Rename(tmp, dst)
-	if isExistErr(err) {
-		if _, serr := os.Stat(filepath.Join(dst, "node_modules", "@agentclientprotocol", "sdk", "package.json")); serr == nil {
-			return // another run installed it first
-		}
-		// A leftover without the SDK: replace it.
-		require.NoError(t, os.RemoveAll(dst))
-		err = os.Rename(tmp, dst)
-	}
-	require.NoError(t, err)
-}
-
-// isExistErr reports a rename refused because another run installed first.
-func isExistErr(err error) bool {
-	return errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTEMPTY)
 }
