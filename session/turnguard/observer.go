@@ -1,0 +1,375 @@
+package turnguard
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+
+	"github.com/acpd/acpd/loopdetect"
+)
+
+// This file is the guard's view of another agent's tool calls: ACP
+// tool_call and tool_call_update notifications and permission requests as
+// an observer between editor and agent sees them, turned into the (tool
+// name, input) calls the Guard counts. What each agent sends differs
+// (guard.md §2): some send the input with the first frame, some an empty or
+// partial one first and the full one later, some never send one, some ask
+// permission for a call they never announced. The rules:
+//
+//   - A call is its toolCallId; every frame is an upsert. It is counted once,
+//     when first seen.
+//   - Its key is final at the first of: a frame whose status says it runs or
+//     ran (in_progress, completed, failed) — an agent only runs a call whose
+//     input is complete; the permission request for it — the last moment
+//     the guard can still refuse the call, so the decision is made there; or
+//     the end of the turn. Until then a later non-empty rawInput replaces
+//     the one held (an empty {} never replaces anything), so an empty or
+//     partial first input gives way to the full one.
+//   - The key is (tool name, input): the name from the standard `name`
+//     field, else _meta's toolName, claudeCode.toolName or
+//     goose.toolCall.toolName, else a tool name the id is built from
+//     (`read_file__call_1`, `read_file-1712345678901-0`), else the title's
+//     first word; the input is rawInput with volatile per-call fields
+//     dropped, or, for a call that never showed an input, its kind,
+//     locations and title.
+//
+// Decision on volatile fields: members named call_id, callId, tool_call_id,
+// toolCallId, turn_id, turnId, process_id or processId are dropped at any
+// depth, and so is any string value equal to the call's own toolCallId.
+// Broader guesses (any uuid, any `*_id`) would merge calls that differ in a
+// real argument, and a false "stuck" stops a productive turn; a missed
+// volatile field only delays a stop to the backstop.
+
+// Frame is what one message says about a tool call: a tool_call or
+// tool_call_update update, or the toolCall of a permission request. Raw
+// fields are nil when absent.
+type Frame struct {
+	ToolCallID string
+	Name       string // the standard name field, when the agent sends it
+	Title      string
+	Kind       string
+	Status     string
+	RawInput   json.RawMessage
+	Locations  json.RawMessage
+	Meta       json.RawMessage
+	// Permission marks the toolCall of a session/request_permission.
+	Permission bool
+}
+
+// Tool-call statuses (ACP ToolCallStatus).
+const (
+	statusPending    = "pending"
+	statusInProgress = "in_progress"
+	statusCompleted  = "completed"
+	statusFailed     = "failed"
+)
+
+// Call is one observed tool call.
+type Call struct {
+	ID string
+	// Name, Input and Key are set once the key is final: Input is exactly
+	// what Key hashes (loopdetect.ToolCallRepeatKeyJSON(Name, Input)), so a
+	// transcript that keeps Name and Input lets `acpd stats` rebuild Key.
+	Name  string
+	Input json.RawMessage
+	Key   string
+	Final bool
+	// Status is the latest status seen.
+	Status string
+	// Rejected marks a call whose permission the editor refused or
+	// cancelled: its failure is the user's answer, not the tool's.
+	Rejected bool
+
+	name, metaName, title, kind string
+	input, locations            json.RawMessage
+	ended                       bool
+}
+
+// Event is what one frame changed.
+type Event struct {
+	Call *Call
+	// New: the call was first seen; count it (Guard.RecordCall).
+	New bool
+	// Final: its key just became final (Guard.RecordKey).
+	Final bool
+	// Ended is "completed" or "failed" the first time the call reaches one.
+	Ended string
+}
+
+// Observer keys one turn's tool calls. It is used from one goroutine.
+type Observer struct {
+	calls map[string]*Call
+	order []*Call // first-seen order, from the first not yet released by Ready
+	keyer loopdetect.RepeatKeyer
+}
+
+// NewObserver returns an empty observer for one turn.
+func NewObserver() *Observer {
+	return &Observer{calls: map[string]*Call{}}
+}
+
+// Get returns the call with id, nil when unseen.
+func (o *Observer) Get(id string) *Call { return o.calls[id] }
+
+// Observe folds one frame in. Frames without a toolCallId are ignored: they
+// cannot be told apart.
+func (o *Observer) Observe(f Frame) Event {
+	if f.ToolCallID == "" {
+		return Event{}
+	}
+	c := o.calls[f.ToolCallID]
+	ev := Event{}
+	if c == nil {
+		c = &Call{ID: f.ToolCallID}
+		o.calls[f.ToolCallID] = c
+		o.order = append(o.order, c)
+		ev.New = true
+	}
+	ev.Call = c
+	if f.Status != "" {
+		c.Status = f.Status
+	}
+	if !c.Final {
+		if f.Name != "" {
+			c.name = f.Name
+		}
+		if n := metaToolName(f.Meta); n != "" {
+			c.metaName = n
+		}
+		if f.Title != "" {
+			c.title = f.Title
+		}
+		if f.Kind != "" {
+			c.kind = f.Kind
+		}
+		if len(f.Locations) > 0 && !emptyJSON(f.Locations) {
+			c.locations = bytes.Clone(f.Locations)
+		}
+		if !emptyJSON(f.RawInput) {
+			c.input = bytes.Clone(f.RawInput)
+		}
+		if f.Permission || (f.Status != "" && f.Status != statusPending) {
+			o.finalize(c)
+			ev.Final = true
+		}
+	}
+	if !c.ended && (f.Status == statusCompleted || f.Status == statusFailed) {
+		c.ended = true
+		ev.Ended = f.Status
+	}
+	return ev
+}
+
+// FinalizeAll makes every open key final (the turn ended or stopped) and
+// returns the calls it finalized.
+func (o *Observer) FinalizeAll() []*Call {
+	var out []*Call
+	for _, c := range o.order {
+		if !c.Final {
+			o.finalize(c)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Ready returns the calls whose keys are final, in first-seen order, that
+// it has not returned before; it stops at the first call still open, so a
+// transcript records calls in the order they were counted.
+func (o *Observer) Ready() []*Call {
+	n := 0
+	for n < len(o.order) && o.order[n].Final {
+		n++
+	}
+	out := o.order[:n:n]
+	o.order = o.order[n:]
+	return out
+}
+
+func (o *Observer) finalize(c *Call) {
+	c.Final = true
+	c.Name = c.toolName()
+	if len(c.input) > 0 {
+		c.Input = dropVolatile(c.input, c.ID)
+	} else {
+		c.Input = fallbackInput(c.kind, c.locations, c.title)
+	}
+	k, err := o.keyer.KeyJSON(c.Name, c.Input)
+	if err != nil {
+		// Not JSON after all: key the text, kept as a JSON string, as the
+		// daemon keys arguments it cannot parse.
+		c.Input, _ = json.Marshal(string(c.Input))
+		k, _ = o.keyer.KeyJSON(c.Name, c.Input)
+	}
+	c.Key = k
+	c.input, c.locations = nil, nil
+}
+
+// ToolName is the call's tool name: Name once final, else the name the
+// frames seen so far give.
+func (c *Call) ToolName() string {
+	if c.Final {
+		return c.Name
+	}
+	return c.toolName()
+}
+
+// toolName picks the call's tool name by the rules above.
+func (c *Call) toolName() string {
+	switch {
+	case c.name != "":
+		return c.name
+	case c.metaName != "":
+		return c.metaName
+	}
+	if n := idToolName(c.ID); n != "" {
+		return n
+	}
+	if w, _, _ := strings.Cut(strings.TrimSpace(c.title), " "); w != "" {
+		return strings.TrimSuffix(w, ":")
+	}
+	if c.kind != "" {
+		return c.kind
+	}
+	return UnknownTool
+}
+
+// metaToolName reads the tool name agents put in _meta.
+func metaToolName(meta json.RawMessage) string {
+	if len(meta) == 0 || !bytes.Contains(meta, []byte("oolName")) {
+		return ""
+	}
+	var m struct {
+		ToolName   string `json:"toolName"`
+		ClaudeCode struct {
+			ToolName string `json:"toolName"`
+		} `json:"claudeCode"`
+		Goose struct {
+			ToolCall struct {
+				ToolName string `json:"toolName"`
+			} `json:"toolCall"`
+		} `json:"goose"`
+	}
+	if json.Unmarshal(meta, &m) != nil {
+		return ""
+	}
+	switch {
+	case m.ToolName != "":
+		return m.ToolName
+	case m.ClaudeCode.ToolName != "":
+		return m.ClaudeCode.ToolName
+	}
+	return m.Goose.ToolCall.ToolName
+}
+
+// idNamed matches the ids agents build from the tool name: Gemini CLI's
+// `<tool>-<ms>-<n>` and `<tool>__<model's call id>`.
+var idNamed = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_.]*?)(?:-\d{10,}-\d+|__.+)$`)
+
+func idToolName(id string) string {
+	if m := idNamed.FindStringSubmatch(id); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// emptyJSON reports whether raw is absent or an empty value: null, {}, [],
+// "".
+func emptyJSON(raw json.RawMessage) bool {
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 || string(b) == "null" || string(b) == `""` {
+		return true
+	}
+	if len(b) >= 2 && (b[0] == '{' && b[len(b)-1] == '}' || b[0] == '[' && b[len(b)-1] == ']') {
+		return len(bytes.TrimSpace(b[1:len(b)-1])) == 0
+	}
+	return false
+}
+
+// volatileKeys are per-call fields some agents put in rawInput.
+var volatileKeys = []string{"call_id", "callId", "tool_call_id", "toolCallId", "turn_id", "turnId", "process_id", "processId"}
+
+// dropVolatile returns input without the volatile members and values; it
+// returns input itself when there is nothing to drop.
+func dropVolatile(input json.RawMessage, callID string) json.RawMessage {
+	suspect := bytes.Contains(input, []byte(callID))
+	for _, k := range volatileKeys {
+		if suspect {
+			break
+		}
+		suspect = bytes.Contains(input, []byte(`"`+k+`"`))
+	}
+	if !suspect {
+		return input
+	}
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return input
+	}
+	v = stripVolatile(v, callID)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return input
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func stripVolatile(v any, callID string) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			if isVolatileKey(k) {
+				delete(t, k)
+				continue
+			}
+			if s, ok := e.(string); ok && s == callID {
+				delete(t, k)
+				continue
+			}
+			t[k] = stripVolatile(e, callID)
+		}
+	case []any:
+		out := t[:0]
+		for _, e := range t {
+			if s, ok := e.(string); ok && s == callID {
+				continue
+			}
+			out = append(out, stripVolatile(e, callID))
+		}
+		return out
+	}
+	return v
+}
+
+func isVolatileKey(k string) bool {
+	for _, v := range volatileKeys {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
+// fallbackInput is the input of a call that never showed one: what the
+// editor is shown of it.
+func fallbackInput(kind string, locations json.RawMessage, title string) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteString(`{"kind":`)
+	k, _ := json.Marshal(kind)
+	b.Write(k)
+	if len(locations) > 0 && json.Valid(locations) {
+		b.WriteString(`,"locations":`)
+		b.Write(locations)
+	}
+	b.WriteString(`,"title":`)
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(title)
+	out := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return append(out, '}')
+}
