@@ -52,6 +52,18 @@ type Config struct {
 	Session   SessionConfig
 	Log       LogConfig
 	Telemetry TelemetryConfig
+	Guard     GuardConfig
+}
+
+// GuardConfig is the [guard] table: what is `acpd guard`'s own (package
+// session/agentguard). The loop guard's settings are [model]'s, as for acpd.
+type GuardConfig struct {
+	// CancelGrace is how long a turn the guard stopped waits for the
+	// agent's answer to session/cancel before the guard answers the editor.
+	CancelGrace time.Duration
+	// ShutdownGrace is how long the agent has to exit once its stdin is
+	// closed, and again after SIGTERM, before SIGTERM and then SIGKILL.
+	ShutdownGrace time.Duration
 }
 
 // TelemetryConfig is the [telemetry] table: OpenTelemetry export, off by
@@ -255,5 +267,6 @@ func Default() Config {
 		Context:   ContextConfig{FileNames: []string{}, Environment: true, Instructions: true},
 		Log:       LogConfig{Level: "info"},
 		Telemetry: TelemetryConfig{},
+		Guard:     GuardConfig{CancelGrace: 2 * time.Second, ShutdownGrace: 3 * time.Second},
 	}
 }

@@ -233,6 +233,9 @@ dataDir = "../state"
 level = "warn"
 file = "logs/acpd.log"
 trace = true
+[guard]
+cancelGrace = "500ms"
+shutdownGrace = "10s"
 `, check: func(t *testing.T, fx *fixture, cfg Config, _ Sources) {
 			dir := filepath.Join(fx.root, "project")
 			zero := 0.0
@@ -253,6 +256,7 @@ trace = true
 				Context: ContextConfig{FileNames: []string{"CONVENTIONS.md", "AGENTS.md"}},
 				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state")},
 				Log:     LogConfig{Level: "warn", File: filepath.Join(dir, "logs", "acpd.log"), Trace: true},
+				Guard:   GuardConfig{CancelGrace: 500 * time.Millisecond, ShutdownGrace: 10 * time.Second},
 			}, cfg)
 		}},
 		{name: "paths from env and flags resolve against the working dir; ~ expands", env: map[string]string{"ACPD_DATA_DIR": "data"},

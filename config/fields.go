@@ -57,7 +57,7 @@ func (r resolver) path(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-var tables = []string{"model", "tools", "context", "session", "log", "telemetry"}
+var tables = []string{"model", "tools", "context", "session", "log", "telemetry", "guard"}
 
 // fields lists every key; the order is the order of `acpd config` output.
 var fields = []*field{
@@ -152,6 +152,11 @@ var fields = []*field{
 		[]string{"ACPD_TELEMETRY_PROTOCOL"}, "telemetry-protocol", "OTLP protocol: grpc or http (default: OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)"),
 	boolField("telemetry", "logPrompts", func(c *Config) *bool { return &c.Telemetry.LogPrompts },
 		nil, "", ""),
+
+	durationField("guard", "cancelGrace", func(c *Config) *time.Duration { return &c.Guard.CancelGrace },
+		[]string{"ACPD_GUARD_CANCEL_GRACE"}, "guard-cancel-grace", "acpd guard: how long a stopped turn waits for the agent's cancelled answer (default 2s)"),
+	durationField("guard", "shutdownGrace", func(c *Config) *time.Duration { return &c.Guard.ShutdownGrace },
+		[]string{"ACPD_GUARD_SHUTDOWN_GRACE"}, "guard-shutdown-grace", "acpd guard: how long the agent may take to exit after EOF, then after SIGTERM (default 3s)"),
 }
 
 func lookupField(table, name string) *field {

@@ -83,6 +83,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"config": {summary: "print the effective configuration with each value's source", run: cmdConfig},
 		"doctor": doctorCommand(),
+		"guard":  guardCommand(),
 		"run":    runCommand(),
 		"stats":  statsCommand(),
 	}
@@ -239,6 +240,11 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintf(w, "\nFlags (before or after the command):\n")
+	writeFlags(w, fs)
+}
+
+// writeFlags lists every flag of fs with its usage, as the help texts do.
+func writeFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		arg := " VALUE"
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {

@@ -93,13 +93,7 @@ Flags (global flags are accepted too):
 
 func runUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, runHelp)
-	fs.VisitAll(func(f *flag.Flag) {
-		arg := " VALUE"
-		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
-			arg = ""
-		}
-		fmt.Fprintf(w, "  --%s%s\n        %s\n", f.Name, arg, f.Usage)
-	})
+	writeFlags(w, fs)
 }
 
 // flagString is the text of a registered flag, "" when it is absent.

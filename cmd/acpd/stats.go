@@ -20,8 +20,8 @@ import (
 // global config flags --max-tool-calls-per-turn, --skip-loop-detection and
 // --stuck-window, plus --explicit.
 type statsFlags struct {
-	session, since, cwd, format string
-	explicit                    bool
+	session, since, cwd, agent, format string
+	explicit                           bool
 }
 
 var statsOpts statsFlags
@@ -35,6 +35,7 @@ func statsCommand() command {
 			fs.StringVar(&statsOpts.session, "session", "", "only these sessions (comma-separated ids)")
 			fs.StringVar(&statsOpts.since, "since", "", "only turns started since: RFC 3339 time, YYYY-MM-DD, or an age such as 36h or 7d")
 			fs.StringVar(&statsOpts.cwd, "cwd", "", "only sessions whose working directory is this folder or inside it")
+			fs.StringVar(&statsOpts.agent, "agent", "", "only turns of this agent: acpd, or the name of an agent acpd guard watched")
 			fs.StringVar(&statsOpts.format, "format", stats.FormatTable, "output format: table, json or csv")
 			fs.BoolVar(&statsOpts.explicit, "explicit", false, "what-if: make the cap a hard cap (default: adaptive, unless a config file or the environment sets it)")
 		},
@@ -42,7 +43,7 @@ func statsCommand() command {
 			fmt.Fprint(w, `Usage: acpd stats [flags]
 
 Reads the session transcripts in session.dataDir (read-only; safe while acpd runs) and prints one row per
-prompt turn: tool calls, distinct (tool, args) calls, the highest repeat of one call, the longest same-tool
+prompt turn, acpd's own and those of the agents acpd guard watched (AGENT): tool calls, distinct (tool, args) calls, the highest repeat of one call, the longest same-tool
 streak, the outcome (loop type and cap reason for loop stops) and the duration; then a summary.
 
 What-if replay: given any of --max-tool-calls-per-turn N, --explicit, --skip-loop-detection=false or
@@ -58,7 +59,7 @@ Flags:
 }
 
 func cmdStats(_ context.Context, a *app) int {
-	o := stats.Options{DataDir: a.cfg.Session.DataDir, Cwd: statsOpts.cwd}
+	o := stats.Options{DataDir: a.cfg.Session.DataDir, Cwd: statsOpts.cwd, Agent: statsOpts.agent}
 	switch statsOpts.format {
 	case stats.FormatTable, stats.FormatJSON, stats.FormatCSV:
 	default:

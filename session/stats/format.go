@@ -53,7 +53,7 @@ var csvHeader = []string{"session", "turn", "cwd", "start", "tool_calls", "disti
 	"max_repeat_tool", "max_name_streak", "streak_tool", "outcome", "loop_type", "cap_reason", "duration_ms",
 	"whatif_outcome", "whatif_at_call", "whatif_why", "run", "agent", "parent_tool_call_id",
 	"requests", "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "estimated_requests",
-	"summary_input_tokens", "summary_output_tokens", "subagent_input_tokens", "subagent_output_tokens", "cost", "currency"}
+	"summary_input_tokens", "summary_output_tokens", "subagent_input_tokens", "subagent_output_tokens", "cost", "currency", "agent_session"}
 
 func (rep *Report) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
@@ -86,6 +86,7 @@ func (rep *Report) writeCSV(w io.Writer) error {
 		} else {
 			row = append(row, "", "")
 		}
+		row = append(row, t.AgentSession)
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -102,9 +103,17 @@ func shortID(id string) string {
 	return id
 }
 
+// shortName keeps an agent's name to its column.
+func shortName(s string) string {
+	if len(s) > 12 {
+		return s[:11] + "…"
+	}
+	return s
+}
+
 func (rep *Report) writeTable(w io.Writer) error {
-	const rowFmt = "%-16s  %-12s  %4s  %6s  %5s  %6s  %6s  %-32s  %9s  %7s  %7s  %7s  %7s  %s\n"
-	fmt.Fprintf(w, rowFmt, "START (UTC)", "SESSION", "TURN", "CALLS", "KEYS", "MAXREP", "STREAK", "OUTCOME", "DURATION",
+	const rowFmt = "%-16s  %-12s  %4s  %-12s  %6s  %5s  %6s  %6s  %-32s  %9s  %7s  %7s  %7s  %7s  %s\n"
+	fmt.Fprintf(w, rowFmt, "START (UTC)", "SESSION", "TURN", "AGENT", "CALLS", "KEYS", "MAXREP", "STREAK", "OUTCOME", "DURATION",
 		"IN", "CACHED", "OUT", "REASON", "COST")
 	for _, t := range rep.Turns {
 		u := t.Usage
@@ -112,7 +121,7 @@ func (rep *Report) writeTable(w io.Writer) error {
 		if u.Estimated > 0 {
 			in = "~" + in // some of it estimated: the provider reported no usage
 		}
-		fmt.Fprintf(w, rowFmt, t.Start.UTC().Format("2006-01-02 15:04"), shortID(t.Session), t.Label(),
+		fmt.Fprintf(w, rowFmt, t.Start.UTC().Format("2006-01-02 15:04"), shortID(t.Session), t.Label(), shortName(t.AgentName()),
 			strconv.Itoa(t.ToolCalls), strconv.Itoa(t.DistinctKeys), strconv.Itoa(t.MaxRepeat),
 			strconv.Itoa(t.MaxNameStreak), t.OutcomeText(), durationText(t),
 			in, compact(u.Cached), compact(u.Output), compact(u.Reasoning), costText(t.Cost))

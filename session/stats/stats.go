@@ -51,6 +51,10 @@ type Options struct {
 	Since time.Time
 	// Cwd keeps sessions whose working directory is Cwd or inside it.
 	Cwd string
+	// Agent keeps the turns of this agent (Turn.AgentName: "acpd" for
+	// acpd's own prompt turns, a subagent's name, or the name `acpd guard`
+	// recorded for the agent it watched).
+	Agent string
 	// WhatIf, when set, replays every turn under these settings.
 	WhatIf *Settings
 	// Workers read sessions in parallel; 0 means GOMAXPROCS.
@@ -63,10 +67,13 @@ type Turn struct {
 	Turn    int    `json:"turn"` // 1-based, in the session's order
 	// A subagent run is a turn of its own, linked to the prompt turn it ran
 	// in (Turn): Run is its 1-based number within that turn (0 for the
-	// prompt turn itself), Agent the agent's name and ParentToolCallID the
-	// agent call that started it.
+	// prompt turn itself) and ParentToolCallID the agent call that started
+	// it. Agent is the agent that ran the turn when it is not acpd's own
+	// prompt loop: a subagent's name, or the agent `acpd guard` watched (its
+	// agentInfo name), whose own session id is AgentSession.
 	Run              int       `json:"run,omitempty"`
 	Agent            string    `json:"agent,omitempty"`
+	AgentSession     string    `json:"agentSession,omitempty"`
 	ParentToolCallID string    `json:"parentToolCallId,omitempty"`
 	Cwd              string    `json:"cwd"`
 	Start            time.Time `json:"start"`
@@ -189,6 +196,15 @@ func (t *Turn) Label() string {
 	return strconv.Itoa(t.Turn) + "." + strconv.Itoa(t.Run)
 }
 
+// AgentName is the agent that ran the turn: Agent, or "acpd" for acpd's
+// own prompt turns.
+func (t *Turn) AgentName() string {
+	if t.Agent == "" {
+		return "acpd"
+	}
+	return t.Agent
+}
+
 // OutcomeText is the outcome with the loop type and cap reason:
 // "end_turn", "turn_tool_call_cap/stuck", "global_tool_call_duplicate".
 func (t *Turn) OutcomeText() string {
@@ -294,9 +310,24 @@ func Collect(opts Options) (*Report, error) {
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("session.dataDir: %s is not a folder", opts.DataDir)
 	}
+	// acpd's own transcripts, then those `acpd guard` keeps for the agents
+	// it watched (store.GuardDir): one list, each id with its folder.
 	ids, err := store.SessionIDs(opts.DataDir)
 	if err != nil {
 		return nil, err
+	}
+	dirs := make([]string, len(ids))
+	for i := range dirs {
+		dirs[i] = opts.DataDir
+	}
+	guardDir := filepath.Join(opts.DataDir, store.GuardDir)
+	gids, err := store.SessionIDs(guardDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range gids {
+		ids = append(ids, id)
+		dirs = append(dirs, guardDir)
 	}
 	if len(opts.Sessions) > 0 {
 		want := map[string]bool{}
@@ -306,7 +337,14 @@ func Collect(opts Options) (*Report, error) {
 			}
 			want[s] = true
 		}
-		ids = slices.DeleteFunc(ids, func(id string) bool { return !want[id] })
+		n := 0
+		for i, id := range ids {
+			if want[id] {
+				ids[n], dirs[n] = id, dirs[i]
+				n++
+			}
+		}
+		ids, dirs = ids[:n], dirs[:n]
 		// A session asked for by id that is not there is a mistake
 		// (a typo, another data folder), not an empty answer.
 		for _, s := range opts.Sessions {
@@ -340,9 +378,13 @@ func Collect(opts Options) (*Report, error) {
 		wg.Go(func() {
 			r := newReader(opts.WhatIf)
 			for i := range next {
-				turns, loose, skipped, err := r.session(opts.DataDir, ids[i])
-				if (cwd != "" && !within(loose.Cwd, cwd)) || (!opts.Since.IsZero() && loose.Start.Before(opts.Since)) {
+				turns, loose, skipped, err := r.session(dirs[i], ids[i])
+				if (cwd != "" && !within(loose.Cwd, cwd)) || (!opts.Since.IsZero() && loose.Start.Before(opts.Since)) ||
+					(opts.Agent != "" && loose.AgentName() != opts.Agent) {
 					loose = Turn{}
+				}
+				if opts.Agent != "" {
+					turns = slices.DeleteFunc(turns, func(t Turn) bool { return t.AgentName() != opts.Agent })
 				}
 				if cwd != "" {
 					turns = slices.DeleteFunc(turns, func(t Turn) bool { return !within(t.Cwd, cwd) })
@@ -557,6 +599,8 @@ func (r *reader) session(dataDir, id string) (turns []Turn, loose Turn, skipped 
 		runs  map[string]*run // the open subagent runs of the current turn, by agent call
 		nrun  int             // runs started in the current turn
 		nturn int             // prompt turns started
+		// The agent a guarded session watched (acpd's own have none).
+		agent, agentSession string
 	)
 	tc := &r.tc
 	tc.reset()
@@ -600,7 +644,7 @@ func (r *reader) session(dataDir, id string) (turns []Turn, loose Turn, skipped 
 	startTurn := func(t time.Time) {
 		finish(nil)
 		nturn++
-		cur = &Turn{Session: id, Turn: nturn, Cwd: cwd, Start: t}
+		cur = &Turn{Session: id, Turn: nturn, Agent: agent, AgentSession: agentSession, Cwd: cwd, Start: t}
 	}
 	addBatch := func(tc *turnCalls, calls []store.ToolCall) {
 		for _, c := range calls {
@@ -661,6 +705,9 @@ func (r *reader) session(dataDir, id string) (turns []Turn, loose Turn, skipped 
 				return nil
 			}
 			cwd = rec.Meta.Cwd
+			if rec.Meta.Agent != "" {
+				agent, agentSession = rec.Meta.Agent, rec.Meta.AgentSessionID
+			}
 		case store.KindUser: // a line in another shape, decoded whole
 			startTurn(rec.T)
 		case store.KindToolCalls:

@@ -244,8 +244,8 @@ func TestReport_Formats(t *testing.T) {
 	var tbl bytes.Buffer
 	require.NoError(t, rep.Write(&tbl, FormatTable))
 	out := tbl.String()
-	assert.Contains(t, out, "START (UTC)       SESSION       TURN   CALLS   KEYS  MAXREP  STREAK  OUTCOME")
-	assert.Contains(t, out, "2026-11-30 09:00  sessA            1       8      5       3       3  end_turn                               2.0s")
+	assert.Contains(t, out, "START (UTC)       SESSION       TURN  AGENT          CALLS   KEYS  MAXREP  STREAK  OUTCOME")
+	assert.Contains(t, out, "2026-11-30 09:00  sessA            1  acpd               8      5       3       3  end_turn                               2.0s")
 	assert.Contains(t, out, "turn_tool_call_cap/explicit")
 	assert.Contains(t, out, "5 turns in 2 sessions, 13 tool calls (1 damaged lines skipped)")
 	assert.Contains(t, out, "calls per turn: p50 1, p90 8, p99 8, max 8; 0 turns past 100 calls")
@@ -293,8 +293,8 @@ func TestReport_Formats(t *testing.T) {
 	assert.Equal(t, csvHeader, rows[0])
 	assert.Equal(t, []string{"sessA", "1", "/w/a", "2026-11-30T09:00:00Z", "8", "5", "3", "read_file", "3", "read_file",
 		"end_turn", "", "", "2000", "turn_tool_call_cap/explicit", "3", "3 calls past the hard cap of 2", "0", "", "",
-		"4", "5600", "1824", "560", "20", "1", "3000", "400", "500", "100", "0.005400", "USD"}, rows[1])
-	assert.Equal(t, []string{"0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "", ""}, rows[2][20:])
+		"4", "5600", "1824", "560", "20", "1", "3000", "400", "500", "100", "0.005400", "USD", ""}, rows[1])
+	assert.Equal(t, []string{"0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "", "", ""}, rows[2][20:])
 
 	require.ErrorContains(t, rep.Write(&cs, "xml"), `unknown format "xml"`)
 }

@@ -92,6 +92,11 @@ type SessionMeta struct {
 	Cwd                   string    `json:"cwd"`
 	AdditionalDirectories []string  `json:"additionalDirectories,omitempty"`
 	CreatedAt             time.Time `json:"createdAt"`
+	// Agent names the ACP agent `acpd guard` watched in this session (its
+	// agentInfo name), and AgentSessionID is that agent's own session id;
+	// both are empty for acpd's own sessions.
+	Agent          string `json:"agent,omitempty"`
+	AgentSessionID string `json:"agentSessionId,omitempty"`
 }
 
 // ToolCall is one tool call the model asked for, as the model sent it.

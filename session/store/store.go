@@ -51,6 +51,11 @@ func (e *LockedError) Error() string {
 // Is reports whether target is ErrLocked.
 func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 
+// GuardDir is the folder of the data directory where `acpd guard` keeps the
+// transcripts of the agents it watches: a store of its own, so they never
+// show in acpd's session/list or get loaded as acpd sessions.
+const GuardDir = "guard"
+
 const (
 	sessionsDir = "sessions"
 	fileExt     = ".jsonl"

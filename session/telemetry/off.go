@@ -58,6 +58,11 @@ func (t *Telemetry) StartSubagent(ctx context.Context, _, _, _, _ string) (conte
 	return ctx, nil
 }
 
+// StartAgentTurn returns ctx unchanged.
+func (t *Telemetry) StartAgentTurn(ctx context.Context, _, _, _, _ string) (context.Context, *Turn) {
+	return ctx, nil
+}
+
 // End does nothing.
 func (tu *Turn) End(TurnEnd) {}
 

@@ -200,6 +200,14 @@ func (t *Telemetry) StartSubagent(ctx context.Context, sessionID, agent, model, 
 	return t.startAgent(ctx, agent, sessionID, model, prompt)
 }
 
+// StartAgentTurn starts the span of a prompt turn of another agent, one
+// `acpd guard` watches: "invoke_agent {agent}", at the root of its trace.
+// The guard knows neither the agent's model nor its provider; an empty
+// model or provider leaves its attribute out.
+func (t *Telemetry) StartAgentTurn(ctx context.Context, agent, sessionID, model, prompt string) (context.Context, *Turn) {
+	return t.startAgent(ctx, agent, sessionID, model, prompt)
+}
+
 func (t *Telemetry) startAgent(ctx context.Context, agent, sessionID, model, prompt string) (context.Context, *Turn) {
 	if t == nil {
 		return ctx, nil
@@ -207,9 +215,13 @@ func (t *Telemetry) startAgent(ctx context.Context, agent, sessionID, model, pro
 	attrs := []attribute.KeyValue{
 		attribute.String(AttrOperationName, OpInvokeAgent),
 		attribute.String(AttrAgentName, agent),
-		attribute.String(AttrProviderName, t.cfg.ProviderName),
 		attribute.String(AttrConversationID, sessionID),
-		attribute.String(AttrRequestModel, model),
+	}
+	if t.cfg.ProviderName != "" {
+		attrs = append(attrs, attribute.String(AttrProviderName, t.cfg.ProviderName))
+	}
+	if model != "" {
+		attrs = append(attrs, attribute.String(AttrRequestModel, model))
 	}
 	if t.cfg.LogPrompts && prompt != "" {
 		msgs, _ := json.Marshal([]map[string]any{{"role": "user", "parts": []map[string]string{{"type": "text", "content": prompt}}}})

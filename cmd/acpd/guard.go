@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/agentguard"
+	"github.com/acpd/acpd/session/store"
+)
+
+func guardCommand() command {
+	return command{
+		summary: "put acpd's loop protection, stats and telemetry in front of another ACP agent: acpd guard [flags] -- AGENT [ARG...]",
+		run:     cmdGuard,
+		help:    guardUsage,
+		args:    true,
+	}
+}
+
+const guardHelp = `Usage: acpd guard [flags] -- COMMAND [ARG...]
+
+Starts the ACP agent COMMAND (same environment and working directory) and
+relays ACP between the editor, on stdin and stdout, and the agent, unchanged,
+while acpd's loop protection watches every prompt turn's tool calls. Configure
+the editor to run "acpd guard -- AGENT ARGS" where it ran "AGENT ARGS".
+
+When a call crosses a limit, the guard refuses the turn's permission
+requests, sends session/cancel to the agent and answers the editor's prompt
+with acpd's loop error (code -32603, data.code LOOP_DETECTED, loopType,
+capReason, toolCalls, maxKeyRepeat), after at most --guard-cancel-grace. The
+next prompt goes to the agent as usual.
+
+Limits (as for acpd's own turns):
+  --max-tool-calls-per-turn N   hard cap; unset: adaptive (past 100 calls only
+                                when one call repeated 6 times; always past
+                                1000); 0 or less: no cap
+  --skip-loop-detection=false   also stop the 6th repeat of one call
+  --stuck-window W              judge "stuck" on the last W calls only
+
+Each guarded turn is recorded under session.dataDir/guard for "acpd stats",
+with the agent's name; --telemetry exports the turns over OpenTelemetry.
+The agent's stderr goes to stderr, or with --log-file into the log.
+
+Exit status: the agent's (128+N when signal N ended it); 2 for a usage or
+configuration error or an agent that cannot be started.
+
+Flags (acpd's global flags; those that configure a model are ignored):
+`
+
+func guardUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, guardHelp)
+	writeFlags(w, fs)
+}
+
+// cmdGuard is `acpd guard`.
+func cmdGuard(ctx context.Context, a *app) int {
+	if len(a.args) == 0 {
+		fmt.Fprintln(a.stderr, "acpd guard: give the agent's command after --: acpd guard [flags] -- COMMAND [ARG...]")
+		return exitUsage
+	}
+	cfg := a.cfg
+	logger, closeLog, err := newLogger(cfg.Log, a.stderr)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "acpd guard: %v\n", err)
+		return exitUsage
+	}
+	defer func() {
+		if err := closeLog(); err != nil {
+			fmt.Fprintf(a.stderr, "acpd guard: close log file: %v\n", err)
+		}
+	}()
+	st, err := store.Open(filepath.Join(cfg.Session.DataDir, store.GuardDir), store.Options{Logger: logger, IndexInBackground: true})
+	if err != nil {
+		fmt.Fprintf(a.stderr, "acpd guard: configuration error: session.dataDir: %v\n", err)
+		return exitUsage
+	}
+	// The guard knows nothing of the agent's model or provider.
+	tcfg := cfg
+	tcfg.Model.Provider = ""
+	tel, stopTel, err := startTelemetry(ctx, tcfg, logger)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "acpd guard: configuration error: %v\n", err)
+		return exitUsage
+	}
+	defer stopTel()
+
+	var agentStderr io.Writer = a.stderr
+	if cfg.Log.File != "" {
+		agentStderr = &agentguard.LineLogger{Logger: logger}
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	// An editor that goes away makes writes to stdout fail with EPIPE
+	// instead of killing the guard before it has stopped the agent.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+
+	cwd, _ := os.Getwd()
+	m := cfg.Model
+	return agentguard.Run(ctx, agentguard.RunOptions{
+		Options: agentguard.Options{
+			Cap:               loopdetect.Cap{Max: m.MaxToolCallsPerTurn, Explicit: m.MaxToolCallsPerTurnExplicit, StuckWindow: m.StuckWindow},
+			SkipLoopDetection: m.SkipLoopDetection,
+			FailureGuard:      loopdetect.FailureMode(cfg.Tools.RepeatedToolFailureGuard),
+			CancelGrace:       cfg.Guard.CancelGrace,
+			Store:             st,
+			Telemetry:         tel,
+			AgentName:         filepath.Base(a.args[0]),
+			Cwd:               cwd,
+			Logger:            logger,
+		},
+		Command:       a.args,
+		ShutdownGrace: cfg.Guard.ShutdownGrace,
+		AgentStderr:   agentStderr,
+		Stderr:        a.stderr,
+		Signals:       sigs,
+	}, a.stdin, a.stdout)
+}
