@@ -37,17 +37,30 @@ func TestGuard_TypeScriptSDK(t *testing.T) {
 		require.NoError(t, err)
 		return modeltest.Response{ToolCalls: []modeltest.ToolCall{{Name: "run_shell_command", Arguments: string(b)}}}
 	}
+	workspace, home := t.TempDir(), t.TempDir()
+	notes := filepath.Join(workspace, "notes.txt")
+	require.NoError(t, os.WriteFile(notes, []byte("hello"), 0o644))
+	delegate, err := json.Marshal(map[string]string{"description": "Read the notes",
+		"prompt": "INTEROP-SUBTASK: what do the notes say?", "subagent_type": "Explore"})
+	require.NoError(t, err)
+	read, err := json.Marshal(map[string]string{"file_path": notes})
+	require.NoError(t, err)
 	srv := modeltest.NewServer(t,
 		shell("echo interop-hello"), modeltest.Response{Text: "said hello"}, // tools
-		shell("sleep 30"),                    // cancel-while-asking
-		shell("sleep 31"),                    // cancel-while-running
-		shell("echo one"), shell("echo two"), // loop-stopped by the guard
+		shell("sleep 30"),                                         // cancel-while-asking
+		shell("sleep 31"),                                         // cancel-while-running
+		shell("echo one"), shell("echo two"), shell("echo three"), // loop-stopped by the guard at the third
 		modeltest.Response{Text: "after"}, // after-loop-stop
+		// subagents: the agent call and its subagent's read are the turn's
+		// two calls, within the guard's cap.
+		modeltest.Response{ToolCalls: []modeltest.ToolCall{{ID: "call_delegate", Name: "agent", Arguments: string(delegate)}}},
+		modeltest.Response{Text: "delegated"},
+		modeltest.Response{Match: "INTEROP-SUBTASK", ToolCalls: []modeltest.ToolCall{{Name: "read_file", Arguments: string(read)}}},
+		modeltest.Response{Match: "INTEROP-SUBTASK", Text: "The notes say hello."},
 	)
-	workspace, home := t.TempDir(), t.TempDir()
 	args := []string{filepath.Join(clientDir, "client.mjs"), workspace, bin,
 		"guard", "--config", os.DevNull, "--data-dir", filepath.Join(home, "guard-data"), "--log-level", "warn",
-		"--max-tool-calls-per-turn", "1", "--",
+		"--max-tool-calls-per-turn", "2", "--",
 		bin, "--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
 		"--data-dir", filepath.Join(home, "data"), "--log-level", "warn", "--approval-mode", "default",
 		"--max-tool-calls-per-turn", "0"}
@@ -92,9 +105,9 @@ func TestGuard_TypeScriptSDK(t *testing.T) {
 	require.NotNil(t, sum.Initialize.AgentInfo)
 	assert.Equal(t, "acpd", sum.Initialize.AgentInfo.Name, "initialize is the agent's own answer")
 
-	require.Len(t, sum.Steps, 6)
+	require.Len(t, sum.Steps, 7)
 	want := map[string]string{"tools": "end_turn", "cancel-while-asking": "cancelled", "cancel-while-running": "cancelled",
-		"after-loop-stop": "end_turn", "help": "end_turn"}
+		"after-loop-stop": "end_turn", "subagents": "end_turn", "help": "end_turn"}
 	for _, s := range sum.Steps {
 		if s.Name == "loop-stopped" {
 			require.NotNil(t, s.Error, "the guard stops this turn")
@@ -102,16 +115,17 @@ func TestGuard_TypeScriptSDK(t *testing.T) {
 			assert.Equal(t, acp.CodeInternalError, s.Error.Code)
 			assert.Equal(t, loopdetect.LoopDetectedTurnErrorMessage, s.Error.Message)
 			assert.JSONEq(t, `{"code":"LOOP_DETECTED","errorKind":"loop_detected","loopType":"turn_tool_call_cap",`+
-				`"capReason":"explicit","toolCalls":2,"maxKeyRepeat":1,"maxToolCallsPerTurn":1,"explicit":true}`, string(s.Error.Data))
-			assert.Len(t, s.Permissions, 1, "the stopped call's permission request never reaches the editor")
-			assert.ElementsMatch(t, []string{"completed", "failed"}, values(s.Statuses))
+				`"capReason":"explicit","toolCalls":3,"maxKeyRepeat":1,"maxToolCallsPerTurn":2,"explicit":true}`, string(s.Error.Data))
+			assert.Len(t, s.Permissions, 2, "the stopped call's permission request never reaches the editor")
+			assert.ElementsMatch(t, []string{"completed", "completed", "failed"}, values(s.Statuses))
 			continue
 		}
 		require.Nil(t, s.Error, "step %s", s.Name)
 		assert.Equal(t, want[s.Name], s.StopReason, "step %s", s.Name)
 	}
 	acptest.CheckWire(t, wire)
-	assert.Equal(t, 7, srv.Served(), "every scripted response used, none after the stop")
+	assert.Equal(t, 10, srv.Served(), "every scripted response used, none after the stop")
+	assert.Equal(t, 2, srv.ServedMatching("INTEROP-SUBTASK"), "the subagent's")
 	require.NotNil(t, sum.Exit.Code)
 	assert.Zero(t, *sum.Exit.Code, "the guard exits with the agent's status, 0 when the editor closes")
 }

@@ -350,7 +350,11 @@ func promptText(blocks []acp.ContentBlock) string {
 	return b.String()
 }
 
-// update follows a session/update: tool calls of a running turn. It reads
+// update follows a session/update: tool calls of a running turn. Decision:
+// every call the agent reports during the turn counts, those of its
+// subagents too (marked in _meta with a parent call): from outside, a
+// runaway subagent is a runaway turn, and the agent's own budgets are not
+// visible. It reads
 // the params in one pass and the update object in another, which for the
 // frequent updates that are not tool calls ends at sessionUpdate.
 func (e *Engine) update(params []byte) {
