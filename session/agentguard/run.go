@@ -69,9 +69,7 @@ func Run(ctx context.Context, o RunOptions, stdin io.Reader, stdout io.Writer) i
 	// A stderr that is not a file is copied by a goroutine Wait waits for;
 	// a child of the agent holding it open must not hold Wait.
 	cmd.WaitDelay = o.ShutdownGrace
-	// Pdeathsig covers the guard dying without its cleanup (SIGKILL): the
-	// agent, which may ignore EOF, still gets SIGTERM.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = agentProcAttr()
 	// Plain pipes, not StdinPipe/StdoutPipe: Wait then returns when the
 	// agent exits, even while a process it started still holds its stdout.
 	inR, inW, err := os.Pipe()
