@@ -437,13 +437,19 @@ func (e *Engine) observe(t *turn, f turnguard.Frame) {
 		return
 	}
 	stop := false
-	if ev.New {
-		stop = t.g.RecordCall()
-		if e.opts.Telemetry != nil {
-			_, t.tools[c.ID] = e.opts.Telemetry.StartTool(t.ctx, c.ToolName(), c.ID, f.RawInput)
-		}
+	if ev.New && e.opts.Telemetry != nil {
+		_, t.tools[c.ID] = e.opts.Telemetry.StartTool(t.ctx, c.ToolName(), c.ID, f.RawInput)
 	}
-	if ev.Final && !stop {
+	switch {
+	case ev.New && ev.Final:
+		// A call whose first frame already carries its final key is counted
+		// with its key in one step, as the daemon counts a batch: the check
+		// then sees this call's repeat too, so a stop's maxKeyRepeat is the
+		// same figure acpd stats reports for the turn.
+		stop = t.g.RecordBatch([]string{c.Key}, []string{c.Name})
+	case ev.New:
+		stop = t.g.RecordCall()
+	case ev.Final:
 		stop = t.g.RecordKey(c.Key, c.Name)
 	}
 	if ev.Ended != "" && !stop {

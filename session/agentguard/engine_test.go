@@ -159,6 +159,25 @@ func TestShapes(t *testing.T) {
 	}
 }
 
+// TestStopFactsIncludeTheCrossingCall: when the call that crosses a cap
+// arrives with its input complete (qwen-code, Codex, acpd itself), the
+// stop's maxKeyRepeat counts that call too, as the daemon counts the batch
+// it stops and as acpd stats later reports the turn.
+func TestStopFactsIncludeTheCrossingCall(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"full first", "volatile ids"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dup := func(int) bool { return true }
+			h := newHarness(t, Options{Cap: loopdetect.Cap{Max: 3, Explicit: true}}, func(a *fakeAgent) { a.onPrompt = calls(shapes[name], name, 10, dup) })
+			d := h.prompt(h.session(), "same").loopData(t)
+			assert.Equal(t, "explicit", d["capReason"])
+			assert.EqualValues(t, 4, d["toolCalls"])
+			assert.EqualValues(t, 4, d["maxKeyRepeat"], "the crossing call's repeat is counted")
+		})
+	}
+}
+
 // TestCancelMisbehaviour: an agent that answers the cancel with end_turn,
 // and one that never answers; the editor gets the loop error either way,
 // at once or after the grace period, and the next prompt works.
