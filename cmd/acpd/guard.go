@@ -51,12 +51,23 @@ The agent's stderr goes to stderr, or with --log-file into the log.
 Exit status: the agent's (128+N when signal N ended it); 2 for a usage or
 configuration error or an agent that cannot be started.
 
-Flags (acpd's global flags; those that configure a model are ignored):
+Flags the guard reads (acpd's other flags are accepted and ignored: the
+agent has its own model, tools and sandbox):
 `
+
+// guardFlags are the global flags that mean something to the guard; the
+// rest configure acpd's own model, tools and sandbox, and listing them
+// would suggest the guard enforces a token budget or an approval mode it
+// cannot see.
+var guardFlags = map[string]bool{
+	"config": true, "data-dir": true, "guard-cancel-grace": true, "guard-shutdown-grace": true,
+	"log-file": true, "log-level": true, "max-tool-calls-per-turn": true, "skip-loop-detection": true,
+	"stuck-window": true, "telemetry": true, "telemetry-endpoint": true, "telemetry-protocol": true,
+}
 
 func guardUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, guardHelp)
-	writeFlags(w, fs)
+	writeFlags(w, fs, func(f *flag.Flag) bool { return guardFlags[f.Name] })
 }
 
 // cmdGuard is `acpd guard`.

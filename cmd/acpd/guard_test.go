@@ -389,6 +389,10 @@ func TestGuard_Usage(t *testing.T) {
 		"--skip-loop-detection", "--stuck-window", "--data-dir", "--telemetry", "--log-file", "--guard-cancel-grace"} {
 		assert.Contains(t, o.stderr, want)
 	}
+	// Flags that configure acpd's own model or tools mean nothing here.
+	for _, unwanted := range []string{"--max-tokens-per-turn", "--approval-mode", "--base-url", "--sandbox"} {
+		assert.NotContains(t, o.stderr, unwanted)
+	}
 	o = e.run(t, "", "guard")
 	assert.Equal(t, 2, o.code)
 	assert.Contains(t, o.stderr, "acpd guard: give the agent's command after --")

@@ -240,12 +240,16 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintf(w, "\nFlags (before or after the command):\n")
-	writeFlags(w, fs)
+	writeFlags(w, fs, nil)
 }
 
 // writeFlags lists every flag of fs with its usage, as the help texts do.
-func writeFlags(w io.Writer, fs *flag.FlagSet) {
+// writeFlags lists the flags that keep passes (all of them when keep is nil).
+func writeFlags(w io.Writer, fs *flag.FlagSet, keep func(*flag.Flag) bool) {
 	fs.VisitAll(func(f *flag.Flag) {
+		if keep != nil && !keep(f) {
+			return
+		}
 		arg := " VALUE"
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 			arg = ""

@@ -93,7 +93,7 @@ Flags (global flags are accepted too):
 
 func runUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, runHelp)
-	writeFlags(w, fs)
+	writeFlags(w, fs, nil)
 }
 
 // flagString is the text of a registered flag, "" when it is absent.
