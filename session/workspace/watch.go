@@ -40,7 +40,8 @@ type Watch struct {
 	trees []string
 	fn    func()
 	dirs  []string    // the folders watched for it now
-	timer *time.Timer // pending call of fn
+	timer *time.Timer // runs fire; made at the first change
+	due   time.Time   // when the pending call of fn is due; zero: none
 }
 
 // debounce gathers a burst of events (an editor writes a temporary file,
@@ -220,25 +221,37 @@ func (w *Watcher) changed(path string) {
 	}
 }
 
-// schedule calls fire after the debounce, pushing back a pending call.
+// schedule has fn called after the debounce, pushing back a pending call.
 // Callers hold w.mu.
 func (x *Watch) schedule() {
-	if x.timer != nil {
-		x.timer.Reset(debounce)
+	x.due = time.Now().Add(debounce)
+	if x.timer == nil {
+		x.timer = time.AfterFunc(debounce, x.fire)
 		return
 	}
-	x.timer = time.AfterFunc(debounce, x.fire)
+	x.timer.Reset(debounce)
 }
 
-// fire re-arms x (folders may have come or gone) and calls its function.
+// fire re-arms x (folders may have come or gone) and calls its function
+// when the pending call is due. The timer can go off just as a change
+// pushes the call back: this fire then waits for the lock while schedule
+// resets the timer, which makes the timer go off once more. The due time
+// settles it: the early fire finds the call not due yet and leaves it to
+// the reset timer, and whichever fire comes after the call finds none
+// pending — one call per burst, a debounce after its last change.
 func (x *Watch) fire() {
 	w := x.w
 	w.mu.Lock()
-	if _, live := w.watches[x]; !live {
+	if _, live := w.watches[x]; !live || x.due.IsZero() {
 		w.mu.Unlock()
 		return
 	}
-	x.timer = nil
+	if wait := time.Until(x.due); wait > 0 {
+		x.timer.Reset(wait)
+		w.mu.Unlock()
+		return
+	}
+	x.due = time.Time{}
 	w.arm(x)
 	w.mu.Unlock()
 	x.fn()

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,6 +48,18 @@ func uses(w *Watcher) map[string]int {
 	return maps.Clone(w.dirs)
 }
 
+// change makes one change to the watched files as one burst: the watcher
+// handles no event until it is done (they wait in the kernel's queue), then
+// gets them back to back. The debounce is a wall-clock window, and a loaded
+// machine can stall a test between two writes for longer than that; held
+// this way, no stall splits what the test means as one change into two
+// bursts, and two calls.
+func change(w *Watcher, f func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f()
+}
+
 func mkfile(t *testing.T, path, text string) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
@@ -66,22 +80,24 @@ func TestWatch_TreeCreatedLater(t *testing.T) {
 	defer x.Close()
 	assert.Equal(t, []string{root}, watched(x))
 
-	mkfile(t, filepath.Join(root, "main.go"), "package main")
+	change(w, func() { mkfile(t, filepath.Join(root, "main.go"), "package main") })
 	quiet(t, &c)
 
-	mkfile(t, filepath.Join(tree, "git", "commit.md"), "Commit.")
+	change(w, func() { mkfile(t, filepath.Join(tree, "git", "commit.md"), "Commit.") })
 	waitCalls(t, &c, 1)
 	quiet(t, &c)
 	assert.Contains(t, watched(x), filepath.Join(tree, "git"), "the new folders are watched now")
 
-	mkfile(t, filepath.Join(tree, "git", "push.md"), "Push.")
+	change(w, func() { mkfile(t, filepath.Join(tree, "git", "push.md"), "Push.") })
 	waitCalls(t, &c, 2)
-	require.NoError(t, os.RemoveAll(filepath.Join(root, ".acpd")))
+	quiet(t, &c)
+	change(w, func() { require.NoError(t, os.RemoveAll(filepath.Join(root, ".acpd"))) })
 	waitCalls(t, &c, 3)
 	quiet(t, &c)
 	assert.Equal(t, []string{root}, watched(x), "back to waiting for the folder")
-	mkfile(t, filepath.Join(tree, "again.md"), "Again.")
+	change(w, func() { mkfile(t, filepath.Join(tree, "again.md"), "Again.") })
 	waitCalls(t, &c, 4)
+	quiet(t, &c)
 }
 
 // TestWatch_SharedFolders: two Watches of one tree watch its folders once;
@@ -98,12 +114,12 @@ func TestWatch_SharedFolders(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int{tree: 2}, uses(w))
 
-	mkfile(t, filepath.Join(tree, "one.md"), "One.")
+	change(w, func() { mkfile(t, filepath.Join(tree, "one.md"), "One.") })
 	waitCalls(t, &a, 1)
 	waitCalls(t, &b, 1)
 	xa.Close()
 	assert.Equal(t, map[string]int{tree: 1}, uses(w))
-	mkfile(t, filepath.Join(tree, "two.md"), "Two.")
+	change(w, func() { mkfile(t, filepath.Join(tree, "two.md"), "Two.") })
 	waitCalls(t, &b, 2)
 	quiet(t, &a)
 	xb.Close()
@@ -119,12 +135,43 @@ func TestWatch_Burst(t *testing.T) {
 	x, err := w.Watch([]string{tree}, c.fn)
 	require.NoError(t, err)
 	defer x.Close()
-	for i := range 20 {
-		mkfile(t, filepath.Join(tree, "c.md"), string(rune('a'+i)))
-	}
+	change(w, func() {
+		for i := range 20 {
+			mkfile(t, filepath.Join(tree, "c.md"), string(rune('a'+i)))
+		}
+	})
 	waitCalls(t, &c, 1)
 	quiet(t, &c)
 	assert.Equal(t, int32(1), c.n.Load())
+}
+
+// TestWatch_ChangeAsTheCallFires: a change that comes just as the pending
+// call's timer goes off (the timer's goroutine then waits for the lock the
+// change holds) pushes the call back rather than adding a second one.
+func TestWatch_ChangeAsTheCallFires(t *testing.T) {
+	w := NewWatcher()
+	defer w.Close()
+	var c calls
+	x, err := w.Watch([]string{t.TempDir()}, c.fn)
+	require.NoError(t, err)
+	defer x.Close()
+
+	w.mu.Lock()
+	x.schedule()
+	require.Eventually(t, firing, 5*time.Second, time.Millisecond, "the timer went off and waits for the lock")
+	x.schedule()
+	pushed := time.Now()
+	w.mu.Unlock()
+	waitCalls(t, &c, 1)
+	assert.GreaterOrEqual(t, time.Since(pushed), debounce, "called a debounce after the last change")
+	quiet(t, &c)
+	assert.Equal(t, int32(1), c.n.Load())
+}
+
+// firing reports whether a goroutine is in (*Watch).fire.
+func firing() bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), ".(*Watch).fire(")
 }
 
 func TestConcerns(t *testing.T) {
