@@ -17,7 +17,9 @@ import (
 	"github.com/acpd/acpd/session/usage"
 )
 
-// Context management (issue 14). Before every model request of a turn the
+// Context management, so that a long session never dies of its own history
+// (the provider refusing a request larger than its window, every prompt
+// after, and the reload too). Before every model request of a turn the
 // history's size is known from the accounting (provider count plus the
 // estimate of what was appended since); a request at or above the
 // threshold is compacted first, and one known larger than the window is

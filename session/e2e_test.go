@@ -208,8 +208,9 @@ func TestE2E_MeasuredTable(t *testing.T) {
 		loop      loopdetect.LoopType
 		completed int
 		failed    int
-		// facts are the issue-17 fields of the error data and the
-		// transcript's loop_stop record, as JSON object members.
+		// facts are the fields the guard adds to the error data and the
+		// transcript's loop_stop record (cap rule, counts, repeated
+		// call), as JSON object members.
 		facts string
 	}{
 		{"150 distinct, default", 150, distinct, nil, "", 150, 0, ""},

@@ -87,7 +87,7 @@ func TestGuard_MeasuredTable(t *testing.T) {
 				delete(data, "code")
 				delete(data, "errorKind")
 				delete(data, "loopType")
-				assert.Equal(t, measuredFacts[tt.name], data, "issue 17 facts")
+				assert.Equal(t, measuredFacts[tt.name], data, "the guard's facts at the stop: cap rule, counts, repeated call")
 			}
 			completed, failed := h.client.counts()
 			assert.Equal(t, tt.completed, completed, "completed")
@@ -96,9 +96,10 @@ func TestGuard_MeasuredTable(t *testing.T) {
 	}
 }
 
-// measuredFacts are the issue-17 facts of the measured table's loop stops:
-// which cap rule fired (explicit, stuck, backstop), the turn's counted total
-// (the skipped batch included) and the repeated call.
+// measuredFacts are the facts the guard adds to the error data of the
+// measured table's loop stops, beyond the reference's code, errorKind and
+// loopType: which cap rule fired (explicit, stuck, backstop), the turn's
+// counted total (the skipped batch included) and the repeated call.
 var measuredFacts = map[string]map[string]any{
 	"120 alternating, default": {"capReason": "stuck", "toolCalls": 101, "maxKeyRepeat": 51,
 		"maxToolCallsPerTurn": 100, "explicit": false, "repeatedTool": "read_file", "repeatCount": 51},
@@ -144,7 +145,7 @@ func TestGuard_ContextAfterLoopStop(t *testing.T) {
 	assert.False(t, strings.Contains(users[0].Content, loopdetect.LoopDetectedContextMessage))
 }
 
-// The stuck-window vectors through the daemon guard (issue 17): a turn
+// The stuck-window vectors (model.stuckWindow) through the daemon guard: a turn
 // re-running the same test six times spread over 300 calls is productive
 // with model.stuckWindow = 50 and stuck without it; a tight loop is stuck
 // either way.

@@ -272,9 +272,10 @@ func (h *harness) prompt(t *testing.T, text string) (*acp.PromptResponse, error)
 }
 
 // requireLoopError checks the reference's rejection (code, message and the
-// data fields code, errorKind and loopType, exactly as before issue 17) and
-// that every other data field is one of the guard's facts; it returns the
-// data for the caller to check those.
+// data fields code, errorKind and loopType, exactly as qwen-code sends them,
+// so a client written for the reference reads acpd's stop the same way) and
+// that every other data field is one of the facts the guard adds; it returns
+// the data for the caller to check those.
 func requireLoopError(t *testing.T, err error, lt loopdetect.LoopType) map[string]any {
 	t.Helper()
 	var e *acp.Error

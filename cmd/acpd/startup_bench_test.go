@@ -17,8 +17,9 @@ import (
 // It builds acpd twice, stripped as a release is: telemetry=linked is the
 // normal build, telemetry=out is -tags notelemetry, the same acpd without the
 // OpenTelemetry SDK and exporters. Each -count round runs both, so the two
-// interleave, and benchstat compares them side by side (the issue 17 budget:
-// disabled telemetry adds at most 3 ms to start-up):
+// interleave, and benchstat compares them side by side (the budget, since
+// acpd is picked for starting in milliseconds: disabled telemetry adds at
+// most 3 ms to start-up):
 //
 //	go test -run '^$' -bench Startup -benchtime 100x -count 8 ./cmd/acpd | tee startup.txt
 //	benchstat -col /telemetry startup.txt

@@ -17,7 +17,7 @@ import (
 // Assembler turns the chunks of one streamed chat completion into Events.
 // It is pure (no I/O, no goroutines) and holds per-stream state, so use a
 // fresh one per attempt: a parser shared by two streams mixes their calls
-// (qwen-code #3516).
+// (qwen-code's did, when two subagents streamed at once).
 //
 // Text and reasoning deltas come out of Feed as they arrive; tool calls,
 // usage and the finish reason come out of Finish, tool calls in index order.

@@ -382,7 +382,8 @@ func TestAssembler_QwenConverterVectors(t *testing.T) {
 	}
 }
 
-// TestAssembler_SeparateStreams is spec A.2 vector 10 (qwen-code #3516):
+// TestAssembler_SeparateStreams is spec A.2 vector 10 (two subagents
+// streaming at once, which mixed their calls in qwen-code's shared parser):
 // two streams fed alternately, each through its own Assembler, with the
 // same index and name, stay apart.
 func TestAssembler_SeparateStreams(t *testing.T) {

@@ -127,10 +127,11 @@ type ToolCallRecord struct {
 type LoopStop struct {
 	LoopType string `json:"loopType"`
 	Message  string `json:"message,omitempty"`
-	// The guard's facts at the stop (issue 17), absent in older records:
-	// which cap rule fired (explicit, stuck, backstop; cap stops only), the
-	// turn's total counted, the highest repeat of one (tool, args) key, the
-	// cap in force, and the windowed signal when model.stuckWindow is set.
+	// The guard's facts at the stop, absent in records written before acpd
+	// kept them: which cap rule fired (explicit, stuck, backstop; cap stops
+	// only), the turn's total counted, the highest repeat of one (tool,
+	// args) key, the cap in force, and the windowed signal when
+	// model.stuckWindow is set.
 	CapReason           string `json:"capReason,omitempty"`
 	ToolCalls           int    `json:"toolCalls,omitempty"`
 	MaxKeyRepeat        int    `json:"maxKeyRepeat,omitempty"`
