@@ -71,7 +71,7 @@ func TestGuard_TypeScriptSDK(t *testing.T) {
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, "config"), "OPENAI_API_KEY=test-key",
 		"ACPD_INTEROP_WIRE="+wire)
 	var stdout bytes.Buffer
-	stderr := &syncBuffer{}
+	stderr := &acptest.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = &stdout, stderr
 	runErr := cmd.Run()
 
@@ -159,7 +159,7 @@ func TestGuard_GoSDK(t *testing.T) {
 		bin, "--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
 		"--data-dir", filepath.Join(home, "data"), "--log-level", "warn", "--max-tool-calls-per-turn", "0")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, "config"), "OPENAI_API_KEY=test-key"}
-	stderr := &syncBuffer{}
+	stderr := &acptest.SyncBuffer{}
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/acp/client"
 	"github.com/acpd/acpd/session/model/modeltest"
 )
@@ -126,7 +127,7 @@ type guarded struct {
 	cmd    *exec.Cmd
 	conn   *client.Conn
 	stdin  io.WriteCloser
-	stderr *syncBuffer
+	stderr *acptest.SyncBuffer
 	agent  string        // the agent's agentInfo name
 	done   chan struct{} // closed when the guard has exited
 	ids    int
@@ -164,7 +165,7 @@ func startEditor(t testing.TB, a guardAgent, argv []string) *guarded {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir = a.env, a.ws
-	g := &guarded{t: t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	g := &guarded{t: t, cmd: cmd, stderr: &acptest.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = g.stderr
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp/acptest"
 )
 
 // demoArgs are the arguments of the README's first set-up command after
@@ -49,7 +51,7 @@ func TestReadmeFirstCommand(t *testing.T) {
 	cmd.Dir = root
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir,
 		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_STATE_HOME=" + filepath.Join(dir, "state")}
-	var stdout, stderr syncBuffer
+	var stdout, stderr acptest.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
 	var ee *exec.ExitError

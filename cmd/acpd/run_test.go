@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/session"
 	"github.com/acpd/acpd/session/headless"
 	"github.com/acpd/acpd/session/model/modeltest"
@@ -59,24 +60,6 @@ func acpdBinary(t testing.TB) string {
 	})
 	require.NoError(t, binErr)
 	return binPath
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // runEnv is one sandboxed invocation: its own HOME, config and data dirs,
@@ -408,7 +391,7 @@ func TestRunCmd_SIGINTDuringToolCall(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, e.scripted(script, "--yolo", "--output-format", "stream-json", "wait")...)
 	cmd.Env, cmd.Dir = e.env, e.dir
-	var errOut syncBuffer // written by exec's copier while the test reads it
+	var errOut acptest.SyncBuffer // written by exec's copier while the test reads it
 	cmd.Stderr = &errOut
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)

@@ -17,30 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/acp/acptest"
 )
 
 // runOut is what a run printed and returned.
 type runOut struct {
 	code           int
 	stdout, stderr string
-}
-
-// syncBuffer is a bytes.Buffer safe to read while another goroutine writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // decodeResult reads the json output, refusing unknown fields.
@@ -136,7 +119,7 @@ func (f *fakeAgent) Close() {}
 // runInProcess drives Run against agent; signals are sent on sigs.
 func runInProcess(t *testing.T, agent *fakeAgent, o Options, sigs chan os.Signal) (int, runOut) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut acptest.SyncBuffer
 	env := Env{Stdout: &out, Stderr: &errOut, Logger: slog.New(slog.DiscardHandler), Signals: sigs}
 	newAgent := func(c acp.Client) Agent { agent.client = c; return agent }
 	done := make(chan int, 1)

@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/session/tools"
 )
 
@@ -50,30 +51,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// logBuffer collects log records for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func stdioServer(name string, args ...string) acp.MCPServer {
 	return acp.MCPServer{Name: name, Command: serverBin, Args: args}
 }
 
-func testOptions(t *testing.T) (Options, *logBuffer) {
-	logs := &logBuffer{}
+func testOptions(t *testing.T) (Options, *acptest.SyncBuffer) {
+	logs := &acptest.SyncBuffer{}
 	return Options{
 		Logger:         slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		ConnectTimeout: 20 * time.Second,
