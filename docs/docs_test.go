@@ -17,8 +17,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/config"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	acptest.RemoveAcpd() // built for the shell examples
+	os.Exit(code)
+}
 
 // frontPageMaxLines keeps the README a front page; the reference lives here.
 const frontPageMaxLines = 300
@@ -382,25 +389,6 @@ func TestMarkers(t *testing.T) {
 	}
 }
 
-// builtAcpd builds acpd once for the shell examples.
-var builtAcpd = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "acpd-docs-test-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "acpd-real")
-	root, err := filepath.Abs("..")
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/acpd")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
 // wrapper is the acpd on the examples' PATH: it runs the real binary and
 // records each exit status, so the test knows how every call ended.
 const wrapper = `#!/bin/sh
@@ -452,8 +440,7 @@ func TestShellExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the docs' shell examples with the built acpd")
 	}
-	acpdBin, err := builtAcpd()
-	require.NoError(t, err)
+	acpdBin := acptest.Acpd(t)
 
 	for _, path := range order {
 		t.Run(path, func(t *testing.T) {

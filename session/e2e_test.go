@@ -25,15 +25,9 @@ import (
 var acpdBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "acpd-e2e-")
-	if err != nil {
+	var err error
+	if acpdBin, err = acptest.BuildAcpd(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	acpdBin = filepath.Join(dir, "acpd")
-	out, err := exec.Command("go", "build", "-o", acpdBin, "github.com/acpd/acpd/cmd/acpd").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build acpd: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	// ACPD_BENCH_BIN runs another executable in its place (a wrapper that
@@ -42,7 +36,7 @@ func TestMain(m *testing.M) {
 		acpdBin = b
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	acptest.RemoveAcpd()
 	os.Exit(code)
 }
 

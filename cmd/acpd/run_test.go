@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,41 +24,20 @@ import (
 	"github.com/acpd/acpd/session/model/modeltest"
 )
 
-// The end-to-end tests below run the built binary, built once per test
-// binary on first use.
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	acptest.RemoveAcpd()
 	os.Exit(code)
 }
 
+// acpdBinary is the built binary the end-to-end tests below run, built
+// once per test binary on first use.
 func acpdBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the acpd binary")
 	}
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "acpd-run-test-")
-		if binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "acpd")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, binErr)
-	return binPath
+	return acptest.Acpd(t)
 }
 
 // runEnv is one sandboxed invocation: its own HOME, config and data dirs,

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/loopdetect"
 )
 
@@ -140,10 +141,7 @@ func BenchmarkCollect_10kSessions(b *testing.B) {
 // output, with a what-if replay) over the same data and reports the
 // process's peak RSS.
 func BenchmarkStatsBinary_10kSessions(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "acpd")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/acpd/acpd/cmd/acpd").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := acptest.Acpd(b)
 	dir := benchDataDir(b)
 	var peak int64
 	var cpu time.Duration

@@ -3,7 +3,6 @@ package tools
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/session/tools/sandbox"
 	"github.com/acpd/acpd/session/tools/sandbox/sandboxtest"
 )
@@ -31,12 +31,12 @@ func BenchmarkRunShellCommand_True(b *testing.B) {
 	})
 	b.Run("sandboxed", func(b *testing.B) {
 		sandboxtest.Require(b)
-		benchShell(b, sandboxedWorkspace(b, sandbox.ModeRequired, buildAcpd(b)))
+		benchShell(b, sandboxedWorkspace(b, sandbox.ModeRequired, acptest.Acpd(b)))
 	})
 	b.Run("sandboxed_nonet", func(b *testing.B) {
 		sandboxtest.Require(b)
-		w := sandboxedWorkspace(b, sandbox.ModeRequired, buildAcpd(b))
-		p := &sandbox.Policy{Mode: sandbox.ModeRequired, Helper: buildAcpd(b), TempRoot: b.TempDir(), DenyNetwork: true,
+		w := sandboxedWorkspace(b, sandbox.ModeRequired, acptest.Acpd(b))
+		p := &sandbox.Policy{Mode: sandbox.ModeRequired, Helper: acptest.Acpd(b), TempRoot: b.TempDir(), DenyNetwork: true,
 			CacheDir: filepath.Join(b.TempDir(), "cache")}
 		w.env.Sandbox = p.NewSession(w.env.Roots)
 		b.Cleanup(func() { w.env.Sandbox.Close() })
@@ -45,7 +45,7 @@ func BenchmarkRunShellCommand_True(b *testing.B) {
 	b.Run("sandboxed_per_command", func(b *testing.B) {
 		sandboxtest.Require(b)
 		w := newWorkspace(b)
-		p := &sandbox.Policy{Mode: sandbox.ModeRequired, Helper: buildAcpd(b), TempRoot: b.TempDir(),
+		p := &sandbox.Policy{Mode: sandbox.ModeRequired, Helper: acptest.Acpd(b), TempRoot: b.TempDir(),
 			CacheDir: filepath.Join(b.TempDir(), "cache"), NoSpawnServer: true}
 		w.env.Sandbox = p.NewSession(w.env.Roots)
 		b.Cleanup(func() { w.env.Sandbox.Close() })
@@ -101,21 +101,4 @@ func childCPU(b *testing.B) time.Duration {
 	var ru syscall.Rusage
 	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-var acpdBuilt string
-
-// buildAcpd builds cmd/acpd once per test binary.
-func buildAcpd(b *testing.B) string {
-	b.Helper()
-	if acpdBuilt != "" {
-		return acpdBuilt
-	}
-	dir, err := os.MkdirTemp("", "acpd-bench-")
-	require.NoError(b, err)
-	bin := filepath.Join(dir, "acpd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/acpd/acpd/cmd/acpd").CombinedOutput()
-	require.NoError(b, err, "%s", out)
-	acpdBuilt = bin
-	return bin
 }
