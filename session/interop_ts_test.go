@@ -1,15 +1,11 @@
 package session_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,52 +18,6 @@ import (
 
 // interopDir holds the pinned SDK manifest, its lock and the Node client.
 const interopDir = "testdata/interop"
-
-// interopSummary is what testdata/interop/client.mjs prints.
-type interopSummary struct {
-	Fatal      string `json:"fatal"`
-	Initialize struct {
-		ProtocolVersion int                 `json:"protocolVersion"`
-		AgentInfo       *acp.Implementation `json:"agentInfo"`
-	} `json:"initialize"`
-	NewSession struct {
-		SessionID     string `json:"sessionId"`
-		CurrentModeID string `json:"currentModeId"`
-	} `json:"newSession"`
-	Steps             []interopStep `json:"steps"`
-	SDKErrors         []string      `json:"sdkErrors"`
-	AvailableCommands [][]string    `json:"availableCommands"`
-	Exit              struct {
-		Code   *int    `json:"code"`
-		Signal *string `json:"signal"`
-		Error  string  `json:"error"`
-	} `json:"exit"`
-}
-
-type interopStep struct {
-	Name            string            `json:"name"`
-	StopReason      string            `json:"stopReason"`
-	Error           *interopError     `json:"error"`
-	ToolCalls       int               `json:"toolCalls"`
-	ToolCallUpdates int               `json:"toolCallUpdates"`
-	Statuses        map[string]string `json:"statuses"`
-	Failures        map[string]string `json:"failures"`
-	Parents         map[string]string `json:"parents"`
-	Permissions     []struct {
-		ToolCallID  string   `json:"toolCallId"`
-		Title       string   `json:"title"`
-		OptionKinds []string `json:"optionKinds"`
-	} `json:"permissions"`
-	Text string `json:"text"`
-	MS   int    `json:"ms"`
-}
-
-type interopError struct {
-	RequestError bool            `json:"requestError"`
-	Code         int             `json:"code"`
-	Message      string          `json:"message"`
-	Data         json.RawMessage `json:"data"`
-}
 
 // TestInterop_TypeScriptSDK drives the built acpd with the official ACP
 // TypeScript SDK (@agentclientprotocol/sdk 2.4.0 on the machine's node):
@@ -107,26 +57,11 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 		modeltest.Response{Match: "INTEROP-SUBTASK", Text: "The notes say hello."},
 	)
 
-	args := []string{
-		filepath.Join(clientDir, "client.mjs"), workspace, acpdBin,
-		"--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
+	sum, agentLines := acptest.RunInteropClient(t, node, clientDir, workspace,
+		[]string{"XDG_CONFIG_HOME=" + t.TempDir(), "OPENAI_API_KEY=test-key"},
+		acpdBin, "--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
 		"--data-dir", t.TempDir(), "--log-level", "warn",
-		"--approval-mode", "default", "--max-tool-calls-per-turn", "1",
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, args...)
-	wire := filepath.Join(t.TempDir(), "wire.jsonl")
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "OPENAI_API_KEY=test-key", "ACPD_INTEROP_WIRE="+wire)
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &testLog{t: t}
-	runErr := cmd.Run()
-
-	var sum interopSummary
-	require.NoError(t, json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &sum), "summary from client.mjs (run error: %v):\n%s", runErr, stdout.String())
-	require.Empty(t, sum.Fatal, "client.mjs failed")
-	require.NoError(t, runErr)
+		"--approval-mode", "default", "--max-tool-calls-per-turn", "1")
 
 	assert.Equal(t, acp.ProtocolVersion, sum.Initialize.ProtocolVersion)
 	require.NotNil(t, sum.Initialize.AgentInfo)
@@ -136,18 +71,11 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 	assert.Equal(t, "default", sum.NewSession.CurrentModeID)
 	assert.Empty(t, sum.SDKErrors, "the SDK rejected lines acpd wrote")
 
-	steps := map[string]interopStep{}
+	steps := map[string]acptest.InteropStep{}
 	for _, s := range sum.Steps {
 		steps[s.Name] = s
 	}
 	require.Len(t, sum.Steps, 7)
-	statusList := func(s interopStep) []string {
-		var out []string
-		for _, st := range s.Statuses {
-			out = append(out, st)
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		name        string
 		stopReason  string
@@ -197,7 +125,7 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 				assert.Contains(t, p.OptionKinds, "allow_once")
 				assert.Contains(t, p.OptionKinds, "reject_once")
 			}
-			assert.ElementsMatch(t, tc.statuses, statusList(s), "final tool call statuses")
+			assert.ElementsMatch(t, tc.statuses, s.FinalStatuses(), "final tool call statuses")
 			var failures []string
 			for _, f := range s.Failures {
 				failures = append(failures, f)
@@ -221,15 +149,12 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 	require.Len(t, sum.AvailableCommands, 1, "available_commands_update")
 	assert.Equal(t, []string{"compress", "init", "context", "tools", "mcp", "agents", "help"}, sum.AvailableCommands[0])
 	commandLines := 0
-	for _, l := range acptest.CheckWire(t, wire) {
+	for _, l := range agentLines {
 		if strings.Contains(l, `"available_commands_update"`) {
 			commandLines++
 		}
 	}
 	assert.Equal(t, 1, commandLines, "available_commands_update lines on the wire")
-	if t.Failed() {
-		t.Logf("summary: %s", bytes.TrimSpace(stdout.Bytes()))
-	}
 	assert.Equal(t, 9, srv.Served(), "every scripted response used, none requested after a cancel")
 
 	require.NotNil(t, sum.Exit.Code, "acpd exit: signal %v, error %q", sum.Exit.Signal, sum.Exit.Error)

@@ -2,13 +2,18 @@ package acptest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
 )
 
 // InteropClient returns a folder holding dir's client.mjs and package.json
@@ -59,4 +64,92 @@ func CheckWire(t testing.TB, path string) []string {
 	}
 	assert.NotEmpty(t, agent)
 	return agent
+}
+
+// InteropSummary is the JSON line the interop client (client.mjs) prints.
+type InteropSummary struct {
+	Fatal      string `json:"fatal"`
+	Initialize struct {
+		ProtocolVersion int                 `json:"protocolVersion"`
+		AgentInfo       *acp.Implementation `json:"agentInfo"`
+	} `json:"initialize"`
+	NewSession struct {
+		SessionID     string `json:"sessionId"`
+		CurrentModeID string `json:"currentModeId"`
+	} `json:"newSession"`
+	Steps             []InteropStep `json:"steps"`
+	SDKErrors         []string      `json:"sdkErrors"`
+	AvailableCommands [][]string    `json:"availableCommands"`
+	Exit              struct {
+		Code   *int    `json:"code"`
+		Signal *string `json:"signal"`
+		Error  string  `json:"error"`
+	} `json:"exit"`
+}
+
+// InteropStep is one prompt of the interop client.
+type InteropStep struct {
+	Name            string            `json:"name"`
+	StopReason      string            `json:"stopReason"`
+	Error           *InteropError     `json:"error"`
+	ToolCalls       int               `json:"toolCalls"`
+	ToolCallUpdates int               `json:"toolCallUpdates"`
+	Statuses        map[string]string `json:"statuses"`
+	Failures        map[string]string `json:"failures"`
+	Parents         map[string]string `json:"parents"`
+	Permissions     []struct {
+		ToolCallID  string   `json:"toolCallId"`
+		Title       string   `json:"title"`
+		OptionKinds []string `json:"optionKinds"`
+	} `json:"permissions"`
+	Text string `json:"text"`
+	MS   int    `json:"ms"`
+}
+
+// InteropError is a prompt's error as the SDK reported it.
+type InteropError struct {
+	RequestError bool            `json:"requestError"`
+	Code         int             `json:"code"`
+	Message      string          `json:"message"`
+	Data         json.RawMessage `json:"data"`
+}
+
+// FinalStatuses lists the step's tool calls' last statuses, in no order.
+func (s InteropStep) FinalStatuses() []string {
+	var out []string
+	for _, st := range s.Statuses {
+		out = append(out, st)
+	}
+	return out
+}
+
+// RunInteropClient runs the interop client of clientDir (InteropClient)
+// with node: it opens a session in workspace on the agent started by the
+// command line agent, with env added to this process's environment, and
+// plays its steps. It fails t unless the client printed its summary with
+// no fatal error and exited 0, and checks the wire it recorded
+// (CheckWire), whose agent lines it returns with the summary. When t
+// fails, the client's and the agent's stderr and the summary are logged.
+func RunInteropClient(t testing.TB, node, clientDir, workspace string, env []string, agent ...string) (InteropSummary, []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(clientDir, "client.mjs"), workspace}, agent...)...)
+	wire := filepath.Join(t.TempDir(), "wire.jsonl")
+	cmd.Env = append(append(os.Environ(), env...), "ACPD_INTEROP_WIRE="+wire)
+	var stdout bytes.Buffer
+	stderr := &SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = &stdout, stderr
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("interop client summary: %s\nstderr:\n%s", bytes.TrimSpace(stdout.Bytes()), stderr.String())
+		}
+	})
+	runErr := cmd.Run()
+
+	var sum InteropSummary
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &sum), "summary from client.mjs (run error: %v):\n%s", runErr, stdout.String())
+	require.Empty(t, sum.Fatal, "client.mjs failed")
+	require.NoError(t, runErr)
+	return sum, CheckWire(t, wire)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -58,49 +57,13 @@ func TestGuard_TypeScriptSDK(t *testing.T) {
 		modeltest.Response{Match: "INTEROP-SUBTASK", ToolCalls: []modeltest.ToolCall{{Name: "read_file", Arguments: string(read)}}},
 		modeltest.Response{Match: "INTEROP-SUBTASK", Text: "The notes say hello."},
 	)
-	args := []string{filepath.Join(clientDir, "client.mjs"), workspace, bin,
-		"guard", "--config", os.DevNull, "--data-dir", filepath.Join(home, "guard-data"), "--log-level", "warn",
+	sum, _ := acptest.RunInteropClient(t, node, clientDir, workspace,
+		[]string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, "config"), "OPENAI_API_KEY=test-key"},
+		bin, "guard", "--config", os.DevNull, "--data-dir", filepath.Join(home, "guard-data"), "--log-level", "warn",
 		"--max-tool-calls-per-turn", "2", "--",
 		bin, "--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
 		"--data-dir", filepath.Join(home, "data"), "--log-level", "warn", "--approval-mode", "default",
-		"--max-tool-calls-per-turn", "0"}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, args...)
-	wire := filepath.Join(t.TempDir(), "wire.jsonl")
-	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, "config"), "OPENAI_API_KEY=test-key",
-		"ACPD_INTEROP_WIRE="+wire)
-	var stdout bytes.Buffer
-	stderr := &acptest.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = &stdout, stderr
-	runErr := cmd.Run()
-
-	var sum struct {
-		Fatal      string `json:"fatal"`
-		Initialize struct {
-			AgentInfo *acp.Implementation `json:"agentInfo"`
-		} `json:"initialize"`
-		Steps []struct {
-			Name       string            `json:"name"`
-			StopReason string            `json:"stopReason"`
-			Statuses   map[string]string `json:"statuses"`
-			Text       string            `json:"text"`
-			Error      *struct {
-				RequestError bool            `json:"requestError"`
-				Code         int             `json:"code"`
-				Message      string          `json:"message"`
-				Data         json.RawMessage `json:"data"`
-			} `json:"error"`
-			Permissions []json.RawMessage `json:"permissions"`
-		} `json:"steps"`
-		SDKErrors []string `json:"sdkErrors"`
-		Exit      struct {
-			Code *int `json:"code"`
-		} `json:"exit"`
-	}
-	require.NoError(t, json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &sum), "client.mjs (%v): %s\nstderr:\n%s", runErr, stdout.String(), stderr.String())
-	require.Empty(t, sum.Fatal, "stderr:\n%s", stderr.String())
-	require.NoError(t, runErr)
+		"--max-tool-calls-per-turn", "0")
 	assert.Empty(t, sum.SDKErrors, "the SDK rejected lines it got through the guard")
 	require.NotNil(t, sum.Initialize.AgentInfo)
 	assert.Equal(t, "acpd", sum.Initialize.AgentInfo.Name, "initialize is the agent's own answer")
@@ -117,25 +80,16 @@ func TestGuard_TypeScriptSDK(t *testing.T) {
 			assert.JSONEq(t, `{"code":"LOOP_DETECTED","errorKind":"loop_detected","loopType":"turn_tool_call_cap",`+
 				`"capReason":"explicit","toolCalls":3,"maxKeyRepeat":1,"maxToolCallsPerTurn":2,"explicit":true}`, string(s.Error.Data))
 			assert.Len(t, s.Permissions, 2, "the stopped call's permission request never reaches the editor")
-			assert.ElementsMatch(t, []string{"completed", "completed", "failed"}, values(s.Statuses))
+			assert.ElementsMatch(t, []string{"completed", "completed", "failed"}, s.FinalStatuses())
 			continue
 		}
 		require.Nil(t, s.Error, "step %s", s.Name)
 		assert.Equal(t, want[s.Name], s.StopReason, "step %s", s.Name)
 	}
-	acptest.CheckWire(t, wire)
 	assert.Equal(t, 10, srv.Served(), "every scripted response used, none after the stop")
 	assert.Equal(t, 2, srv.ServedMatching("INTEROP-SUBTASK"), "the subagent's")
 	require.NotNil(t, sum.Exit.Code)
 	assert.Zero(t, *sum.Exit.Code, "the guard exits with the agent's status, 0 when the editor closes")
-}
-
-func values(m map[string]string) []string {
-	var out []string
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }
 
 // TestGuard_GoSDK drives `acpd guard -- acpd` with coder/acp-go-sdk's client:
