@@ -20,6 +20,7 @@ import (
 	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/session/contextmgr"
 	"github.com/acpd/acpd/session/contextmgr/contextmgrtest"
+	"github.com/acpd/acpd/session/instructions/gittest"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/modeltest"
 	"github.com/acpd/acpd/session/tools"
@@ -29,14 +30,6 @@ func writeFile(t *testing.T, path, text string) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
-}
-
-func gitIn(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "git %v: %s", args, out)
 }
 
 // commandsUpdates returns the available_commands_update lists of sid, each
@@ -96,9 +89,9 @@ func TestE2E_SystemPrompt(t *testing.T) {
 	writeFile(t, filepath.Join(repo, "docs", "loop.md"), "LOOP-RULE: back to @./style.md")
 	writeFile(t, filepath.Join(ws, "AGENTS.md"), "WORKSPACE-RULE: keep handlers thin.")
 	writeFile(t, filepath.Join(ws, "main.go"), "package main\n")
-	gitIn(t, repo, "init", "-q", "-b", "topic/prompt")
-	gitIn(t, repo, "add", "-A")
-	gitIn(t, repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "Add the API service")
+	gittest.Git(t, repo, "init", "-q", "-b", "topic/prompt")
+	gittest.Git(t, repo, "add", "-A")
+	gittest.Git(t, repo, "commit", "-q", "-m", "Add the API service")
 	writeFile(t, filepath.Join(ws, "new.go"), "package main\n")
 
 	d := startDaemonIn(t, ws, configHome, nil, []modeltest.Response{

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/instructions/gittest"
 	"github.com/acpd/acpd/session/model/modeltest"
 	"github.com/acpd/acpd/session/tools/sandbox/sandboxtest"
 )
@@ -465,18 +466,12 @@ func TestE2E_Sandbox_LinkedWorktree(t *testing.T) {
 	t.Parallel()
 	l := newSbxLayout(t)
 	main, wt := filepath.Join(l.root, "main"), filepath.Join(l.root, "wt")
-	gitCmd := func(dir string, args ...string) {
-		t.Helper()
-		c := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
-		out, err := c.CombinedOutput()
-		require.NoError(t, err, "%s", out)
-	}
 	require.NoError(t, os.MkdirAll(main, 0o755))
-	gitCmd(main, "init", "-q")
+	gittest.Git(t, main, "init", "-q")
 	require.NoError(t, os.WriteFile(filepath.Join(main, "a.txt"), []byte("a\n"), 0o644))
-	gitCmd(main, "add", "-A")
-	gitCmd(main, "commit", "-qm", "first")
-	gitCmd(main, "worktree", "add", "-q", "-b", "feature", wt)
+	gittest.Git(t, main, "add", "-A")
+	gittest.Git(t, main, "commit", "-qm", "first")
+	gittest.Git(t, main, "worktree", "add", "-q", "-b", "feature", wt)
 	before := snapshot(t, main)
 	before = slices.DeleteFunc(before, func(p string) bool { return strings.Contains(p, string(filepath.Separator)+".git") })
 

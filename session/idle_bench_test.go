@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/instructions/gittest"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
@@ -29,9 +29,7 @@ func (*discardClient) SessionUpdate(context.Context, *acp.SessionNotification) e
 // files in .acpd/commands.
 func idleWorkspace(tb testing.TB) string {
 	tb.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		tb.Skip("needs git")
-	}
+	gittest.Require(tb)
 	dir := tb.TempDir()
 	for i := range 200 {
 		sub := filepath.Join(dir, fmt.Sprintf("pkg%02d", i%20))
@@ -52,15 +50,7 @@ func idleWorkspace(tb testing.TB) string {
 		body := fmt.Sprintf("---\ndescription: %s the current change\nargument-hint: [focus]\n---\nPlease %s the change, focusing on $ARGUMENTS.\n", n, n)
 		require.NoError(tb, os.WriteFile(filepath.Join(cmds, n+".md"), []byte(body), 0o644))
 	}
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main"}, {"add", "-A"},
-		{"-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "seed"},
-	} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		require.NoError(tb, err, "git %v: %s", args, out)
-	}
+	gittest.Seed(tb, dir)
 	return dir
 }
 

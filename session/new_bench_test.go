@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/instructions/gittest"
 	"github.com/acpd/acpd/session/store"
 )
 
@@ -22,9 +22,7 @@ import (
 // n/100 files) with an AGENTS.md at its root and returns its path.
 func seedGitRepo(b *testing.B, n int) string {
 	b.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		b.Skip("needs git")
-	}
+	gittest.Require(b)
 	dir := b.TempDir()
 	for i := range n {
 		sub := filepath.Join(dir, fmt.Sprintf("pkg%02d", i%100))
@@ -32,16 +30,7 @@ func seedGitRepo(b *testing.B, n int) string {
 		require.NoError(b, os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%05d.go", i)), []byte("package p\n"), 0o644))
 	}
 	require.NoError(b, os.WriteFile(filepath.Join(dir, "AGENTS.md"), []byte("# Rules\n\nRun the tests.\n"), 0o644))
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main"},
-		{"add", "-A"},
-		{"-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "seed"},
-	} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		require.NoError(b, err, "git %v: %s", args, out)
-	}
+	gittest.Seed(b, dir)
 	return dir
 }
 

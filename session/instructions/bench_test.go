@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpd/acpd/session/instructions/gittest"
 	"github.com/acpd/acpd/session/tools/sandbox"
 	"github.com/acpd/acpd/session/tools/sandbox/sandboxtest"
 )
@@ -17,9 +17,7 @@ import (
 // benchRepo makes a committed git repository of n files in 100 folders,
 // with AGENTS.md at its root and in the folder returned as the workspace.
 func benchRepo(b *testing.B, n int) (repo, ws string) {
-	if _, err := exec.LookPath("git"); err != nil {
-		b.Skip("needs git")
-	}
+	gittest.Require(b)
 	repo = b.TempDir()
 	for i := range n {
 		sub := filepath.Join(repo, fmt.Sprintf("pkg%02d", i%100))
@@ -30,15 +28,7 @@ func benchRepo(b *testing.B, n int) (repo, ws string) {
 	require.NoError(b, os.WriteFile(filepath.Join(repo, "AGENTS.md"), []byte("Run the tests. @docs.md\n"), 0o644))
 	require.NoError(b, os.WriteFile(filepath.Join(repo, "docs.md"), []byte("Docs.\n"), 0o644))
 	require.NoError(b, os.WriteFile(filepath.Join(ws, "AGENTS.md"), []byte("Package rules.\n"), 0o644))
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main"}, {"add", "-A"},
-		{"-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "seed"},
-	} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = repo
-		out, err := cmd.CombinedOutput()
-		require.NoError(b, err, "git %v: %s", args, out)
-	}
+	gittest.Seed(b, repo)
 	return repo, ws
 }
 

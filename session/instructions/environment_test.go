@@ -22,21 +22,13 @@ import (
 
 func gitRepo(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("needs git")
-	}
+	gittest.Require(t)
 	dir := t.TempDir()
-	run := func(args ...string) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "git %v: %s", args, out)
-	}
-	run("init", "-q", "-b", "feature/x")
+	gittest.Git(t, dir, "init", "-q", "-b", "feature/x")
 	for i := range 7 {
 		write(t, filepath.Join(dir, fmt.Sprintf("f%d.txt", i)), "x")
-		run("add", "-A")
-		run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", fmt.Sprintf("commit number %d", i))
+		gittest.Git(t, dir, "add", "-A")
+		gittest.Git(t, dir, "commit", "-q", "-m", fmt.Sprintf("commit number %d", i))
 	}
 	for i := range 25 {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, fmt.Sprintf("dir%02d", i)), 0o755))

@@ -38,6 +38,15 @@ func cleanEnv() []string {
 	return env
 }
 
+// Seed makes dir a repository on branch main with everything in it
+// committed, as "seed".
+func Seed(t testing.TB, dir string) {
+	t.Helper()
+	Git(t, dir, "init", "-q", "-b", "main")
+	Git(t, dir, "add", "-A")
+	Git(t, dir, "commit", "-q", "-m", "seed")
+}
+
 // Require skips t when git is not installed.
 func Require(t testing.TB) {
 	t.Helper()
