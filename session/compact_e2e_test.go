@@ -481,6 +481,15 @@ func TestE2E_FailedSummariesFallBackToDropping(t *testing.T) {
 	}
 	assert.Equal(t, 3, summaries, "automatic summaries pause after three failures")
 	assert.True(t, note, "the model is told that turns were dropped")
+	details := compactionDetails(d)
+	require.NotEmpty(t, details)
+	assert.Contains(t, details[0], "The summary failed (the summary was empty).")
+	assert.Contains(t, details[0], "Dropped the oldest part of the conversation.")
+}
+
+// compactionDetails are the texts the completed compaction tool calls
+// showed the editor, in order.
+func compactionDetails(d *daemon) []string {
 	var details []string
 	for _, u := range d.cc.Updates() {
 		if tu := u.Update.ToolCallUpdate; tu != nil && strings.HasPrefix(tu.ToolCallID, "compact") && tu.Status == acp.StatusCompleted {
@@ -489,9 +498,7 @@ func TestE2E_FailedSummariesFallBackToDropping(t *testing.T) {
 			}
 		}
 	}
-	require.NotEmpty(t, details)
-	assert.Contains(t, details[0], "The summary failed (the summary was empty).")
-	assert.Contains(t, details[0], "Dropped the oldest part of the conversation.")
+	return details
 }
 
 // A daemon killed during a summary request leaves the session loadable

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -241,8 +240,6 @@ func TestE2E_SubagentStoppedByItsOwnGuard(t *testing.T) {
 	last := reqs[len(reqs)-1].Messages
 	assert.Equal(t, text, last[len(last)-1].Text(), "the parent's model is told why")
 
-	out, err := exec.Command(acpdBin, "stats", "--config", os.DevNull, "--data-dir", d.dataDir, "--format", "json").Output()
-	require.NoError(t, err)
 	var rep struct {
 		Turns []struct {
 			Turn, Run, ToolCalls         int
@@ -250,8 +247,8 @@ func TestE2E_SubagentStoppedByItsOwnGuard(t *testing.T) {
 			Outcome, LoopType, CapReason string
 		}
 	}
-	require.NoError(t, json.Unmarshal(out, &rep))
-	require.Len(t, rep.Turns, 2, "%s", out)
+	statsJSON(t, d.dataDir, &rep)
+	require.Len(t, rep.Turns, 2, "%+v", rep.Turns)
 	assert.Equal(t, 1, rep.Turns[0].ToolCalls, "the parent's guard counted the agent call once")
 	assert.Equal(t, "end_turn", rep.Turns[0].Outcome)
 	r := rep.Turns[1]

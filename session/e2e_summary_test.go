@@ -64,14 +64,7 @@ func TestE2E_UnusableSummaryNeverBecomesTheMemory(t *testing.T) {
 				}
 			}
 			assert.Positive(t, summaries)
-			var details []string
-			for _, u := range d.cc.Updates() {
-				if tu := u.Update.ToolCallUpdate; tu != nil && strings.HasPrefix(tu.ToolCallID, "compact") && tu.Status == acp.StatusCompleted {
-					for _, c := range tu.Content {
-						details = append(details, c.Content.Text)
-					}
-				}
-			}
+			details := compactionDetails(d)
 			require.NotEmpty(t, details)
 			assert.Contains(t, details[0], "The summary failed ("+tc.why+").")
 			assert.Contains(t, details[0], "Dropped the oldest part of the conversation.")
