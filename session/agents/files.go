@@ -1,17 +1,14 @@
 package agents
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/acpd/acpd/session/deffiles"
 )
@@ -161,25 +158,9 @@ func lineError(path string, line int, format string, args ...any) error {
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 func loadFile(d Dir, c candidate) (fileAgent, error) {
-	if c.Size > maxFileSize {
-		return fileAgent{}, lineError(c.Path, 1, "file is larger than %d bytes", maxFileSize)
-	}
-	f, err := os.Open(c.Path)
+	data, err := deffiles.ReadText(c, maxFileSize)
 	if err != nil {
-		return fileAgent{}, lineError(c.Path, 1, "cannot read: %v", deffiles.Cause(err))
-	}
-	// Read at most one byte past the limit: the file may have grown since
-	// it was listed.
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	f.Close()
-	if err != nil {
-		return fileAgent{}, lineError(c.Path, 1, "cannot read: %v", deffiles.Cause(err))
-	}
-	if len(data) > maxFileSize {
-		return fileAgent{}, lineError(c.Path, 1, "file is larger than %d bytes", maxFileSize)
-	}
-	if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
-		return fileAgent{}, lineError(c.Path, 1, "not a UTF-8 text file")
+		return fileAgent{}, lineError(c.Path, 1, "%v", err)
 	}
 	a, err := parse(c.Path, data)
 	if err != nil {
@@ -196,23 +177,14 @@ func loadFile(d Dir, c candidate) (fileAgent, error) {
 // name, description, tools and model (color, permissions, …) belong to
 // other agents' formats and are ignored.
 func parse(path string, data []byte) (fileAgent, error) {
-	text := strings.TrimPrefix(string(data), "\ufeff")
-	text = strings.ReplaceAll(text, "\r\n", "\n")
-	lines := strings.Split(text, "\n")
-	if strings.TrimRight(lines[0], " \t") != "---" {
+	parts, err := deffiles.Split(data)
+	if err != nil {
+		return fileAgent{}, lineError(path, 1, "%v", err)
+	}
+	if parts.FrontEnd == 0 {
 		return fileAgent{}, lineError(path, 1, "no front matter: the file must start with a --- line, then name and description")
 	}
-	end := -1
-	for i := 1; i < len(lines); i++ {
-		if strings.TrimRight(lines[i], " \t") == "---" {
-			end = i
-			break
-		}
-	}
-	if end < 0 {
-		return fileAgent{}, lineError(path, 1, "front matter opened with --- is never closed")
-	}
-	fm, err := parseFrontMatter(path, lines[1:end], 2)
+	fm, err := parseFrontMatter(path, parts.Front, 2)
 	if err != nil {
 		return fileAgent{}, err
 	}
@@ -251,7 +223,7 @@ func parse(path string, data []byte) (fileAgent, error) {
 		if items == nil {
 			// A comma-separated list on one line.
 			for _, s := range strings.Split(t.text, ",") {
-				if s = unquote(strings.TrimSpace(s)); s != "" {
+				if s = deffiles.Unquote(strings.TrimSpace(s)); s != "" {
 					items = append(items, s)
 					lines = append(lines, t.line)
 				}
@@ -264,9 +236,9 @@ func parse(path string, data []byte) (fileAgent, error) {
 			a.toolLines = append(a.toolLines, lines[i])
 		}
 	}
-	a.Prompt = strings.TrimSpace(strings.Join(lines[end+1:], "\n"))
+	a.Prompt = parts.Body
 	if a.Prompt == "" {
-		return fileAgent{}, lineError(path, end+1, "the agent's system prompt (the text after the front matter) is empty")
+		return fileAgent{}, lineError(path, parts.FrontEnd, "the agent's system prompt (the text after the front matter) is empty")
 	}
 	return a, nil
 }
@@ -307,7 +279,7 @@ func parseFrontMatter(path string, lines []string, first int) (map[string]value,
 			if v.text != "" {
 				return nil, lineError(path, n, "key %q mixes text and list items", last)
 			}
-			v.list = append(v.list, unquote(strings.TrimSpace(strings.TrimPrefix(trimmed, "-"))))
+			v.list = append(v.list, deffiles.Unquote(strings.TrimSpace(strings.TrimPrefix(trimmed, "-"))))
 			v.itemLines = append(v.itemLines, n)
 			out[last] = v
 			continue
@@ -352,13 +324,13 @@ func parseFrontMatter(path string, lines []string, first int) (map[string]value,
 			}
 			v.list = []string{}
 			for s := range strings.SplitSeq(val[1:len(val)-1], ",") {
-				if s = unquote(strings.TrimSpace(s)); s != "" {
+				if s = deffiles.Unquote(strings.TrimSpace(s)); s != "" {
 					v.list = append(v.list, s)
 					v.itemLines = append(v.itemLines, n)
 				}
 			}
 		default:
-			v.text = unquote(val)
+			v.text = deffiles.Unquote(val)
 		}
 		out[k] = v
 		last = k
@@ -368,13 +340,6 @@ func parseFrontMatter(path string, lines []string, first int) (map[string]value,
 		out[k] = v
 	}
 	return out, nil
-}
-
-func unquote(s string) string {
-	if len(s) >= 2 && (s[0] == '"' && s[len(s)-1] == '"' || s[0] == '\'' && s[len(s)-1] == '\'') {
-		return s[1 : len(s)-1]
-	}
-	return s
 }
 
 // toolAliases maps the tool names agent files written for other agents

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
@@ -176,15 +174,9 @@ func loadFile(d Dir, c candidate) (*Command, error) {
 	if name == "" || strings.ContainsFunc(name, isSpaceRune) || slices.Contains(strings.Split(name, ":"), "") {
 		return nil, lineError(c.Path, 1, "%q is not a usable command name (no spaces or empty parts)", name)
 	}
-	if c.Size > maxFileSize {
-		return nil, lineError(c.Path, 1, "file is larger than %d bytes", maxFileSize)
-	}
-	data, err := os.ReadFile(c.Path)
+	data, err := deffiles.ReadText(c.File, maxFileSize)
 	if err != nil {
-		return nil, lineError(c.Path, 1, "cannot read: %v", deffiles.Cause(err))
-	}
-	if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
-		return nil, lineError(c.Path, 1, "not a UTF-8 text file")
+		return nil, lineError(c.Path, 1, "%v", err)
 	}
 	cmd := &Command{Name: name, Source: d.Source, Path: c.Path}
 	if filepath.Ext(c.Path) == ".toml" {
@@ -263,27 +255,15 @@ func keyLine(data []byte, key string) int {
 // not as YAML, because the commands teams keep write hints such as
 // `argument-hint: [message]`, which a YAML parser takes for a list.
 func parseMarkdown(cmd *Command, data []byte) error {
-	text := strings.TrimPrefix(string(data), "\ufeff")
-	text = strings.ReplaceAll(text, "\r\n", "\n")
-	lines := strings.Split(text, "\n")
-	if len(lines) == 0 || strings.TrimRight(lines[0], " \t") != "---" {
-		cmd.Template = strings.TrimSpace(text)
-		return nil
+	parts, err := deffiles.Split(data)
+	if err != nil {
+		return lineError(cmd.Path, 1, "%v", err)
 	}
-	end := -1
-	for i := 1; i < len(lines); i++ {
-		if strings.TrimRight(lines[i], " \t") == "---" {
-			end = i
-			break
-		}
-	}
-	if end < 0 {
-		return lineError(cmd.Path, 1, "front matter opened with --- is never closed")
-	}
+	cmd.Template = parts.Body
 	fields := map[string]string{}
 	last := ""
-	for i := 1; i < end; i++ {
-		l := lines[i]
+	for i, l := range parts.Front {
+		n := i + 2 // the file line of l
 		trimmed := strings.TrimSpace(l)
 		switch {
 		case trimmed == "" || strings.HasPrefix(trimmed, "#"):
@@ -291,32 +271,24 @@ func parseMarkdown(cmd *Command, data []byte) error {
 		case l[0] == ' ' || l[0] == '\t' || strings.HasPrefix(trimmed, "- "):
 			// A continuation (folded text, list item) of the key before it.
 			if last == "" {
-				return lineError(cmd.Path, i+1, "front matter line %q belongs to no key", trimmed)
+				return lineError(cmd.Path, n, "front matter line %q belongs to no key", trimmed)
 			}
-			fields[last] = strings.TrimSpace(fields[last] + " " + unquote(trimmed))
+			fields[last] = strings.TrimSpace(fields[last] + " " + deffiles.Unquote(trimmed))
 			continue
 		}
 		k, val, ok := strings.Cut(l, ":")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" || strings.ContainsAny(k, " \t\"'") {
-			return lineError(cmd.Path, i+1, "front matter line %q is not `key: value`", trimmed)
+			return lineError(cmd.Path, n, "front matter line %q is not `key: value`", trimmed)
 		}
 		val = strings.TrimSpace(val)
 		if val == "|" || val == ">" || val == "|-" || val == ">-" {
 			val = ""
 		}
-		fields[k] = unquote(val)
+		fields[k] = deffiles.Unquote(val)
 		last = k
 	}
 	cmd.Description = fields["description"]
 	cmd.Hint = fields["argument-hint"]
-	cmd.Template = strings.TrimSpace(strings.Join(lines[end+1:], "\n"))
 	return nil
-}
-
-func unquote(s string) string {
-	if len(s) >= 2 && (s[0] == '"' && s[len(s)-1] == '"' || s[0] == '\'' && s[len(s)-1] == '\'') {
-		return s[1 : len(s)-1]
-	}
-	return s
 }

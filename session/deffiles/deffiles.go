@@ -1,16 +1,21 @@
 // Package deffiles holds what the loaders of definition folders — the slash
 // command files and the agent files a workspace and the user keep — share:
 // how a file found in a folder is identified without reading it, so a
-// session can tell that its definitions changed, and how a file system
-// error is worded in a warning that already names the file.
+// session can tell that its definitions changed; how a file is read within
+// a size bound and split at its front matter; and how a file system error
+// is worded in a warning that already names the file.
 package deffiles
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 )
 
 // File is a definition file found in a folder.
@@ -91,4 +96,80 @@ func Stamp[D any, F stamper](dirs []D, list func(D) []F) string {
 		AppendStamps(&b, list(d))
 	}
 	return b.String()
+}
+
+// ReadText reads f, a definition file, as UTF-8 text of at most max
+// bytes. Definition files are workspace input: a larger file (as listed,
+// or grown since), one that cannot be read and one that is not text (a NUL
+// byte, invalid UTF-8) are refused with an error that does not name the
+// file, for a warning that does.
+func ReadText(f File, max int64) ([]byte, error) {
+	tooLarge := fmt.Errorf("file is larger than %d bytes", max)
+	if f.Size > max {
+		return nil, tooLarge
+	}
+	fh, err := os.Open(f.Path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %w", Cause(err))
+	}
+	defer fh.Close()
+	// Read at most one byte past the limit: the file may have grown since
+	// it was listed.
+	data, err := io.ReadAll(io.LimitReader(fh, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %w", Cause(err))
+	}
+	if int64(len(data)) > max {
+		return nil, tooLarge
+	}
+	if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
+		return nil, errors.New("not a UTF-8 text file")
+	}
+	return data, nil
+}
+
+// Parts is a definition file split at its front matter.
+type Parts struct {
+	// Front is the front matter: the lines between a first line of "---"
+	// and the next "---" line, the first of them being the file's line 2.
+	Front []string
+	// FrontEnd is the file line of the "---" that closes the front matter;
+	// 0 when the file does not start with "---" and has no front matter.
+	FrontEnd int
+	// Body is the text after the front matter (the whole text without
+	// one), trimmed of the white space around it.
+	Body string
+}
+
+// ErrFrontMatterOpen is Split's error for a front matter without its
+// closing line.
+var ErrFrontMatterOpen = errors.New("front matter opened with --- is never closed")
+
+// Split cuts a definition file's text at its front matter. A UTF-8 byte
+// order mark before the text is dropped and CRLF line ends are read as LF;
+// a "---" line may end in spaces or tabs.
+func Split(data []byte) (Parts, error) {
+	text := strings.TrimPrefix(string(data), "\ufeff")
+	text = strings.ReplaceAll(text, "\r\n", "\n")
+	lines := strings.Split(text, "\n")
+	if !isFence(lines[0]) {
+		return Parts{Body: strings.TrimSpace(text)}, nil
+	}
+	for i := 1; i < len(lines); i++ {
+		if isFence(lines[i]) {
+			return Parts{Front: lines[1:i], FrontEnd: i + 1, Body: strings.TrimSpace(strings.Join(lines[i+1:], "\n"))}, nil
+		}
+	}
+	return Parts{}, ErrFrontMatterOpen
+}
+
+func isFence(line string) bool { return strings.TrimRight(line, " \t") == "---" }
+
+// Unquote removes one pair of matching double or single quotes around a
+// front matter value.
+func Unquote(s string) string {
+	if len(s) >= 2 && (s[0] == '"' && s[len(s)-1] == '"' || s[0] == '\'' && s[len(s)-1] == '\'') {
+		return s[1 : len(s)-1]
+	}
+	return s
 }

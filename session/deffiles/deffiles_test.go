@@ -37,3 +37,57 @@ func TestFile_StampAndCause(t *testing.T) {
 	_, err = os.ReadFile(filepath.Join(t.TempDir(), "missing"))
 	assert.Equal(t, "no such file or directory", Cause(err).Error())
 }
+
+func TestReadText(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, text string) File {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+		info, err := os.Stat(p)
+		require.NoError(t, err)
+		return Of(p, info)
+	}
+	ok := file("ok.md", "héllo")
+	data, err := ReadText(ok, 6)
+	require.NoError(t, err)
+	assert.Equal(t, "héllo", string(data))
+
+	_, err = ReadText(ok, 5)
+	assert.EqualError(t, err, "file is larger than 5 bytes", "as listed")
+	grown := file("grown.md", "abc")
+	require.NoError(t, os.WriteFile(grown.Path, []byte("abcdefgh"), 0o644))
+	_, err = ReadText(grown, 5)
+	assert.EqualError(t, err, "file is larger than 5 bytes", "grown since it was listed")
+
+	_, err = ReadText(file("nul.md", "a\x00b"), 100)
+	assert.EqualError(t, err, "not a UTF-8 text file")
+	_, err = ReadText(file("latin1.md", "caf\xe9"), 100)
+	assert.EqualError(t, err, "not a UTF-8 text file")
+	_, err = ReadText(File{Path: filepath.Join(dir, "missing.md")}, 100)
+	assert.EqualError(t, err, "cannot read: no such file or directory")
+}
+
+func TestSplit(t *testing.T) {
+	p, err := Split([]byte("\ufeff---\r\nname: a\r\n\r\ndescription: b\r\n--- \t\r\n\r\n  the body\r\nline 2\r\n"))
+	require.NoError(t, err)
+	assert.Equal(t, Parts{Front: []string{"name: a", "", "description: b"}, FrontEnd: 5, Body: "the body\nline 2"}, p)
+
+	p, err = Split([]byte("  just text\n---\nnot front matter\n"))
+	require.NoError(t, err)
+	assert.Equal(t, Parts{Body: "just text\n---\nnot front matter"}, p)
+
+	p, err = Split([]byte("---\n---\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 2, p.FrontEnd)
+	assert.Empty(t, p.Front)
+	assert.Empty(t, p.Body)
+
+	_, err = Split([]byte("---\nname: a\nbody\n"))
+	assert.ErrorIs(t, err, ErrFrontMatterOpen)
+}
+
+func TestUnquote(t *testing.T) {
+	for in, want := range map[string]string{`"a b"`: "a b", `'a'`: "a", `"a'`: `"a'`, `"`: `"`, `""`: "", "x": "x"} {
+		assert.Equal(t, want, Unquote(in), in)
+	}
+}
