@@ -77,16 +77,11 @@ func cmdGuard(ctx context.Context, a *app) int {
 		return exitUsage
 	}
 	cfg := a.cfg
-	logger, closeLog, err := newLogger(cfg.Log, a.stderr)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "acpd guard: %v\n", err)
+	logger, closeLog, ok := openLog(cfg.Log, a.stderr, "acpd guard")
+	if !ok {
 		return exitUsage
 	}
-	defer func() {
-		if err := closeLog(); err != nil {
-			fmt.Fprintf(a.stderr, "acpd guard: close log file: %v\n", err)
-		}
-	}()
+	defer closeLog()
 	st, err := store.Open(filepath.Join(cfg.Session.DataDir, store.GuardDir), store.Options{Logger: logger, IndexInBackground: true})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "acpd guard: configuration error: session.dataDir: %v\n", err)

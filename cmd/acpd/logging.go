@@ -39,6 +39,21 @@ func newLogger(cfg config.LogConfig, stderr io.Writer) (*slog.Logger, func() err
 	return slog.New(slog.NewJSONHandler(stderr, opts)), noop, nil
 }
 
+// openLog is newLogger for the subcommand prog ("acpd run"), which exits
+// with exitUsage when ok is false; failures are reported on stderr as prog's.
+func openLog(cfg config.LogConfig, stderr io.Writer, prog string) (logger *slog.Logger, close func(), ok bool) {
+	logger, closeLog, err := newLogger(cfg, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return nil, nil, false
+	}
+	return logger, func() {
+		if err := closeLog(); err != nil {
+			fmt.Fprintf(stderr, "%s: close log file: %v\n", prog, err)
+		}
+	}, true
+}
+
 // isTerminal reports whether w is a character device such as a tty.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

@@ -194,16 +194,11 @@ func cmdConfig(_ context.Context, a *app) int {
 // cmdServe serves ACP on stdio until the client disconnects or a signal
 // arrives.
 func cmdServe(ctx context.Context, a *app) int {
-	logger, closeLog, err := newLogger(a.cfg.Log, a.stderr)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "acpd: %v\n", err)
+	logger, closeLog, ok := openLog(a.cfg.Log, a.stderr, "acpd")
+	if !ok {
 		return exitUsage
 	}
-	defer func() {
-		if err := closeLog(); err != nil {
-			fmt.Fprintf(a.stderr, "acpd: close log file: %v\n", err)
-		}
-	}()
+	defer closeLog()
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -212,7 +207,7 @@ func cmdServe(ctx context.Context, a *app) int {
 		"model", a.cfg.Model.Name, "provider", a.cfg.Model.Provider,
 		"max_tool_calls_per_turn", a.cfg.Model.MaxToolCallsPerTurn,
 		"max_tool_calls_explicit", a.cfg.Model.MaxToolCallsPerTurnExplicit, "stuck_window", a.cfg.Model.StuckWindow)
-	err = a.deps.serve(ctx, a.cfg, a.stdin, a.stdout, logger)
+	err := a.deps.serve(ctx, a.cfg, a.stdin, a.stdout, logger)
 	switch {
 	case err == nil, ctx.Err() != nil && errors.Is(err, context.Canceled):
 		logger.Info("acpd stopped")

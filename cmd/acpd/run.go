@@ -193,16 +193,11 @@ func cmdRun(ctx context.Context, a *app) int {
 		// logs (session created, loop stopped) would only repeat or bury it.
 		logCfg.Level = "error"
 	}
-	logger, closeLog, err := newLogger(logCfg, a.stderr)
-	if err != nil {
-		fmt.Fprintf(a.stderr, "acpd run: %v\n", err)
+	logger, closeLog, ok := openLog(logCfg, a.stderr, "acpd run")
+	if !ok {
 		return exitUsage
 	}
-	defer func() {
-		if err := closeLog(); err != nil {
-			fmt.Fprintf(a.stderr, "acpd run: close log file: %v\n", err)
-		}
-	}()
+	defer closeLog()
 
 	opts, err := sessionOptions(cfg, logger)
 	if err != nil {
