@@ -25,6 +25,24 @@ func openStore(t *testing.T, dir string) *Store {
 
 func ptr[T any](v T) *T { return &v }
 
+// roundTrip writes a session of meta and recs into a store in dir and
+// loads it back through a store opened afresh: it must load whole, with
+// the meta record first.
+func roundTrip(t *testing.T, dir string, meta SessionMeta, recs []Record) *Transcript {
+	t.Helper()
+	w, err := openStore(t, dir).Create(meta)
+	require.NoError(t, err)
+	for _, r := range recs {
+		require.NoError(t, w.Append(r), "append %s", r.Kind)
+	}
+	require.NoError(t, w.Close())
+	tr, err := openStore(t, dir).Load(meta.ID)
+	require.NoError(t, err)
+	assert.Empty(t, tr.Warnings)
+	require.Len(t, tr.Records, len(recs)+1)
+	return tr
+}
+
 // everyKind returns one record of each kind after meta, with every payload
 // field populated.
 func everyKind(id string) []Record {
@@ -71,20 +89,9 @@ func everyKind(id string) []Record {
 
 func TestStore_RoundTripEveryKind(t *testing.T) {
 	dir := t.TempDir()
-	s := openStore(t, dir)
 	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	w, err := s.Create(SessionMeta{ID: "sess-1", Cwd: "/w", AdditionalDirectories: []string{"/x"}, CreatedAt: created})
-	require.NoError(t, err)
 	recs := everyKind("sess-1")
-	for _, r := range recs {
-		require.NoError(t, w.Append(r), "append %s", r.Kind)
-	}
-	require.NoError(t, w.Close())
-
-	tr, err := openStore(t, dir).Load("sess-1")
-	require.NoError(t, err)
-	assert.Empty(t, tr.Warnings)
-	require.Len(t, tr.Records, len(recs)+1)
+	tr := roundTrip(t, dir, SessionMeta{ID: "sess-1", Cwd: "/w", AdditionalDirectories: []string{"/x"}, CreatedAt: created}, recs)
 	assert.Equal(t, KindMeta, tr.Records[0].Kind)
 	assert.Equal(t, SessionMeta{ID: "sess-1", Cwd: "/w", AdditionalDirectories: []string{"/x"}, CreatedAt: created}, *tr.Records[0].Meta)
 	for i, want := range recs {

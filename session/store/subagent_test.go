@@ -63,19 +63,8 @@ func TestTranscript_SubagentRecordsStayOutOfHistory(t *testing.T) {
 }
 
 func TestStore_SubagentRecordsRoundTrip(t *testing.T) {
-	dir := t.TempDir()
-	s := openStore(t, dir)
-	w, err := s.Create(SessionMeta{ID: "sess-sub", Cwd: "/w"})
-	require.NoError(t, err)
 	recs := subagentTurn()
-	for _, r := range recs {
-		require.NoError(t, w.Append(r), "append %s", r.Kind)
-	}
-	require.NoError(t, w.Close())
-	tr, err := openStore(t, dir).Load("sess-sub")
-	require.NoError(t, err)
-	assert.Empty(t, tr.Warnings)
-	require.Len(t, tr.Records, len(recs)+1)
+	tr := roundTrip(t, t.TempDir(), SessionMeta{ID: "sess-sub", Cwd: "/w"}, recs)
 	for i, want := range recs {
 		got := tr.Records[i+1]
 		assert.Equal(t, want.Kind, got.Kind)
