@@ -103,7 +103,6 @@ type guardedSession struct {
 // turn is one prompt turn.
 type turn struct {
 	s        *guardedSession
-	idKey    string
 	rawID    []byte
 	g        *turnguard.Guard
 	obs      *turnguard.Observer
@@ -313,7 +312,7 @@ func (e *Engine) session(id, cwd string) *guardedSession {
 func (e *Engine) startTurn(sessionID, key string, rawID, prompt []byte) {
 	s := e.session(sessionID, "")
 	t := &turn{
-		s: s, idKey: key, rawID: append([]byte(nil), rawID...),
+		s: s, rawID: append([]byte(nil), rawID...),
 		g:     turnguard.New(e.opts.Cap, e.opts.SkipLoopDetection, e.opts.FailureGuard, e.log.With("session", sessionID)),
 		obs:   turnguard.NewObserver(),
 		tools: map[string]*telemetry.Tool{},

@@ -149,11 +149,6 @@ func (c *webFetchCall) permitter(env *Env) func(ctx context.Context, host string
 	}
 }
 
-// errCrossHost stops the client at a redirect to another host.
-type crossHostRedirect struct{ to *url.URL }
-
-func (e *crossHostRedirect) Error() string { return "redirect to another host: " + e.to.String() }
-
 func (c *webFetchCall) Execute(ctx context.Context, env *Env) Result {
 	o := env.WebFetch
 	if o == nil {

@@ -75,8 +75,6 @@ type Call struct {
 	Input json.RawMessage
 	Key   string
 	Final bool
-	// Status is the latest status seen.
-	Status string
 	// Rejected marks a call whose permission the editor refused or
 	// cancelled: its failure is the user's answer, not the tool's.
 	Rejected bool
@@ -127,9 +125,6 @@ func (o *Observer) Observe(f Frame) Event {
 		ev.New = true
 	}
 	ev.Call = c
-	if f.Status != "" {
-		c.Status = f.Status
-	}
 	if !c.Final {
 		if f.Name != "" {
 			c.name = f.Name
