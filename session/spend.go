@@ -32,7 +32,6 @@ import (
 //     stays in the conversation (the model sees why it stopped), and the
 //     session goes on. The response's _meta names the budget (acpd run
 //     gives each its exit status).
-
 //   - A subagent run's requests count towards the prompt turn's budget,
 //     as its subagents'; a run that reaches it stops as a turn does, and
 //     the parent's turn stops at its next request.
