@@ -325,7 +325,8 @@ func TestRunShellCommand_SpawnServerFrozen(t *testing.T) {
 	} else {
 		// A stop takes effect when one of the server's threads gets to
 		// it: on a busy machine the others may report the exit first.
-		// Then the next command finds the server stopped.
+		// Then the next command finds the server stopped, or stopping,
+		// and runs on a new one.
 		t.Log("the server reported the exit before it stopped")
 	}
 	_, res = run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": "echo second"})
@@ -370,4 +371,31 @@ func TestRunShellCommand_SpawnServerFrozen(t *testing.T) {
 	assert.FileExists(t, w.path("f.txt"))
 	assert.Contains(t, res.LLMContent, "Permission denied", "still confined")
 	assert.NotEqual(t, third, w.env.Sandbox.ServerPid())
+}
+
+// TestRunShellCommand_SpawnServerStoppedBetween: a server stopped after its
+// command ended (here by a process that command left behind) is
+// replaced for the next command, which runs on a new server as it would
+// after the server died.
+func TestRunShellCommand_SpawnServerStoppedBetween(t *testing.T) {
+	sandboxtest.Require(t)
+	t.Setenv(sandbox.ABIEnv, "5") // the server: no signal scoping
+	w := sandboxedWorkspace(t, sandbox.ModeRequired, "")
+	first := shellPPID(t, w)
+	// The stopper leaves the command's group (which is killed when the
+	// command ends) before the command ends, and stops the server when
+	// the test says so (or just ends, when the test failed and its
+	// folder is gone).
+	stopper := "s=$PPID; setsid sh -c \"echo \\$\\$ > stopper.pid; while [ -e stopper.pid ] && [ ! -e go ]; do sleep 0.01; done; [ -e go ] && kill -STOP $s\" </dev/null >/dev/null 2>&1 &\n" +
+		"while [ ! -s stopper.pid ]; do sleep 0.01; done"
+	_, res := run(t, t.Context(), w.env, NameRunShellCommand, map[string]any{"command": stopper})
+	require.NoError(t, res.Err)
+	require.NoError(t, os.WriteFile(w.path("go"), nil, 0o644))
+	require.Eventually(t, func() bool { return stateOf(t, first) == "T" }, 10*time.Second, 5*time.Millisecond)
+
+	second := shellPPID(t, w)
+	assert.NotEqual(t, first, second)
+	assert.Equal(t, w.env.Sandbox.ServerPid(), second, "the command ran on a new server")
+	require.Eventually(t, func() bool { return stateOf(t, first) == "gone" || stateOf(t, first) == "Z" }, 10*time.Second, 10*time.Millisecond,
+		"the stopped server was killed")
 }

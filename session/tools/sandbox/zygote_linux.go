@@ -404,18 +404,64 @@ func (z *zygote) deadErr() error {
 	return z.dead
 }
 
-// stopped reports whether the server is in a stopped or traced state, in
-// which it never answers. The daemon reads the state from /proc: it does
-// not need the server's cooperation, which is what is missing.
+// stopped reports whether the server is stopped or traced, in which state
+// it never answers, or is about to be. The daemon reads it from /proc: it
+// does not need the server's cooperation, which is what is missing.
+//
+// A stop is not instant: kill -STOP leaves the signal pending on the
+// process until one of its threads takes it, stops, and has the others
+// stop as each gets to it — and on a busy machine one of them may first
+// report a command's exit. So the server counts as stopped from the moment
+// the SIGSTOP is sent: while it is pending, and once any thread (not only
+// the main one, whose state /proc/pid/stat shows) has stopped. The pending
+// set is read first: a thread takes the signal and stops under the lock
+// that reading it takes, so a signal gone from it is seen in the threads'
+// states read after. Otherwise a command sent after one that stopped the
+// server would be sent to a server already stopping, and fail with
+// ErrServerFrozen, instead of running on a new one.
 func (z *zygote) stopped() bool {
-	st, _ := procState(z.proc.Pid)
-	return st == 'T' || st == 't'
+	dir := "/proc/" + strconv.Itoa(z.proc.Pid)
+	if stopPending(dir + "/status") {
+		return true
+	}
+	tasks, err := os.ReadDir(dir + "/task")
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		if st, _ := statOf(dir + "/task/" + t.Name() + "/stat"); st == 'T' || st == 't' {
+			return true
+		}
+	}
+	return false
 }
 
-// procState is the state letter and parent pid of process pid, from
-// /proc/pid/stat ("pid (comm) S ppid …"; comm may hold spaces and ')').
+// stopPending reports whether the process whose /proc status file is at
+// path has a SIGSTOP pending (ShdPnd, the signals sent to the process that
+// no thread has taken yet: a hex mask, bit n-1 for signal n).
+func stopPending(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		if hex, ok := strings.CutPrefix(line, "ShdPnd:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			return err == nil && mask&(1<<(uint(syscall.SIGSTOP)-1)) != 0
+		}
+	}
+	return false
+}
+
+// procState is the state letter and parent pid of process pid.
 func procState(pid int) (state byte, ppid int) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return statOf("/proc/" + strconv.Itoa(pid) + "/stat")
+}
+
+// statOf is the state letter and parent pid in the /proc stat file at path
+// ("pid (comm) S ppid …"; comm may hold spaces and ')').
+func statOf(path string) (state byte, ppid int) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, 0
 	}
@@ -568,10 +614,6 @@ func (p *Process) Wait(ctx context.Context) (syscall.WaitStatus, error) {
 // any other means the command may have started and its fate is unknown
 // (the server was killed).
 func (z *zygote) spawn(ctx context.Context, argv, env []string, dir string, stdio [3]*os.File) (*Process, error) {
-	if z.stopped() {
-		// Stopped between commands: nothing of this command started.
-		z.kill(ErrServerFrozen)
-	}
 	z.mu.Lock()
 	if z.dead != nil {
 		z.mu.Unlock()
@@ -690,7 +732,13 @@ func (s *Session) zygote(plan Plan) (*zygote, error) {
 	key := zygoteKey(plan)
 	if z := s.zy; z != nil {
 		if z.key == key && z.alive() {
-			return z, nil
+			if !z.stopped() {
+				return z, nil
+			}
+			// Stopped between commands (or stopping: by the command
+			// before, which ended first): nothing of this command was
+			// sent to it, so it is replaced as a dead one is.
+			z.kill(ErrServerFrozen)
 		}
 		s.zy = nil
 		if !z.alive() {
