@@ -15,6 +15,18 @@ type Meta map[string]any
 // `_meta` key, namespaced by a prefix.
 const MetaParentToolCallID = "acpd.parentToolCallId"
 
+// MetaPermission is the `_meta` key of a permission request that is not
+// the tool call's ordinary question. Its one value,
+// PermissionPrivateNetwork, marks a web_fetch about to reach a loopback or
+// private network address: acpd asks that every time, in every approval
+// mode (yolo too), so a client that cannot ask anyone has to tell its user
+// about tools.webFetchAllowPrivate, not about a more permissive mode.
+const MetaPermission = "acpd.permission"
+
+// PermissionPrivateNetwork is MetaPermission's value for the private
+// network question.
+const PermissionPrivateNetwork = "privateNetwork"
+
 // ProtocolVersion is the only ACP major version acpd speaks.
 const ProtocolVersion = 1
 

@@ -163,6 +163,7 @@ func TestE2E_WebFetchPermission(t *testing.T) {
 			assert.Equal(t, acp.KindFetch, asked[0].ToolCall.Kind)
 			assert.Equal(t, "Always Allow fetching from 127.0.0.1", asked[0].Options[0].Name)
 			assert.Equal(t, "Always Allow fetching from localhost", asked[1].Options[0].Name)
+			assert.NotContains(t, asked[0].Meta, acp.MetaPermission, "the ordinary fetch question is not marked")
 		})
 	}
 }
@@ -225,5 +226,6 @@ func TestE2E_WebFetchPrivate(t *testing.T) {
 		assert.Equal(t, acp.KindFetch, q.ToolCall.Kind)
 		require.NotEmpty(t, q.ToolCall.Content, i)
 		assert.Contains(t, q.ToolCall.Content[0].Content.Text, "(loopback)")
+		assert.Equal(t, acp.PermissionPrivateNetwork, q.Meta[acp.MetaPermission], "marked as the private network question")
 	}
 }

@@ -357,6 +357,10 @@ func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools
 	s := t.s
 	opts := permissionOptions(c)
 	title := call.Title()
+	var reqMeta acp.Meta
+	if c.Kind == tools.ConfirmPrivateNetwork {
+		reqMeta = acp.Meta{acp.MetaPermission: acp.PermissionPrivateNetwork}
+	}
 	resp, err := s.m.client.RequestPermission(ctx, &acp.RequestPermissionRequest{
 		SessionID: s.id,
 		ToolCall: acp.ToolCallUpdate{
@@ -365,6 +369,7 @@ func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools
 			Meta: s.runMeta(meta), // a subagent's request names its agent call
 		},
 		Options: opts,
+		Meta:    reqMeta,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

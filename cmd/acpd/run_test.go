@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -314,6 +317,40 @@ func TestRunCmd_YoloRunsShell(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "made\n", string(b))
 	assert.Equal(t, "[tool] echo made > made.txt … completed\n", o.stderr)
+}
+
+// TestRunCmd_PrivateFetchAdvice: a web_fetch of a loopback site is asked
+// about even under --yolo, so the headless refusal names the setting that
+// allows it, not --yolo; with that setting the same run fetches the page.
+func TestRunCmd_PrivateFetchAdvice(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write([]byte("internal dashboard"))
+	}))
+	defer site.Close()
+	e := newRunEnv(t)
+	script := e.script(t, `{"toolCalls":[{"id":"f1","name":"web_fetch","arguments":{"url":"`+site.URL+`/status","prompt":"what does it say"}}]}
+{"text":"ok"}`)
+	title := "Fetch " + site.URL + "/status"
+
+	o := e.run(t, "", e.scripted(script, "--yolo", "--output-format", "json", "look")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	assert.Contains(t, o.stderr, `acpd run: refused "`+title+`": it reaches a loopback or private network address, which acpd asks about every time, in every approval mode (--yolo too)`)
+	assert.Contains(t, o.stderr, "tools.webFetchAllowPrivate = true in the config file or ACPD_WEB_FETCH_ALLOW_PRIVATE=true")
+	assert.NotContains(t, o.stderr, "allow such calls with --yolo")
+	r := decodeResult(t, strings.TrimSpace(o.stdout))
+	assert.Equal(t, []headless.ToolCallSummary{{ToolCallID: "f1", Title: title, Kind: "fetch", Status: "failed"}}, r.ToolCalls)
+	assert.Zero(t, hits.Load(), "the refused fetch never reached the site")
+
+	e.env = append(e.env, "ACPD_WEB_FETCH_ALLOW_PRIVATE=true")
+	o = e.run(t, "", e.scripted(script, "--yolo", "--output-format", "json", "look")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	assert.NotContains(t, o.stderr, "refused")
+	r = decodeResult(t, strings.TrimSpace(o.stdout))
+	assert.Equal(t, []headless.ToolCallSummary{{ToolCallID: "f1", Title: title, Kind: "fetch", Status: "completed"}}, r.ToolCalls)
+	assert.Equal(t, int32(1), hits.Load(), "fetched once allowed")
 }
 
 // TestRunCmd_LoopbackModel drives the OpenAI-compatible provider against

@@ -102,11 +102,16 @@ func (o *Output) Permission(params json.RawMessage) *acp.RequestPermissionRespon
 	}
 	o.mu.Lock()
 	o.breakLine()
-	if req.ToolCall.Kind == acp.KindSwitchMode {
+	switch {
+	case req.ToolCall.Kind == acp.KindSwitchMode:
 		// exit_plan_mode: a headless run keeps the approval mode it was
 		// started with, so a plan-mode run stays a plan.
 		fmt.Fprintf(o.stderr, "acpd run: kept plan mode for %q: a headless run stays in its approval mode %q; run again with --approval-mode default, auto-edit or --yolo to carry the plan out\n", title, o.mode)
-	} else {
+	case req.Meta[acp.MetaPermission] == acp.PermissionPrivateNetwork:
+		// Asked in every approval mode: --yolo would not help.
+		fmt.Fprintf(o.stderr, "acpd run: refused %q: it reaches a loopback or private network address, which acpd asks about every time, in every approval mode (--yolo too), and nobody can answer; "+
+			"allow such fetches with tools.webFetchAllowPrivate = true in the config file or ACPD_WEB_FETCH_ALLOW_PRIVATE=true\n", title)
+	default:
 		fmt.Fprintf(o.stderr, "acpd run: refused %q: approval mode %q asks permission for it and nobody can answer; allow such calls with --yolo (or --approval-mode auto-edit for file edits)\n", title, o.mode)
 	}
 	o.mu.Unlock()
