@@ -51,11 +51,6 @@ func ErrInternal(msg string) *Error {
 	return &Error{Code: CodeInternalError, Message: msg}
 }
 
-// ErrRequestCancelled answers a request aborted by $/cancel_request or shutdown.
-func ErrRequestCancelled() *Error {
-	return &Error{Code: CodeRequestCancelled, Message: "Request cancelled"}
-}
-
 // ErrAuthRequired answers operations that need authentication first.
 func ErrAuthRequired() *Error {
 	return &Error{Code: CodeAuthRequired, Message: "Authentication required"}

@@ -270,10 +270,6 @@ func defaultDataDir(getenv func(string) string) string {
 	return ""
 }
 
-// UserConfigPath is where Load looks for the user's config file, or "" when
-// neither XDG_CONFIG_HOME nor HOME is set.
-func UserConfigPath(getenv func(string) string) string { return userConfigPath(getenv) }
-
 // entry is one key of a decoded file with the position of its value.
 type entry struct {
 	prim toml.Primitive

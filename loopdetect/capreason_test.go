@@ -93,13 +93,6 @@ func TestDetector_CapReason(t *testing.T) {
 	}
 }
 
-// WindowedVector is one of the stuck-window vectors: a turn as a sequence of
-// repeat keys, one call per model response.
-type windowedVector struct {
-	name string
-	keys []string
-}
-
 // spreadTestRuns re-runs the same test six times spread over 300 calls
 // (every 50th call), the rest distinct: a productive fix-and-retest turn.
 func spreadTestRuns() []string {

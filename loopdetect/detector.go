@@ -153,12 +153,6 @@ func (d *Detector) LastLoopType() LoopType { return d.lastLoopType }
 // detection since Reset, or "" when the last detection was of another type.
 func (d *Detector) LastCapReason() CapReason { return d.lastCapReason }
 
-// CapMaxKeyRepeat is the highest count of one repeat key this turn.
-func (d *Detector) CapMaxKeyRepeat() int { return d.cap.MaxKeyRepeat() }
-
-// LoopDetected reports whether the latch is set.
-func (d *Detector) LoopDetected() bool { return d.loopDetected }
-
 // ConsecutiveToolCallCount is the current run of identical consecutive calls.
 func (d *Detector) ConsecutiveToolCallCount() int { return d.consecutive }
 

@@ -365,9 +365,6 @@ func (cc *ClientConn) write(b []byte) error {
 	return err
 }
 
-// SendLine writes one raw line to the agent (for malformed-input tests).
-func (cc *ClientConn) SendLine(line string) error { return cc.write([]byte(line)) }
-
 // Call sends a request and decodes its result into out (which may be nil).
 // A JSON-RPC error comes back as *acp.Error.
 func (cc *ClientConn) Call(ctx context.Context, method string, params, out any) error {

@@ -56,16 +56,6 @@ func (rc *RawClient) Send(s string) error {
 	return err
 }
 
-// SendJSON marshals v and writes it as one line.
-func (rc *RawClient) SendJSON(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = rc.w.Write(append(b, '\n'))
-	return err
-}
-
 // ErrTimeout is returned by Next when no line arrives in time.
 var ErrTimeout = errors.New("acptest: timed out waiting for a line")
 
