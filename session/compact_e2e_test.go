@@ -19,13 +19,7 @@ import (
 )
 
 // sourceFile is a distinct ~24 KB Go-like source file.
-func sourceFile(i int) string {
-	var b strings.Builder
-	for j := 0; b.Len() < 24<<10; j++ {
-		fmt.Fprintf(&b, "func file%03dStep%04d(x int) int { return x*%d + %d } // marker-%03d-%04d\n", i, j, i+j, j*7, i, j)
-	}
-	return b.String()
-}
+func sourceFile(i int) string { return contextmgrtest.SourceFile(i) }
 
 // isSummaryRequest tells a compaction's summary request from a turn's.
 func isSummaryRequest(r modeltest.Request) bool { return contextmgrtest.IsSummaryRequest(r) }
@@ -95,17 +89,17 @@ func TestE2E_LongSessionStaysInsideTheWindow(t *testing.T) {
 		assert.Equal(t, string(sys0), string(sys), "request %d: system message bytes", i)
 		assert.Equal(t, string(tools0), string(tools), "request %d: tool bytes", i)
 	}
-	b := billOf(reqs)
+	b := contextmgrtest.BillOf(reqs)
 	if os.Getenv("ACPD_BILL_DETAIL") != "" {
 		for i, r := range reqs {
 			t.Logf("req %3d summary=%v msgs=%3d tokens=%6d cached=%6d uncached=%6d", i, isSummaryRequest(r), len(r.Messages), r.Tokens, r.Cached, r.Tokens-r.Cached)
 		}
 	}
 	t.Logf("%d requests, %d summaries, largest %d tokens; %d prompt tokens sent, %.1f%% from the prefix cache; bill %d full-price-equivalent tokens",
-		len(reqs), summaries, maxTok, b.sent, 100*float64(b.cached)/float64(b.sent), b.bill)
+		len(reqs), summaries, maxTok, b.Sent, 100*b.CachedShare(), b.Bill)
 	// What a provider that caches prefixes bills, in full-price-equivalent
 	// tokens (cached input at a tenth): 551,020 before compaction weighed it.
-	assert.LessOrEqual(t, b.bill, 500_000, "the session's bill")
+	assert.LessOrEqual(t, b.Bill, 500_000, "the session's bill")
 	assert.Positive(t, summaries, "the history was summarised at least once")
 	var lastPrompt, lastFile bool
 	for _, m := range last.Messages {
@@ -178,23 +172,6 @@ func TestE2E_LongSessionStaysInsideTheWindow(t *testing.T) {
 		first = reqs2[1]
 	}
 	assert.Less(t, len(first.Messages), 4*prompts, "the reloaded history is the compacted one")
-}
-
-// bill is what a session's requests cost as a provider with a prefix cache
-// bills them: uncached input at full price, cached input at a tenth.
-type bill struct{ sent, cached, bill int }
-
-func billOf(reqs []modeltest.Request) bill {
-	var b bill
-	for _, r := range reqs {
-		if r.Refused {
-			continue
-		}
-		b.sent += r.Tokens
-		b.cached += r.Cached
-	}
-	b.bill = b.sent - b.cached + b.cached/10
-	return b
 }
 
 // startSmall starts the built daemon against a model whose limit is limit

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,6 +40,9 @@ func NodeAndNPM(t testing.TB, what string) (node, npm string) {
 	return node, npm
 }
 
+// npmInstalls holds a mutex per install folder.
+var npmInstalls sync.Map
+
 // NPMInstall installs the packages of the package.json and package-lock.json
 // in dir, exactly as locked, and returns the node_modules folder. Installs
 // are cached under the user's cache folder by the hash of the two files,
@@ -58,6 +62,12 @@ func NPMInstall(t testing.TB, npm, dir, check string, installArgs ...string) str
 		root = filepath.Join(cache, "acpd-test")
 	}
 	modules := filepath.Join(root, key, "node_modules")
+	// Parallel tests of one process wait for one install rather than each
+	// downloading the same packages; separate processes still race safely
+	// through the rename below.
+	mu, _ := npmInstalls.LoadOrStore(filepath.Join(root, key), new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	if _, err := os.Stat(filepath.Join(modules, check)); err == nil {
 		return modules
 	} else if !errors.Is(err, fs.ErrNotExist) {

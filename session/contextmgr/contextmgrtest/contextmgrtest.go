@@ -59,3 +59,40 @@ func Summariser(r modeltest.Request) (modeltest.Response, bool) {
 	}
 	return modeltest.Response{Text: "<analysis>reading the conversation</analysis>\n" + Snapshot("as discussed so far")}, true
 }
+
+// SourceFile is a distinct ~24 KB Go-like source file, the unit of the
+// long-session cases: file i's lines end "marker-iii-jjjj".
+func SourceFile(i int) string {
+	var b strings.Builder
+	for j := 0; b.Len() < 24<<10; j++ {
+		fmt.Fprintf(&b, "func file%03dStep%04d(x int) int { return x*%d + %d } // marker-%03d-%04d\n", i, j, i+j, j*7, i, j)
+	}
+	return b.String()
+}
+
+// Bill is what a session's requests cost as a provider with a prefix cache
+// bills them (modeltest.Server.SetPrefixCache): uncached input at full
+// price, cached input at a tenth, in full-price-equivalent tokens.
+type Bill struct{ Sent, Cached, Bill int }
+
+// BillOf sums the requests the provider accepted.
+func BillOf(reqs []modeltest.Request) Bill {
+	var b Bill
+	for _, r := range reqs {
+		if r.Refused {
+			continue
+		}
+		b.Sent += r.Tokens
+		b.Cached += r.Cached
+	}
+	b.Bill = b.Sent - b.Cached + b.Cached/10
+	return b
+}
+
+// CachedShare is the part of the tokens sent served from the cache.
+func (b Bill) CachedShare() float64 {
+	if b.Sent == 0 {
+		return 0
+	}
+	return float64(b.Cached) / float64(b.Sent)
+}
