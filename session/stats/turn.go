@@ -1,0 +1,146 @@
+package stats
+
+import (
+	"strconv"
+	"time"
+
+	segjson "github.com/segmentio/encoding/json"
+
+	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/store"
+	"github.com/acpd/acpd/session/usage"
+)
+
+// Turn is one prompt turn of one session.
+type Turn struct {
+	Session string `json:"session"`
+	Turn    int    `json:"turn"` // 1-based, in the session's order
+	// A subagent run is a turn of its own, linked to the prompt turn it ran
+	// in (Turn): Run is its 1-based number within that turn (0 for the
+	// prompt turn itself) and ParentToolCallID the agent call that started
+	// it. Agent is the agent that ran the turn when it is not acpd's own
+	// prompt loop: a subagent's name, or the agent `acpd guard` watched (its
+	// agentInfo name), whose own session id is AgentSession.
+	Run              int       `json:"run,omitempty"`
+	Agent            string    `json:"agent,omitempty"`
+	AgentSession     string    `json:"agentSession,omitempty"`
+	ParentToolCallID string    `json:"parentToolCallId,omitempty"`
+	Cwd              string    `json:"cwd"`
+	Start            time.Time `json:"start"`
+	// Duration is from the prompt record to the turn_end record (0 for a
+	// turn that never ended).
+	Duration time.Duration `json:"-"`
+	// ToolCalls counts the calls the daemon's guard counted: every call the
+	// model asked for, less provider replays answered as duplicates.
+	ToolCalls    int `json:"toolCalls"`
+	DistinctKeys int `json:"distinctKeys"`
+	// MaxRepeat is the highest count of one (tool, args) repeat key, and
+	// MaxRepeatTool that key's tool.
+	MaxRepeat     int    `json:"maxRepeat"`
+	MaxRepeatTool string `json:"maxRepeatTool,omitempty"`
+	// MaxNameStreak is the longest run of consecutive calls to one tool.
+	MaxNameStreak int    `json:"maxNameStreak"`
+	StreakTool    string `json:"streakTool,omitempty"`
+	// Outcome is the stop reason (end_turn, cancelled, max_tokens, refusal,
+	// …), "loop" for a loop stop, "error" for another error, "incomplete"
+	// for a turn without a turn_end record (running, or acpd died).
+	Outcome   string `json:"outcome"`
+	LoopType  string `json:"loopType,omitempty"`
+	CapReason string `json:"capReason,omitempty"`
+	// WhatIf is set when a replay changes the outcome.
+	WhatIf *Change `json:"whatIf,omitempty"`
+
+	// Usage is the tokens of every model request made for the turn, as
+	// the provider reported them (or acpd estimated them, counted in
+	// Usage.Estimated): its own, its compactions' summaries and its
+	// subagents' runs, the last two also apart.
+	Usage     usage.Tokens  `json:"usage"`
+	Summaries *usage.Tokens `json:"summaryUsage,omitempty"`
+	Subagents *usage.Tokens `json:"subagentUsage,omitempty"`
+	// Cost is the turn's cost at the prices configured when it ran; nil
+	// when none were.
+	Cost *Cost `json:"cost,omitempty"`
+}
+
+// Cost is an amount in a currency.
+type Cost struct {
+	Amount   float64 `json:"amount"`
+	Currency string  `json:"currency"`
+}
+
+// addUsage adds one usage record; sub: a subagent run's, counted as the
+// turn's subagents'. A record without token counts only reports the
+// context window's fill (after a compaction) and is no request.
+func (t *Turn) addUsage(u *store.Usage, sub bool) {
+	if u.PromptTokens == 0 && u.CompletionTokens == 0 && !u.Estimated {
+		return
+	}
+	mu := model.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens}
+	t.Usage.Add(mu, u.Estimated)
+	var part **usage.Tokens
+	switch {
+	case sub || usage.Origin(u.Origin) == usage.Subagent:
+		part = &t.Subagents
+	case usage.Origin(u.Origin) == usage.Summary:
+		part = &t.Summaries
+	}
+	if part != nil {
+		if *part == nil {
+			*part = &usage.Tokens{}
+		}
+		(*part).Add(mu, u.Estimated)
+	}
+	if u.Currency != "" {
+		if t.Cost == nil {
+			t.Cost = &Cost{Currency: u.Currency}
+		}
+		if t.Cost.Currency == u.Currency {
+			t.Cost.Amount += u.Cost
+		}
+	}
+}
+
+// Label names the turn in a session: "3", or "3.1" for the first subagent
+// run of turn 3.
+func (t *Turn) Label() string {
+	if t.Run == 0 {
+		return strconv.Itoa(t.Turn)
+	}
+	return strconv.Itoa(t.Turn) + "." + strconv.Itoa(t.Run)
+}
+
+// AgentName is the agent that ran the turn: Agent, or "acpd" for acpd's
+// own prompt turns.
+func (t *Turn) AgentName() string {
+	if t.Agent == "" {
+		return "acpd"
+	}
+	return t.Agent
+}
+
+// OutcomeText is the outcome with the loop type and cap reason:
+// "end_turn", "turn_tool_call_cap/stuck", "global_tool_call_duplicate".
+func (t *Turn) OutcomeText() string {
+	if t.Outcome != "loop" {
+		return t.Outcome
+	}
+	if t.CapReason != "" {
+		return t.LoopType + "/" + t.CapReason
+	}
+	return t.LoopType
+}
+
+// stoppedByGuard reports whether the turn ended in a stop the per-batch
+// guard decides (the cap or the global duplicate), which a replay can
+
+func (t *Turn) durationMillis() int64 { return t.Duration.Milliseconds() }
+
+// MarshalJSON adds durationMs.
+func (t Turn) MarshalJSON() ([]byte, error) {
+	type plain Turn
+	return segjson.Marshal(struct {
+		plain
+		DurationMs int64 `json:"durationMs"`
+	}{plain(t), t.durationMillis()})
+}
