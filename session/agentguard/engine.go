@@ -110,6 +110,11 @@ type turn struct {
 	answered bool // the editor has its answer
 	ended    bool // the transcript and telemetry have its end
 	timer    *time.Timer
+	// pending is a call whose first frame crossed a limit before its input
+	// was complete; the stop waits for the agent's next message (see
+	// observe).
+	pending      *turnguard.Call
+	pendingTimer *time.Timer
 
 	ctx   context.Context
 	span  *telemetry.Turn
@@ -233,6 +238,7 @@ func (e *Engine) FromAgent(m *proxy.Message) proxy.Verdict {
 		if m.Method == acp.MethodSessionRequestPermission {
 			return e.permissionRequest(m)
 		}
+		e.resolveAll()
 	case proxy.Notification:
 		if m.Method == acp.MethodSessionUpdate {
 			e.update(m.Params)
@@ -245,6 +251,7 @@ func (e *Engine) agentResponse(m *proxy.Message) proxy.Verdict {
 	key := proxy.IDKey(m.ID)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.resolveAllLocked()
 	r, ok := e.reqs[key]
 	if !ok {
 		return proxy.Verdict{}
@@ -369,13 +376,15 @@ func (e *Engine) update(params []byte) {
 		return true
 	})
 	f, ok := frame(u, false, true)
-	if !ok {
-		return
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if t := e.activeTurn(sid); t != nil {
+	t := e.activeTurn(sid)
+	switch {
+	case t == nil:
+	case ok:
 		e.observe(t, f)
+	case t.pending != nil:
+		e.resolvePending(t) // not a frame of the held call
 	}
 }
 
@@ -427,12 +436,37 @@ func frame(obj []byte, permission, update bool) (f turnguard.Frame, ok bool) {
 	return f, ok
 }
 
+// pendingWait bounds how long a stop waits for the full input of the call
+// that crossed a limit when the agent sends nothing more; normally the
+// agent's next message ends the wait.
+const pendingWait = 500 * time.Millisecond
+
 // observe counts one frame and stops the turn when a limit is crossed.
 // Callers hold mu.
+//
+// Decision on a call that crosses a limit with its first frame while its
+// input is still a placeholder (claude-agent-acp sends rawInput {} first and
+// the full input in a status-less tool_call_update right after): the stop
+// is decided at once but carried out at the agent's next message. If that
+// message is a frame of the same call with its input (or one that makes
+// its key final, such as its permission request), the call is keyed on
+// that input; any other message, or pendingWait without one, keys it on
+// what it has. The agent cannot run the call unseen meanwhile: running it
+// takes a frame or a permission request, and either ends the wait.
 func (e *Engine) observe(t *turn, f turnguard.Frame) {
+	if t.pending != nil && f.ToolCallID != t.pending.ID {
+		e.resolvePending(t)
+		return // the turn is stopped; this frame counts no more
+	}
 	ev := t.obs.Observe(f)
 	c := ev.Call
 	if c == nil {
+		return
+	}
+	if t.pending != nil {
+		if ev.Final || c.HasInput() {
+			e.resolvePending(t)
+		}
 		return
 	}
 	stop := false
@@ -447,7 +481,17 @@ func (e *Engine) observe(t *turn, f turnguard.Frame) {
 		// same figure acpd stats reports for the turn.
 		stop = t.g.RecordBatch([]string{c.Key}, []string{c.Name})
 	case ev.New:
-		stop = t.g.RecordCall()
+		if t.g.RecordOpenCall() {
+			t.pending = c
+			t.pendingTimer = time.AfterFunc(pendingWait, func() {
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				if t.pending == c && !e.closed {
+					e.resolvePending(t)
+				}
+			})
+			return
+		}
 	case ev.Final:
 		stop = t.g.RecordKey(c.Key, c.Name)
 	}
@@ -465,6 +509,34 @@ func (e *Engine) observe(t *turn, f turnguard.Frame) {
 	e.recordReady(t)
 	if stop {
 		e.stop(t)
+	}
+}
+
+// resolvePending carries out the stop held for t's pending call: the call
+// is keyed on the input it has now and the turn stops. Callers hold mu.
+func (e *Engine) resolvePending(t *turn) {
+	c := t.pending
+	t.pending = nil
+	t.pendingTimer.Stop()
+	t.obs.Finalize(c)
+	t.g.RecordKey(c.Key, c.Name)
+	e.recordReady(t)
+	e.stop(t)
+}
+
+// resolveAll carries out every held stop: the agent sent something other
+// than a frame of the held call.
+func (e *Engine) resolveAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.resolveAllLocked()
+}
+
+func (e *Engine) resolveAllLocked() {
+	for _, t := range e.turns {
+		if t.pending != nil {
+			e.resolvePending(t)
+		}
 	}
 }
 
@@ -682,6 +754,9 @@ func (e *Engine) shutdown(msg string) {
 	for _, t := range e.turns {
 		if t.timer != nil {
 			t.timer.Stop()
+		}
+		if t.pendingTimer != nil {
+			t.pendingTimer.Stop()
 		}
 		if msg != "" {
 			t.answered = true

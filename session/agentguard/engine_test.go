@@ -90,6 +90,31 @@ var shapes = map[string]shape{
 		a.toolCall(sid, id, `,"title":"Tool: shell","kind":"execute","status":"in_progress","rawInput":`+string(b))
 		a.toolUpdate(sid, id, `,"status":"completed"`)
 	},
+	// codex-acp 0.16.0 (measured, guard.md): the exec event as rawInput,
+	// already in_progress, no _meta and no name; started_at_ms is the
+	// agent's clock at the call, different on every call.
+	"codex 0.16": func(a *fakeAgent, sid string, n int, args string) {
+		id := fmt.Sprintf("call_%d_0_0", n)
+		var in map[string]any
+		_ = json.Unmarshal([]byte(args), &in)
+		in["call_id"], in["turn_id"], in["process_id"] = id, "01a2f3c4-5b6d-7e8f-9a0b-1c2d3e4f5a6b", fmt.Sprint(27000+n)
+		in["started_at_ms"] = time.Now().UnixMilli() + int64(n)
+		in["cwd"], in["source"] = "/tmp/ws", "unified_exec_startup"
+		in["parsed_cmd"] = []any{map[string]any{"type": "unknown", "cmd": in["command"]}}
+		b, _ := json.Marshal(in)
+		a.toolCall(sid, id, `,"title":"Run cat","kind":"execute","status":"in_progress","rawInput":`+string(b))
+		a.toolUpdate(sid, id, `,"status":"completed","rawOutput":{"exit_code":0,"completed_at_ms":`+fmt.Sprint(time.Now().UnixMilli())+`}`)
+	},
+	// claude-agent-acp 0.23.1 (measured, guard.md): rawInput {} and a
+	// generic title first, the full input in a tool_call_update with no
+	// status, then in_progress and completed.
+	"claude 0.23": func(a *fakeAgent, sid string, n int, args string) {
+		id := fmt.Sprintf("toolu_01%010d", n)
+		a.toolCall(sid, id, `,"title":"Terminal","kind":"execute","status":"pending","rawInput":{},"_meta":{"claudeCode":{"toolName":"Bash"}}`)
+		a.toolUpdate(sid, id, `,"title":"cat x","rawInput":`+args+`,"_meta":{"claudeCode":{"toolName":"Bash"}}`)
+		a.toolUpdate(sid, id, `,"status":"in_progress"`)
+		a.toolUpdate(sid, id, `,"status":"completed","content":[{"type":"content","content":{"type":"text","text":"ok"}}]`)
+	},
 }
 
 // argsFor is the input of call i: the same for every call when same.
@@ -174,6 +199,31 @@ func TestStopFactsIncludeTheCrossingCall(t *testing.T) {
 			assert.Equal(t, "explicit", d["capReason"])
 			assert.EqualValues(t, 4, d["toolCalls"])
 			assert.EqualValues(t, 4, d["maxKeyRepeat"], "the crossing call's repeat is counted")
+		})
+	}
+}
+
+// TestCrossingCallKeyedOnFullInput: a stuck turn under the default cap
+// stops at call 101 with capReason stuck, and the call that crosses the
+// cap is keyed on its real input even when its first frame held a
+// placeholder: maxKeyRepeat is 101 and acpd stats sees one key.
+func TestCrossingCallKeyedOnFullInput(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"claude 0.23", "codex 0.16", "empty then full", "partial then full", "preparing"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dup := func(int) bool { return true }
+			h := newHarness(t, Options{SkipLoopDetection: true}, func(a *fakeAgent) { a.onPrompt = calls(shapes[name], name, 120, dup) })
+			d := h.prompt(h.session(), "same").loopData(t)
+			assert.Equal(t, "stuck", d["capReason"])
+			assert.EqualValues(t, 101, d["toolCalls"])
+			assert.EqualValues(t, 101, d["maxKeyRepeat"], "the crossing call is keyed on its full input")
+			h.eng.Close()
+			rep, err := stats.Collect(stats.Options{DataDir: h.data})
+			require.NoError(t, err)
+			require.Len(t, rep.Turns, 1)
+			assert.Equal(t, 1, rep.Turns[0].DistinctKeys)
+			assert.Equal(t, 101, rep.Turns[0].MaxRepeat)
 		})
 	}
 }

@@ -38,6 +38,11 @@ type Guard struct {
 
 	keyNames map[string]string // repeat key -> tool name, for the repeated-call facts
 
+	// pending is a stop RecordOpenCall found on a call whose key is not
+	// final yet; RecordKey latches it with the key counted.
+	pendingType   loopdetect.LoopType
+	pendingReason loopdetect.CapReason
+
 	failureMode  loopdetect.FailureMode
 	failureState loopdetect.FailureState
 }
@@ -206,16 +211,41 @@ func (g *Guard) RecordCall() bool {
 	return g.decide(g.cap.Check(g.skipLoop))
 }
 
-// RecordKey adds the repeat key of a call RecordCall counted, once the key is
-// final, and checks again: the stuck signal and the global duplicate depend
-// on it.
+// RecordOpenCall is RecordCall for a call whose input is still a
+// placeholder: a stop it finds is held, not latched, so the facts and the
+// transcript see the call's real key. The caller must then give the call's
+// key to RecordKey (the full input, or the placeholder's if none came),
+// which latches the stop. A true result means the turn stops at this call.
+func (g *Guard) RecordOpenCall() bool {
+	if g.detected {
+		return true
+	}
+	g.cap.AddCalls(1)
+	lt, r := g.cap.Check(g.skipLoop)
+	if lt == "" {
+		return false
+	}
+	g.pendingType, g.pendingReason = lt, r
+	return true
+}
+
+// RecordKey adds the repeat key of a call RecordCall or RecordOpenCall
+// counted, once the key is final, and checks again: the stuck signal and
+// the global duplicate depend on it. A stop RecordOpenCall held is latched
+// here whatever the check says (with a stuck window, the call's own key
+// can push an old repeat out of the window).
 func (g *Guard) RecordKey(key, name string) bool {
 	if g.detected {
 		return true
 	}
 	g.nameKey(key, name)
 	g.cap.ObserveKey(key)
-	return g.decide(g.cap.Check(g.skipLoop))
+	lt, r := g.cap.Check(g.skipLoop)
+	if lt == "" && g.pendingType != "" {
+		lt, r = g.pendingType, g.pendingReason
+	}
+	g.pendingType, g.pendingReason = "", ""
+	return g.decide(lt, r)
 }
 
 func (g *Guard) nameKey(key, name string) {

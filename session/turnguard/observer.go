@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/acpd/acpd/loopdetect"
 )
@@ -34,12 +35,7 @@ import (
 //     dropped, or, for a call that never showed an input, its kind,
 //     locations and title.
 //
-// Decision on volatile fields: members named call_id, callId, tool_call_id,
-// toolCallId, turn_id, turnId, process_id or processId are dropped at any
-// depth, and so is any string value equal to the call's own toolCallId.
-// Broader guesses (any uuid, any `*_id`) would merge calls that differ in a
-// real argument, and a false "stuck" stops a productive turn; a missed
-// volatile field only delays a stop to the backstop.
+// Which input members are volatile, and why, is in volatile.go.
 
 // Frame is what one message says about a tool call: a tool_call or
 // tool_call_update update, or the toolCall of a permission request. Raw
@@ -100,6 +96,16 @@ type Observer struct {
 	calls map[string]*Call
 	order []*Call // first-seen order, from the first not yet released by Ready
 	keyer loopdetect.RepeatKeyer
+	// Now is the clock volatile stamps are compared with (nil: time.Now);
+	// tests replaying recorded frames set the time they were recorded.
+	Now func() time.Time
+}
+
+func (o *Observer) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
 }
 
 // NewObserver returns an empty observer for one turn.
@@ -169,6 +175,20 @@ func (o *Observer) FinalizeAll() []*Call {
 	return out
 }
 
+// Finalize makes c's key final now, with the input it has; false when it
+// already was.
+func (o *Observer) Finalize(c *Call) bool {
+	if c.Final {
+		return false
+	}
+	o.finalize(c)
+	return true
+}
+
+// HasInput reports whether a call not yet final has seen a non-empty
+// rawInput (an empty {} placeholder does not count).
+func (c *Call) HasInput() bool { return len(c.input) > 0 }
+
 // Ready returns the calls whose keys are final, in first-seen order, that
 // it has not returned before; it stops at the first call still open, so a
 // transcript records calls in the order they were counted.
@@ -186,7 +206,7 @@ func (o *Observer) finalize(c *Call) {
 	c.Final = true
 	c.Name = c.toolName()
 	if len(c.input) > 0 {
-		c.Input = dropVolatile(c.input, c.ID)
+		c.Input = dropVolatile(c.input, c.ID, o.now())
 	} else {
 		c.Input = fallbackInput(c.kind, c.locations, c.title)
 	}
@@ -278,74 +298,6 @@ func emptyJSON(raw json.RawMessage) bool {
 	}
 	if len(b) >= 2 && (b[0] == '{' && b[len(b)-1] == '}' || b[0] == '[' && b[len(b)-1] == ']') {
 		return len(bytes.TrimSpace(b[1:len(b)-1])) == 0
-	}
-	return false
-}
-
-// volatileKeys are per-call fields some agents put in rawInput.
-var volatileKeys = []string{"call_id", "callId", "tool_call_id", "toolCallId", "turn_id", "turnId", "process_id", "processId"}
-
-// dropVolatile returns input without the volatile members and values; it
-// returns input itself when there is nothing to drop.
-func dropVolatile(input json.RawMessage, callID string) json.RawMessage {
-	suspect := bytes.Contains(input, []byte(callID))
-	for _, k := range volatileKeys {
-		if suspect {
-			break
-		}
-		suspect = bytes.Contains(input, []byte(`"`+k+`"`))
-	}
-	if !suspect {
-		return input
-	}
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return input
-	}
-	v = stripVolatile(v, callID)
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if enc.Encode(v) != nil {
-		return input
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-}
-
-func stripVolatile(v any, callID string) any {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			if isVolatileKey(k) {
-				delete(t, k)
-				continue
-			}
-			if s, ok := e.(string); ok && s == callID {
-				delete(t, k)
-				continue
-			}
-			t[k] = stripVolatile(e, callID)
-		}
-	case []any:
-		out := t[:0]
-		for _, e := range t {
-			if s, ok := e.(string); ok && s == callID {
-				continue
-			}
-			out = append(out, stripVolatile(e, callID))
-		}
-		return out
-	}
-	return v
-}
-
-func isVolatileKey(k string) bool {
-	for _, v := range volatileKeys {
-		if k == v {
-			return true
-		}
 	}
 	return false
 }
