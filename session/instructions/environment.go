@@ -82,6 +82,16 @@ func gatherRoot(ctx context.Context, g *gitRunner, root string) RootInfo {
 		return ri
 	}
 	top := gitRoot(root)
+	gitDir, err := gitFolder(top)
+	if err != nil {
+		// A .git the repository's own git folder does not vouch for
+		// (planted to name another repository, or "/"): neither git nor
+		// acpd reads what it names, whose branch and commit subjects
+		// would otherwise reach the prompt.
+		ri.Git, ri.GitErr = true, "not read: "+firstLine(err)
+		ri.Entries, ri.More, ri.ListErr = listing(root)
+		return ri
+	}
 	var wg sync.WaitGroup
 	var status, log []byte
 	var statusErr, logErr error
@@ -120,7 +130,7 @@ func gatherRoot(ctx context.Context, g *gitRunner, root string) RootInfo {
 	if ri.Branch == "" {
 		// Read by acpd itself, so the branch is named even when git is
 		// missing, slow or refused to run.
-		ri.Branch = headBranch(top)
+		ri.Branch = headBranch(gitDir)
 	}
 	if statusErr != nil {
 		return ri
@@ -143,28 +153,29 @@ func inRepo(root string) bool {
 	return err == nil
 }
 
-// headBranch reads the branch from the repository's HEAD file (in the git
-// folder top/.git, or the one a ".git" file names, for a linked worktree):
-// "ref: refs/heads/NAME" → NAME, a commit id → "(detached HEAD)", "" when
-// it cannot tell. The file comes from the workspace: only a plausible ref
-// name is used.
-func headBranch(top string) string {
-	gitDir := filepath.Join(top, ".git")
-	if fi, err := os.Stat(gitDir); err == nil && fi.Mode().IsRegular() {
-		b, err := readSmall(gitDir)
-		if err != nil {
-			return ""
-		}
-		line, _, _ := strings.Cut(string(b), "\n")
-		dir, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
-		if !ok {
-			return ""
-		}
-		gitDir = strings.TrimSpace(dir)
-		if !filepath.IsAbs(gitDir) {
-			gitDir = filepath.Join(top, gitDir)
-		}
+// gitFolder is the git folder of the work tree top: its .git folder, or
+// what its .git file names when that is top's own linked worktree or
+// submodule (sandbox.ReadGitLink); an error for anything else.
+func gitFolder(top string) (string, error) {
+	p := filepath.Join(top, ".git")
+	fi, err := os.Lstat(p)
+	switch {
+	case err != nil:
+		return "", err
+	case fi.IsDir():
+		return p, nil
+	case fi.Mode().IsRegular():
+		link, err := sandbox.ReadGitLink(top)
+		return link.Dir, err
 	}
+	return "", fmt.Errorf("%s is neither a folder nor a file", p)
+}
+
+// headBranch reads the branch from the HEAD file of the git folder gitDir
+// (see gitFolder): "ref: refs/heads/NAME" → NAME, a commit id →
+// "(detached HEAD)", "" when it cannot tell. The file comes from the
+// workspace: only a plausible ref name is used.
+func headBranch(gitDir string) string {
 	b, err := readSmall(filepath.Join(gitDir, "HEAD"))
 	if err != nil {
 		return ""

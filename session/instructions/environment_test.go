@@ -74,13 +74,20 @@ func TestGather_TimeLimit(t *testing.T) {
 
 func TestGather_GitFails(t *testing.T) {
 	dir := t.TempDir()
-	// A .git that is no repository: git refuses, the block says so.
-	write(t, filepath.Join(dir, ".git"), "gitdir: /nonexistent/place\n")
+	// A .git folder that is no repository: git refuses, the block says so.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".git"), 0o755))
 	env := Gather(context.Background(), []string{dir}, 0, nil)
 	r := env.Roots[0]
 	assert.True(t, r.Git)
 	assert.Contains(t, r.GitErr, "git status failed: ")
 	assert.Contains(t, env.Text(), "(git status failed: ")
+
+	// A .git file naming nothing: not read, and said so.
+	dir = t.TempDir()
+	write(t, filepath.Join(dir, ".git"), "gitdir: /nonexistent/place\n")
+	env = Gather(context.Background(), []string{dir}, 0, nil)
+	assert.True(t, env.Roots[0].Git)
+	assert.Contains(t, env.Text(), "(not read: not a linked worktree or submodule of this folder")
 }
 
 // TestGather_HostileRepository: a repository whose configuration names a
@@ -156,17 +163,30 @@ func TestGather_WorktreeElsewhere(t *testing.T) {
 func TestHeadBranch(t *testing.T) {
 	top := t.TempDir()
 	write(t, filepath.Join(top, ".git", "HEAD"), "ref: refs/heads/topic/x\n")
-	assert.Equal(t, "topic/x", headBranch(top))
+	g, err := gitFolder(top)
+	require.NoError(t, err)
+	assert.Equal(t, "topic/x", headBranch(g))
 	write(t, filepath.Join(top, ".git", "HEAD"), strings.Repeat("ab", 20)+"\n")
-	assert.Equal(t, "(detached HEAD)", headBranch(top))
+	assert.Equal(t, "(detached HEAD)", headBranch(g))
 	write(t, filepath.Join(top, ".git", "HEAD"), "ref: refs/heads/.invalid\n")
-	assert.Equal(t, "", headBranch(top), "reftable: git knows")
+	assert.Equal(t, "", headBranch(g), "reftable: git knows")
 	write(t, filepath.Join(top, ".git", "HEAD"), "ref: refs/heads/a\x1b[2Jb\n")
-	assert.Equal(t, "", headBranch(top))
+	assert.Equal(t, "", headBranch(g))
 
-	wt, gitdir := t.TempDir(), t.TempDir()
+	// A linked worktree's HEAD is in the git folder its .git file names,
+	// once that folder vouches for the worktree.
+	wt, common := t.TempDir(), t.TempDir()
+	gitdir := filepath.Join(common, "worktrees", "wt")
+	write(t, filepath.Join(common, "HEAD"), "ref: refs/heads/main\n")
+	require.NoError(t, os.MkdirAll(filepath.Join(common, "objects"), 0o755))
 	write(t, filepath.Join(gitdir, "HEAD"), "ref: refs/heads/wt-branch\n")
+	write(t, filepath.Join(gitdir, "commondir"), "../..\n")
 	write(t, filepath.Join(wt, ".git"), "gitdir: "+gitdir+"\n")
-	assert.Equal(t, "wt-branch", headBranch(wt))
-	assert.Equal(t, "", headBranch(t.TempDir()))
+	_, err = gitFolder(wt)
+	assert.ErrorIs(t, err, sandbox.ErrNotGitLink, "no back-pointer yet")
+	write(t, filepath.Join(gitdir, "gitdir"), filepath.Join(wt, ".git")+"\n")
+	g, err = gitFolder(wt)
+	require.NoError(t, err)
+	assert.Equal(t, "wt-branch", headBranch(g))
+	assert.Equal(t, "", headBranch(filepath.Join(t.TempDir(), ".git")))
 }

@@ -151,6 +151,10 @@ func (p *Policy) Describe() string {
 type Session struct {
 	p     *Policy
 	roots []string
+	// gitDirs are the linked git folders of the roots, decided once when
+	// the session starts: a ".git" file a command plants later changes
+	// nothing for this session.
+	gitDirs []string
 
 	mu     sync.Mutex
 	tmp    string
@@ -173,7 +177,11 @@ type Session struct {
 
 // NewSession returns the sandbox of a session working in roots.
 func (p *Policy) NewSession(roots []string) *Session {
-	return &Session{p: p, roots: append([]string(nil), roots...)}
+	s := &Session{p: p, roots: append([]string(nil), roots...)}
+	for _, r := range roots {
+		s.gitDirs = append(s.gitDirs, linkedGitDirs(r)...)
+	}
+	return s
 }
 
 // Close stops the session's spawn server and removes its temp folder.
@@ -280,10 +288,7 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	writable := append([]string(nil), s.roots...)
-	for _, r := range s.roots {
-		writable = append(writable, linkedGitDirs(r)...)
-	}
+	writable := append(append([]string(nil), s.roots...), s.gitDirs...)
 	writable = append(writable, tmp)
 	env := []string{"TMPDIR=" + tmp, "TMP=" + tmp, "TEMP=" + tmp}
 	if c := s.p.CacheDir; c != "" {
@@ -403,43 +408,25 @@ func SetupError(msg string) error {
 // naming the real git folder elsewhere ("gitdir: …"), and a commit writes
 // there (index, HEAD, logs) and in the common folder it names (objects,
 // refs). Without them `git commit` fails in every linked worktree, as it did
-// for peers' sandboxes. An ordinary ".git" folder is not followed: inside the
-// root it is writable already, and above it (a workspace that is a subfolder
-// of a repository, or a home folder under git) it is left to
-// tools.sandboxWritable.
+// for peers' sandboxes. The ".git" file is workspace content, so what it
+// names counts only when it passes [ReadGitLink]: a git folder that points
+// back at this work tree, never "/", the home folder or a folder above the
+// work tree. An ordinary ".git" folder is not followed: inside the root it
+// is writable already, and above it (a workspace that is a subfolder of a
+// repository, or a home folder under git) it is left to
+// tools.sandboxWritable; nor is a ".git" symlink.
 func linkedGitDirs(root string) []string {
 	for dir := root; ; {
-		p := filepath.Join(dir, ".git")
-		fi, err := os.Stat(p)
+		fi, err := os.Lstat(filepath.Join(dir, ".git"))
 		switch {
-		case err == nil && fi.IsDir():
-			return nil
 		case err == nil && fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
+			link, err := ReadGitLink(dir)
 			if err != nil {
 				return nil
 			}
-			line, _, _ := strings.Cut(string(b), "\n")
-			gitdir, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
-			if !ok {
-				return nil
-			}
-			gitdir = strings.TrimSpace(gitdir)
-			if !filepath.IsAbs(gitdir) {
-				gitdir = filepath.Join(dir, gitdir)
-			}
-			if _, err := os.Stat(gitdir); err != nil {
-				return nil
-			}
-			out := []string{filepath.Clean(gitdir)}
-			if c, err := os.ReadFile(filepath.Join(gitdir, "commondir")); err == nil {
-				common := strings.TrimSpace(string(c))
-				if !filepath.IsAbs(common) {
-					common = filepath.Join(gitdir, common)
-				}
-				out = append(out, filepath.Clean(common))
-			}
-			return out
+			return link.Dirs()
+		case err == nil:
+			return nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {

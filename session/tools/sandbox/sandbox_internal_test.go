@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -55,29 +53,4 @@ func TestParseHelperArgs(t *testing.T) {
 		_, err := parseHelperArgs(bad)
 		assert.Error(t, err, "%q", bad)
 	}
-}
-
-func TestLinkedGitDirs(t *testing.T) {
-	base := t.TempDir()
-	common := filepath.Join(base, "main", ".git")
-	wtGit := filepath.Join(common, "worktrees", "wt")
-	require.NoError(t, os.MkdirAll(wtGit, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(wtGit, "commondir"), []byte("../..\n"), 0o644))
-	wt := filepath.Join(base, "wt")
-	require.NoError(t, os.MkdirAll(filepath.Join(wt, "sub"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(wt, ".git"), []byte("gitdir: "+wtGit+"\n"), 0o644))
-
-	assert.Equal(t, []string{wtGit, common}, linkedGitDirs(wt))
-	assert.Equal(t, []string{wtGit, common}, linkedGitDirs(filepath.Join(wt, "sub")), "found from a folder below")
-	assert.Nil(t, linkedGitDirs(filepath.Join(base, "main")), "an ordinary .git folder")
-
-	rel := filepath.Join(base, "rel")
-	require.NoError(t, os.MkdirAll(rel, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(rel, ".git"), []byte("gitdir: ../main/.git/worktrees/wt\n"), 0o644))
-	assert.Equal(t, []string{wtGit, common}, linkedGitDirs(rel), "a relative gitdir")
-
-	gone := filepath.Join(base, "gone")
-	require.NoError(t, os.MkdirAll(gone, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(gone, ".git"), []byte("gitdir: /no/such/dir\n"), 0o644))
-	assert.Nil(t, linkedGitDirs(gone), "a missing gitdir adds nothing")
 }
