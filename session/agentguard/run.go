@@ -148,11 +148,11 @@ wait:
 			switch step {
 			case 1:
 				log.Warn("the agent did not exit after its stdin closed; sending SIGTERM", "pid", pgid)
-				_ = syscall.Kill(-pgid, syscall.SIGTERM)
+				_ = signalGroup(pgid, syscall.SIGTERM)
 				escalate = time.After(o.ShutdownGrace)
 			default:
 				log.Warn("the agent did not exit after SIGTERM; sending SIGKILL", "pid", pgid)
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				_ = signalGroup(pgid, syscall.SIGKILL)
 				escalate = nil
 			}
 		case waitErr = <-exited:
@@ -211,20 +211,20 @@ func exitStatus(cmd *exec.Cmd, err error) (int, string) {
 // reapGroup ends what is left of the agent's process group: SIGTERM, then
 // SIGKILL if anything is still there after grace.
 func reapGroup(pgid int, grace time.Duration, log *slog.Logger) {
-	if syscall.Kill(-pgid, 0) != nil {
+	if signalGroup(pgid, 0) != nil {
 		return // nothing left
 	}
 	log.Debug("ending the processes the agent left behind", "pgid", pgid)
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	_ = signalGroup(pgid, syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
-		if syscall.Kill(-pgid, 0) != nil {
+		if signalGroup(pgid, 0) != nil {
 			return
 		}
 	}
 	log.Warn("processes the agent started outlived it; sending SIGKILL", "pgid", pgid)
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	_ = signalGroup(pgid, syscall.SIGKILL)
 }
 
 // LineLogger is an io.Writer that logs each line written to it as one

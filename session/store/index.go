@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	segjson "github.com/segmentio/encoding/json"
@@ -64,9 +63,7 @@ func stamp(path string) fileStamp {
 		return fileStamp{}
 	}
 	st := fileStamp{ok: true, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.ino = uint64(sys.Ino)
-	}
+	st.ino = fileIno(fi)
 	return st
 }
 
@@ -170,13 +167,7 @@ func (x *index) withFileLock(fn func() error) error {
 		return fmt.Errorf("session index lock: %w", err)
 	}
 	defer f.Close()
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	if err := lockExclusive(f); err != nil {
 		return fmt.Errorf("session index lock: %w", err)
 	}
 	return fn()

@@ -18,7 +18,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"syscall"
 	"time"
 )
 
@@ -356,19 +355,14 @@ func (s *Store) Delete(id string) error {
 }
 
 func lockFile(f *os.File, id string) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, syscall.EINTR):
-			continue
-		case errors.Is(err, syscall.EWOULDBLOCK):
-			return &LockedError{ID: id}
-		default:
-			return fmt.Errorf("lock session %s: %w", id, err)
-		}
+	locked, err := tryLockExclusive(f)
+	switch {
+	case err != nil:
+		return fmt.Errorf("lock session %s: %w", id, err)
+	case !locked:
+		return &LockedError{ID: id}
 	}
+	return nil
 }
 
 func sameFile(f *os.File, path string) (bool, error) {

@@ -93,7 +93,7 @@ func (t target) openLocal(flag int, perm fs.FileMode) (*os.File, error) {
 		return nil, err
 	}
 	defer done()
-	f, err := r.OpenFile(t.rel, flag|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
+	f, err := r.OpenFile(t.rel, flag|oNoFollow|syscall.O_CLOEXEC, perm)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, fmt.Errorf("%w: %s became a symlink after it was checked", ErrOutsideWorkspace, t.path)

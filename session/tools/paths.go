@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // ErrOutsideWorkspace is wrapped by every confinement refusal.
@@ -129,8 +128,8 @@ func (c *RootCache) heldRoot(rr string) (r *os.Root, ok bool) {
 	if c == nil {
 		return nil, false
 	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(rr, &st); err != nil {
+	dev, ino, err := statID(rr)
+	if err != nil {
 		c.drop(rr)
 		return nil, false
 	}
@@ -140,21 +139,22 @@ func (c *RootCache) heldRoot(rr string) (r *os.Root, ok bool) {
 		return nil, false
 	}
 	if h := c.held[rr]; h != nil {
-		if uint64(st.Dev) == h.dev && st.Ino == h.ino {
+		if dev == h.dev && ino == h.ino {
 			return h.r, true
 		}
 		h.r.Close()
 		delete(c.held, rr)
 	}
-	r, err := os.OpenRoot(rr)
+	r, err = os.OpenRoot(rr)
 	if err != nil {
 		return nil, false
 	}
-	var id *syscall.Stat_t
+	same := false
 	if fi, err := r.Stat("."); err == nil {
-		id, _ = fi.Sys().(*syscall.Stat_t)
+		d, i, ok := infoID(fi)
+		same = ok && d == dev && i == ino
 	}
-	if id == nil || uint64(id.Dev) != uint64(st.Dev) || id.Ino != st.Ino {
+	if !same {
 		r.Close() // changed between the stat and the open
 		return nil, false
 	}
@@ -165,7 +165,7 @@ func (c *RootCache) heldRoot(rr string) (r *os.Root, ok bool) {
 	if c.held == nil {
 		c.held = map[string]*held{}
 	}
-	c.held[rr] = &held{r: r, dev: uint64(st.Dev), ino: st.Ino}
+	c.held[rr] = &held{r: r, dev: dev, ino: ino}
 	return r, true
 }
 

@@ -271,8 +271,7 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandb
 	cmd := exec.CommandContext(rctx, plan.Argv[0], plan.Argv[1:]...)
 	cmd.Dir = c.dir.real
 	cmd.Env = environ
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	ownGroup(cmd)
 	// The child writes straight into the pipe, so Wait returns when the
 	// shell exits and does not wait for background children holding it.
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -309,7 +308,7 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandb
 			msg = []byte(fmt.Sprintf("the sandbox helper neither started the command nor reported a failure within %s", helperStartTimeout))
 		}
 		if len(msg) > 0 {
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			killGroup(pgid)
 			_ = cmd.Wait()
 			return Result{}, string(msg)
 		}
@@ -353,7 +352,7 @@ func (c *runShellCommandCall) runSpawned(ctx, rctx context.Context, env *Env, pl
 		return c.finishLocal(ctx, rctx, env, 0, pr, out, drained, nil, err), true
 	}
 	pgid := proc.Pid
-	stop := context.AfterFunc(rctx, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	stop := context.AfterFunc(rctx, func() { killGroup(pgid) })
 	defer stop()
 	s, werr := proc.Wait(rctx)
 	var ws *syscall.WaitStatus
@@ -379,7 +378,7 @@ func drain(env *Env, pr *os.File) (*tailBuffer, chan struct{}) {
 // (nil: werr says why there is none).
 func (c *runShellCommandCall) finishLocal(ctx, rctx context.Context, env *Env, pgid int, pr *os.File, out *tailBuffer, drained chan struct{}, ws *syscall.WaitStatus, werr error) Result {
 	if pgid > 0 { // 0 would be the daemon's own group
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		killGroup(pgid)
 	}
 	timer := time.NewTimer(pipeDrainTimeout)
 	select {

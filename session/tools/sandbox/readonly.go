@@ -8,13 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
-	"time"
 )
 
 // ErrCannotConfine is returned by RunReadOnly when this process cannot
@@ -76,19 +73,6 @@ func RunUnconfined(ctx context.Context, dir string, env []string, argv []string)
 	cmd, out, errOut := groupCommand(ctx, dir, env, argv)
 	err := withStderr(cmd.Run(), errOut)
 	return out.Bytes(), err
-}
-
-// groupCommand is argv in its own process group, the whole group killed
-// when ctx ends, output collected.
-func groupCommand(ctx context.Context, dir string, env []string, argv []string) (cmd *exec.Cmd, out, errOut *bytes.Buffer) {
-	cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env = dir, env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
-	out, errOut = &bytes.Buffer{}, &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, errOut
-	return cmd, out, errOut
 }
 
 // withStderr adds stderr's first line to a failed run's error.

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,6 +143,12 @@ func Probe() Status {
 // enforce nothing on a kernel without Landlock, so the decision is made here.
 func probe(override string) Status {
 	st := Status{Backend: "landlock"}
+	if runtime.GOOS != "linux" {
+		// Said plainly: off Linux go-landlock answers ABI -1 and ENOSYS,
+		// which would read as an old Linux kernel.
+		st.Err = fmt.Errorf("Landlock exists only on Linux; on %s shell commands run unconfined", runtime.GOOS)
+		return st
+	}
 	abi, err := ll.LandlockGetABIVersion()
 	if err == nil {
 		st.ABI, st.KernelABI = abi, abi

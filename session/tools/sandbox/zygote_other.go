@@ -13,8 +13,8 @@ import (
 type Process struct{ Pid int }
 
 // Wait is never reached: Spawn always fails off Linux.
-func (p *Process) Wait(context.Context) (syscall.WaitStatus, error) {
-	return 0, errors.New("no spawn server")
+func (p *Process) Wait(context.Context) (ws syscall.WaitStatus, err error) {
+	return ws, errors.New("no spawn server")
 }
 
 type zygote struct{}

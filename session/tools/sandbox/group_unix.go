@@ -1,0 +1,24 @@
+//go:build unix
+
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// groupCommand is argv in its own process group, the whole group killed
+// when ctx ends, output collected.
+func groupCommand(ctx context.Context, dir string, env []string, argv []string) (cmd *exec.Cmd, out, errOut *bytes.Buffer) {
+	cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	out, errOut = &bytes.Buffer{}, &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, errOut
+	return cmd, out, errOut
+}
