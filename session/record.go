@@ -145,7 +145,7 @@ func recordedCalls(calls []model.ToolCall) []store.ToolCall {
 		if len(args) > 0 && !json.Valid(args) {
 			args, _ = json.Marshal(string(args))
 		}
-		out = append(out, store.ToolCall{ID: c.ID, Name: c.Name, Arguments: args, Invalid: c.Invalid})
+		out = append(out, store.ToolCall{ID: c.ID, Name: c.Name, Arguments: args, Invalid: c.Invalid, Thinking: c.Thinking})
 	}
 	return out
 }

@@ -40,7 +40,7 @@ type Session struct {
 	toolCallIDs map[string]bool
 	toolSeq     int
 	// msgCache keeps the wire encoding of history already sent to the model.
-	msgCache model.MessageCache
+	msgCache model.Cache
 	// cm is the context accounting and compaction state (compact.go).
 	cm compactState
 	// title is what the editor shows for the session: set from the first

@@ -236,6 +236,7 @@ func (t *turn) request(ctx context.Context) (streamResult, error) {
 // streamResult is one model response after its stream ended.
 type streamResult struct {
 	text, reasoning string
+	thinking        []model.Thinking // the provider's thinking blocks, in order
 	calls           []model.ToolCall
 	finish          string
 	usage           *model.Usage // the response's token usage (estimated: the provider sent none)
@@ -246,19 +247,21 @@ type streamResult struct {
 // reasoning, text, then the calls as prepared (historyCalls), so the live
 // history and a reloaded one are the same.
 func (t *turn) appendAssistant(r streamResult, ps []pcall) {
-	if r.text == "" && r.reasoning == "" && len(ps) == 0 {
+	if r.text == "" && r.reasoning == "" && len(r.thinking) == 0 && len(ps) == 0 {
 		return
 	}
 	s := t.s
 	calls := historyCalls(ps)
 	s.history = append(s.history, model.Message{
-		Role: model.RoleAssistant, Content: r.text, Reasoning: r.reasoning, ToolCalls: calls,
+		Role: model.RoleAssistant, Content: r.text, Reasoning: r.reasoning, Thinking: r.thinking, ToolCalls: calls,
 	})
 	if s.w == nil {
 		return
 	}
-	if r.reasoning != "" {
-		t.rec(store.Record{Kind: store.KindReasoning, Text: r.reasoning})
+	if r.reasoning != "" || len(r.thinking) > 0 {
+		// The blocks ride with the text so a reloaded session sends them
+		// back exactly as the provider returned them.
+		t.rec(store.Record{Kind: store.KindReasoning, Text: r.reasoning, Thinking: r.thinking})
 	}
 	if r.text != "" {
 		t.rec(store.Record{Kind: store.KindText, Text: r.text})
@@ -285,7 +288,7 @@ func historyCalls(ps []pcall) []model.ToolCall {
 	}
 	out := make([]model.ToolCall, 0, len(ps))
 	for _, p := range ps {
-		c := model.ToolCall{ID: p.acpID, Name: p.Name, Arguments: p.Arguments, Invalid: p.Invalid}
+		c := model.ToolCall{ID: p.acpID, Name: p.Name, Arguments: p.Arguments, Invalid: p.Invalid, Thinking: p.Thinking}
 		if c.Name == "" {
 			c.Name = nameless
 		}
@@ -333,6 +336,8 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentThoughtChunk, Content: &b})
 		case model.EventToolCall:
 			r.calls = append(r.calls, ev.ToolCall)
+		case model.EventThinking:
+			r.thinking = append(r.thinking, ev.Thinking)
 		case model.EventUsage:
 			u := ev.Usage
 			reported = &u
@@ -340,7 +345,7 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 			r.finish = ev.FinishReason
 		case model.EventRetry:
 			s.log.Warn("model stream retried", "err", ev.RetryErr, "discarded_calls", len(r.calls))
-			r.calls = nil
+			r.calls, r.thinking = nil, nil
 			text.Reset()
 			reasoning.Reset()
 		}

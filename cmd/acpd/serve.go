@@ -15,6 +15,7 @@ import (
 	"github.com/acpd/acpd/session"
 	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/providers"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 	sessionusage "github.com/acpd/acpd/session/usage"
@@ -77,14 +78,18 @@ func newProvider(cfg config.Config, logger *slog.Logger) (model.Provider, error)
 		}
 		return p, nil
 	case config.ProviderOpenAI:
-		return model.NewOpenAI(model.OpenAIOptions{
-			BaseURL:        cfg.Model.BaseURL,
-			APIKey:         cfg.Model.APIKey,
-			MaxRetries:     cfg.Model.MaxRetries,
-			RequestTimeout: cfg.Model.RequestTimeout,
-			CacheControl:   cfg.Model.CacheControl,
-			Logger:         logger,
-		}), nil
+		return providers.New(providers.Spec{
+			ID:           "model",
+			Protocol:     "openai",
+			BaseURL:      cfg.Model.BaseURL,
+			APIKey:       cfg.Model.APIKey,
+			CacheControl: cfg.Model.CacheControl,
+			HTTP: model.HTTPOptions{
+				MaxRetries:     cfg.Model.MaxRetries,
+				RequestTimeout: cfg.Model.RequestTimeout,
+				Logger:         logger,
+			},
+		})
 	}
 	return nil, fmt.Errorf("unknown model provider %q", cfg.Model.Provider)
 }

@@ -63,8 +63,8 @@ type wireError struct {
 	Code    json.RawMessage `json:"code"`
 }
 
-// parseErrorObject decodes the value of an `error` key: an object or a string.
-func parseErrorObject(raw []byte) (msg, typ, code string, ok bool) {
+// ParseErrorObject decodes the value of an `error` key: an object or a string.
+func ParseErrorObject(raw []byte) (msg, typ, code string, ok bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return "", "", "", false
@@ -96,8 +96,8 @@ func rawCode(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// newHTTPError builds the APIError for a non-200 response.
-func newHTTPError(status int, header http.Header, body []byte, now time.Time) *APIError {
+// NewHTTPError builds the APIError for a non-200 response.
+func NewHTTPError(status int, header http.Header, body []byte, now time.Time) *APIError {
 	e := &APIError{Status: status, Body: string(body)}
 	var top struct {
 		Error   json.RawMessage `json:"error"`
@@ -107,7 +107,7 @@ func newHTTPError(status int, header http.Header, body []byte, now time.Time) *A
 		Code    json.RawMessage `json:"code"`
 	}
 	if json.Unmarshal(body, &top) == nil {
-		if msg, typ, code, ok := parseErrorObject(top.Error); ok {
+		if msg, typ, code, ok := ParseErrorObject(top.Error); ok {
 			e.Message, e.Type, e.Code = msg, typ, code
 		} else if top.Message != "" {
 			e.Message, e.Type, e.Code = top.Message, top.Type, rawCode(top.Code)
@@ -120,7 +120,7 @@ func newHTTPError(status int, header http.Header, body []byte, now time.Time) *A
 		}
 		e.Message = fmt.Sprintf("HTTP %d: %s", status, text)
 	}
-	e.RetryAfter = parseRetryAfter(header.Get("Retry-After"), now)
+	e.RetryAfter = ParseRetryAfter(header.Get("Retry-After"), now)
 	return e
 }
 
@@ -128,8 +128,8 @@ func newHTTPError(status int, header http.Header, body []byte, now time.Time) *A
 // turn for hours; the user can always cancel sooner.
 const maxRetryAfter = 10 * time.Minute
 
-// parseRetryAfter accepts delta-seconds or an HTTP date (RFC 9110 §10.2.3).
-func parseRetryAfter(v string, now time.Time) time.Duration {
+// ParseRetryAfter accepts delta-seconds or an HTTP date (RFC 9110 §10.2.3).
+func ParseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0

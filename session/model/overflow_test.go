@@ -29,7 +29,7 @@ func TestIsContextOverflow(t *testing.T) {
 		{429, `{"error":{"message":"maximum context length reached for your rate tier"}}`, false, 0, 0},
 		{401, `{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}`, false, 0, 0},
 	} {
-		err := newHTTPError(tc.status, http.Header{}, []byte(tc.body), time.Now())
+		err := NewHTTPError(tc.status, http.Header{}, []byte(tc.body), time.Now())
 		assert.Equal(t, tc.want, IsContextOverflow(fmt.Errorf("wrapped: %w", err)), tc.body)
 		assert.Equal(t, tc.tokens, OverflowTokens(err), tc.body)
 		assert.Equal(t, tc.limit, OverflowLimit(err), tc.body)

@@ -139,11 +139,11 @@ type ScriptToolCall struct {
 // ToolCall converts the scripted call to what a provider yields.
 func (c ScriptToolCall) ToolCall() ToolCall {
 	tc := ToolCall{ID: c.ID, Name: c.Name}
-	tc.Arguments, tc.Invalid, _ = normalizeArgs(c.Arguments)
+	tc.Arguments, tc.Invalid, _ = NormalizeArgs(c.Arguments)
 	if len(c.Arguments) > 0 && c.Arguments[0] == '"' {
 		var s string
 		if json.Unmarshal(c.Arguments, &s) == nil {
-			tc.Arguments, tc.Invalid, _ = normalizeArgs([]byte(s))
+			tc.Arguments, tc.Invalid, _ = NormalizeArgs([]byte(s))
 		}
 	}
 	return tc

@@ -21,7 +21,7 @@ func drain(t *testing.T, p Provider) ([]string, error) {
 		if err != nil {
 			return got, err
 		}
-		got = append(got, render(ev))
+		got = append(got, ev.String())
 	}
 	return got, nil
 }
@@ -149,7 +149,7 @@ func TestScript_MatchKeysSubagentRequests(t *testing.T) {
 			if err != nil {
 				return got, err
 			}
-			got = append(got, render(ev))
+			got = append(got, ev.String())
 		}
 		return got, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/model"
 )
 
 // Version is the record format version written in every record's "v".
@@ -20,7 +21,7 @@ const (
 	KindMeta       Kind = "meta"        // Meta: first record; appended again when an activation changes cwd or roots
 	KindUser       Kind = "user"        // Prompt (ACP content blocks as sent)
 	KindText       Kind = "text"        // Text (+MessageID): assistant text of one model response
-	KindReasoning  Kind = "reasoning"   // Text (+MessageID): assistant reasoning of one model response
+	KindReasoning  Kind = "reasoning"   // Text (+MessageID), Thinking: assistant reasoning of one model response
 	KindToolCalls  Kind = "tool_calls"  // ToolCalls: the calls one model response asked for
 	KindReminder   Kind = "reminder"    // Text: a user-role message for the model only, never replayed
 	KindToolCall   Kind = "tool_call"   // Tool: the frame shown to the client when a call starts
@@ -55,23 +56,26 @@ type Record struct {
 	// PeekKind still finds the kind in a line's first bytes.
 	Parent string `json:"parent,omitempty"`
 
-	Meta       *SessionMeta       `json:"meta,omitempty"`
-	Prompt     []acp.ContentBlock `json:"prompt,omitempty"`
-	Text       string             `json:"text,omitempty"`
-	MessageID  string             `json:"messageId,omitempty"`
-	ToolCalls  []ToolCall         `json:"toolCalls,omitempty"`
-	Tool       *ToolCallRecord    `json:"tool,omitempty"`
-	Plan       []acp.PlanEntry    `json:"plan,omitempty"`
-	ModeID     string             `json:"modeId,omitempty"`
-	ModelID    string             `json:"modelId,omitempty"`
-	Loop       *LoopStop          `json:"loop,omitempty"`
-	Title      string             `json:"title,omitempty"`
-	StopReason acp.StopReason     `json:"stopReason,omitempty"`
-	Error      string             `json:"error,omitempty"`
-	Usage      *Usage             `json:"usage,omitempty"`
-	Data       json.RawMessage    `json:"data,omitempty"`
-	Compaction *Compaction        `json:"compaction,omitempty"`
-	Agent      *AgentRun          `json:"agent,omitempty"`
+	Meta      *SessionMeta       `json:"meta,omitempty"`
+	Prompt    []acp.ContentBlock `json:"prompt,omitempty"`
+	Text      string             `json:"text,omitempty"`
+	MessageID string             `json:"messageId,omitempty"`
+	ToolCalls []ToolCall         `json:"toolCalls,omitempty"`
+	// Thinking holds a reasoning record's provider thinking blocks, kept
+	// byte for byte so a reloaded session replays them to the provider.
+	Thinking   []model.Thinking `json:"thinking,omitempty"`
+	Tool       *ToolCallRecord  `json:"tool,omitempty"`
+	Plan       []acp.PlanEntry  `json:"plan,omitempty"`
+	ModeID     string           `json:"modeId,omitempty"`
+	ModelID    string           `json:"modelId,omitempty"`
+	Loop       *LoopStop        `json:"loop,omitempty"`
+	Title      string           `json:"title,omitempty"`
+	StopReason acp.StopReason   `json:"stopReason,omitempty"`
+	Error      string           `json:"error,omitempty"`
+	Usage      *Usage           `json:"usage,omitempty"`
+	Data       json.RawMessage  `json:"data,omitempty"`
+	Compaction *Compaction      `json:"compaction,omitempty"`
+	Agent      *AgentRun        `json:"agent,omitempty"`
 }
 
 // AgentRun describes a subagent run: agent_start carries what it was asked
@@ -106,6 +110,8 @@ type ToolCall struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// Invalid holds the parse error when Arguments could not be repaired.
 	Invalid string `json:"invalid,omitempty"`
+	// Thinking is provider data riding on the call (a thought signature).
+	Thinking []model.Thinking `json:"thinking,omitempty"`
 }
 
 // ToolCallRecord is a tool call as shown to the client (KindToolCall) and,

@@ -196,6 +196,7 @@ func (tr *Transcript) Messages(toUser func([]acp.ContentBlock) (model.Message, e
 				asst.Content += r.Text
 			} else {
 				asst.Reasoning += r.Text
+				asst.Thinking = append(asst.Thinking, r.Thinking...)
 			}
 		case KindToolCalls:
 			if asst == nil {
@@ -203,7 +204,7 @@ func (tr *Transcript) Messages(toUser func([]acp.ContentBlock) (model.Message, e
 				asst = &model.Message{Role: model.RoleAssistant}
 			}
 			for _, c := range r.ToolCalls {
-				mc := model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Invalid: c.Invalid}
+				mc := model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Invalid: c.Invalid, Thinking: c.Thinking}
 				if len(mc.Arguments) == 0 {
 					mc.Arguments = json.RawMessage("{}")
 				}

@@ -13,12 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/chat"
 	"github.com/acpd/acpd/session/model/modeltest"
 )
 
 func stream(t *testing.T, srv *modeltest.Server) ([]model.Event, error) {
 	t.Helper()
-	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.BaseURL()})
+	p := chat.New(chat.Options{BaseURL: srv.BaseURL()})
 	var evs []model.Event
 	for ev, err := range p.Stream(t.Context(), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}}) {
 		if err != nil {
@@ -106,7 +107,7 @@ func TestServer_PrefixCache(t *testing.T) {
 	srv := modeltest.NewServer(t, modeltest.Response{Text: "a"}, modeltest.Response{Text: "b"},
 		modeltest.Response{Text: "c"}, modeltest.Response{Text: "d"})
 	srv.SetPrefixCache(true)
-	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.BaseURL()})
+	p := chat.New(chat.Options{BaseURL: srv.BaseURL()})
 	tools := []model.ToolSpec{{Name: "read_file", Description: "Reads a file.", Parameters: json.RawMessage(`{"type":"object"}`)}}
 	long := strings.Repeat("x", 7000)
 	send := func(msgs ...model.Message) model.Usage {
@@ -163,7 +164,7 @@ func TestServer_MatchScriptsSubagentsApart(t *testing.T) {
 		for _, m := range more {
 			msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: "ok"}, model.Message{Role: model.RoleUser, Content: m})
 		}
-		p := model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.BaseURL()})
+		p := chat.New(chat.Options{BaseURL: srv.BaseURL()})
 		var b strings.Builder
 		for ev, err := range p.Stream(t.Context(), model.Request{Model: "m", System: "find the config", Messages: msgs}) {
 			if err != nil {

@@ -1,11 +1,10 @@
-package model
+package chat
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"github.com/acpd/acpd/session/model"
 	"log/slog"
 	"maps"
 	"slices"
@@ -23,7 +22,7 @@ import (
 // usage and the finish reason come out of Finish, tool calls in index order.
 type Assembler struct {
 	logger *slog.Logger
-	events []Event
+	events []model.Event
 
 	content, reasoning textChannel
 
@@ -35,7 +34,7 @@ type Assembler struct {
 
 	finish    string
 	sawFinish bool
-	usage     *Usage
+	usage     *model.Usage
 	err       error
 
 	// Decode targets reused by every Feed: the decoder fills preallocated
@@ -154,8 +153,8 @@ type wireDetails struct {
 }
 
 // usage converts a wire usage; cacheN is llama.cpp's timings.cache_n.
-func (w *wireUsage) usage(cacheN *int) *Usage {
-	u := &Usage{PromptTokens: w.PromptTokens, CompletionTokens: w.CompletionTokens, TotalTokens: w.TotalTokens}
+func (w *wireUsage) usage(cacheN *int) *model.Usage {
+	u := &model.Usage{PromptTokens: w.PromptTokens, CompletionTokens: w.CompletionTokens, TotalTokens: w.TotalTokens}
 	if u.PromptTokens == 0 {
 		u.PromptTokens = w.InputTokens
 	}
@@ -197,7 +196,7 @@ func (w *wireUsage) usage(cacheN *int) *Usage {
 // Feed processes the JSON payload of one SSE data event. The returned
 // events (text and reasoning deltas) are valid until the next call. An
 // error means the stream failed; it is sticky and Finish returns it too.
-func (a *Assembler) Feed(data []byte) ([]Event, error) {
+func (a *Assembler) Feed(data []byte) ([]model.Event, error) {
 	a.events = a.events[:0]
 	if a.err != nil {
 		return nil, a.err
@@ -207,11 +206,11 @@ func (a *Assembler) Feed(data []byte) ([]Event, error) {
 		a.err = fmt.Errorf("decode stream chunk: %w", err)
 		return nil, a.err
 	}
-	if msg, typ, code, ok := parseErrorObject(c.Error); ok {
+	if msg, typ, code, ok := model.ParseErrorObject(c.Error); ok {
 		if msg == "" {
 			msg = "model stream failed: " + string(bytes.TrimSpace(c.Error))
 		}
-		a.err = &APIError{Status: 200, Message: msg, Type: typ, Code: code, Body: string(c.Error)}
+		a.err = &model.APIError{Status: 200, Message: msg, Type: typ, Code: code, Body: string(c.Error)}
 		return nil, a.err
 	}
 	var cacheN *int
@@ -258,19 +257,19 @@ func (a *Assembler) FeedError(data []byte) error {
 	if a.err != nil {
 		return a.err
 	}
-	msg, typ, code, ok := parseErrorObject(data)
+	msg, typ, code, ok := model.ParseErrorObject(data)
 	if !ok || msg == "" {
 		var w struct {
 			Error json.RawMessage `json:"error"`
 		}
 		if json.Unmarshal(data, &w) == nil {
-			msg, typ, code, ok = parseErrorObject(w.Error)
+			msg, typ, code, ok = model.ParseErrorObject(w.Error)
 		}
 	}
 	if !ok || msg == "" {
 		msg = "model stream failed: " + strings.TrimSpace(string(data))
 	}
-	a.err = &APIError{Status: 200, Message: msg, Type: typ, Code: code, Body: string(data)}
+	a.err = &model.APIError{Status: 200, Message: msg, Type: typ, Code: code, Body: string(data)}
 	return a.err
 }
 
@@ -287,7 +286,7 @@ func (a *Assembler) choice(ch *wireChoice) error {
 			if msg == "" {
 				msg = fmt.Sprintf("model stream failed (finish_reason %q)", fr)
 			}
-			return &APIError{Status: 200, Message: msg, FinishReason: fr}
+			return &model.APIError{Status: 200, Message: msg, FinishReason: fr}
 		default:
 			// Later finish chunks (OpenRouter sends two) just restate it.
 			a.finish, a.sawFinish = fr, true
@@ -300,12 +299,12 @@ func (a *Assembler) choice(ch *wireChoice) error {
 	}
 	if r != nil {
 		if s := a.reasoning.normalize(*r); s != "" {
-			a.events = append(a.events, Event{Kind: EventReasoning, Text: s})
+			a.events = append(a.events, model.Event{Kind: model.EventReasoning, Text: s})
 		}
 	}
 	if d.Content != nil {
 		if s := a.content.normalize(*d.Content); s != "" {
-			a.events = append(a.events, Event{Kind: EventText, Text: s})
+			a.events = append(a.events, model.Event{Kind: model.EventText, Text: s})
 		}
 	}
 	for i := range d.ToolCalls {
@@ -593,13 +592,13 @@ func (a *Assembler) fragment(f *wireToolDelta) {
 // lie: "tool_calls" whenever a call was assembled and the provider said
 // stop/tool_calls, "stop" when it said tool_calls but no call came, and
 // "length" when a named call's arguments were cut off mid-JSON.
-func (a *Assembler) Finish() ([]Event, error) {
+func (a *Assembler) Finish() ([]model.Event, error) {
 	a.events = a.events[:0]
 	if a.err != nil {
 		return nil, a.err
 	}
 	if !a.sawFinish {
-		a.err = ErrTruncated
+		a.err = model.ErrTruncated
 		return nil, a.err
 	}
 	truncated := false
@@ -609,9 +608,9 @@ func (a *Assembler) Finish() ([]Event, error) {
 		if s.phantom() {
 			continue
 		}
-		tc := ToolCall{ID: s.id, Name: s.name}
+		tc := model.ToolCall{ID: s.id, Name: s.name}
 		var cut bool
-		tc.Arguments, tc.Invalid, cut = normalizeArgs(s.args)
+		tc.Arguments, tc.Invalid, cut = model.NormalizeArgs(s.args)
 		if tc.Name == "" {
 			// A nameless call is malformed whatever its arguments, and (as
 			// in qwen-code) says nothing about the output being cut off.
@@ -621,11 +620,11 @@ func (a *Assembler) Finish() ([]Event, error) {
 		if tc.Invalid != "" {
 			a.logger.Warn("invalid tool call from model", "id", tc.ID, "name", tc.Name, "err", tc.Invalid)
 		}
-		a.events = append(a.events, Event{Kind: EventToolCall, ToolCall: tc})
+		a.events = append(a.events, model.Event{Kind: model.EventToolCall, ToolCall: tc})
 		calls++
 	}
 	if a.usage != nil {
-		a.events = append(a.events, Event{Kind: EventUsage, Usage: *a.usage})
+		a.events = append(a.events, model.Event{Kind: model.EventUsage, Usage: *a.usage})
 	}
 	fr := a.finish
 	switch {
@@ -636,105 +635,6 @@ func (a *Assembler) Finish() ([]Event, error) {
 	case calls == 0 && (fr == "tool_calls" || fr == "function_call"):
 		fr = "stop"
 	}
-	a.events = append(a.events, Event{Kind: EventFinish, FinishReason: fr})
+	a.events = append(a.events, model.Event{Kind: model.EventFinish, FinishReason: fr})
 	return a.events, nil
-}
-
-// normalizeArgs turns a call's concatenated argument text into a JSON
-// object. Safe repairs: blank or null → {}; an object encoded as a JSON
-// string is unwrapped; an object repeated back to back (a replayed whole
-// payload) or followed only by stray closing brackets keeps the object.
-// Anything else is reported as invalid with the raw text as a JSON string;
-// cut is set when the text ends inside the JSON (truncated output).
-func normalizeArgs(raw []byte) (args json.RawMessage, invalid string, cut bool) {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 {
-		return json.RawMessage("{}"), "", false
-	}
-	dec := json.NewDecoder(bytes.NewReader(t))
-	var first json.RawMessage
-	if err := dec.Decode(&first); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return rawString(raw), "arguments are truncated JSON (the output was cut off)", true
-		}
-		return rawString(raw), "arguments are not valid JSON: " + err.Error(), false
-	}
-	obj, why := asObject(first)
-	if why != "" {
-		return rawString(raw), why, false
-	}
-	if rest := t[dec.InputOffset():]; !harmlessTail(rest, first) {
-		return rawString(raw), "arguments have trailing data after the JSON object", false
-	}
-	var buf bytes.Buffer
-	if json.Compact(&buf, obj) != nil {
-		return rawString(raw), "arguments are not valid JSON", false
-	}
-	return json.RawMessage(buf.Bytes()), "", false
-}
-
-func asObject(v json.RawMessage) (json.RawMessage, string) {
-	switch v[0] {
-	case '{':
-		return v, ""
-	case 'n':
-		return json.RawMessage("{}"), ""
-	case '"':
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			return nil, "arguments are not valid JSON"
-		}
-		inner := bytes.TrimSpace([]byte(s))
-		if len(inner) == 0 {
-			return json.RawMessage("{}"), ""
-		}
-		if inner[0] == '{' && json.Valid(inner) {
-			return inner, ""
-		}
-		return nil, "arguments are a JSON string, not an object"
-	case '[':
-		return nil, "arguments are a JSON array, not an object"
-	}
-	return nil, "arguments are a JSON " + jsonKind(v) + ", not an object"
-}
-
-func jsonKind(v json.RawMessage) string {
-	if v[0] == 't' || v[0] == 'f' {
-		return "boolean"
-	}
-	return "number"
-}
-
-// harmlessTail accepts what may follow the first value: nothing, stray
-// closing brackets, or exact repeats of the first value.
-func harmlessTail(rest []byte, first json.RawMessage) bool {
-	rest = bytes.TrimSpace(rest)
-	if len(rest) == 0 {
-		return true
-	}
-	if len(bytes.Trim(rest, "}] \t\r\n")) == 0 {
-		return true
-	}
-	var want bytes.Buffer
-	if json.Compact(&want, first) != nil {
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(rest))
-	for dec.More() {
-		var v json.RawMessage
-		if dec.Decode(&v) != nil {
-			return false
-		}
-		var got bytes.Buffer
-		if json.Compact(&got, v) != nil || !bytes.Equal(got.Bytes(), want.Bytes()) {
-			return false
-		}
-	}
-	// More() stops at a closing bracket; anything left must be closers.
-	return len(bytes.Trim(rest[dec.InputOffset():], "}] \t\r\n")) == 0
-}
-
-func rawString(raw []byte) json.RawMessage {
-	b, _ := json.Marshal(string(raw)) // a string always marshals
-	return b
 }

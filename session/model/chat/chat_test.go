@@ -1,4 +1,4 @@
-package model_test
+package chat_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/chat"
 	"github.com/acpd/acpd/session/model/modeltest"
 )
 
@@ -40,16 +41,8 @@ func (s *sleeps) got() []time.Duration {
 	return append([]time.Duration(nil), s.d...)
 }
 
-func newProvider(srv *modeltest.Server, maxRetries int, sl *sleeps) *model.OpenAI {
-	return model.NewOpenAI(model.OpenAIOptions{
-		BaseURL:     srv.BaseURL(),
-		APIKey:      "sk-test",
-		MaxRetries:  maxRetries,
-		BackoffBase: 100 * time.Millisecond,
-		BackoffCap:  time.Second,
-		Rand:        rand.New(rand.NewPCG(1, 2)),
-		Sleep:       sl.sleep,
-	})
+func newProvider(srv *modeltest.Server, maxRetries int, sl *sleeps) *chat.Client {
+	return chat.New(chat.Options{BaseURL: srv.BaseURL(), APIKey: "sk-test", HTTPOptions: model.HTTPOptions{MaxRetries: maxRetries, BackoffBase: 100 * time.Millisecond, BackoffCap: time.Second, Rand: rand.New(rand.NewPCG(1, 2)), Sleep: sl.sleep}})
 }
 
 // collect drains a stream, merging adjacent text deltas for readability.
@@ -218,9 +211,7 @@ func TestOpenAI_429RetryAfterThenSuccess(t *testing.T) {
 	}
 	srv := modeltest.NewServer(t, append(script, modeltest.Response{Text: "finally"})...)
 	sl := &sleeps{}
-	p := model.NewOpenAI(model.OpenAIOptions{
-		BaseURL: srv.BaseURL(), MaxRetries: len(tests), BackoffBase: 100 * time.Millisecond, BackoffCap: time.Hour, Sleep: sl.sleep,
-	})
+	p := chat.New(chat.Options{BaseURL: srv.BaseURL(), HTTPOptions: model.HTTPOptions{MaxRetries: len(tests), BackoffBase: 100 * time.Millisecond, BackoffCap: time.Hour, Sleep: sl.sleep}})
 	evs, err := collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
 	require.NoError(t, err)
 	assert.Equal(t, []model.Event{text("finally"), finish("stop")}, evs, "no retry marker: nothing was yielded before")
@@ -378,7 +369,7 @@ func TestOpenAI_429ExhaustedUsesQwenMessage(t *testing.T) {
 	}))
 	t.Cleanup(hs.Close)
 	sl := &sleeps{}
-	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: hs.URL, MaxRetries: 2, Sleep: sl.sleep})
+	p := chat.New(chat.Options{BaseURL: hs.URL, HTTPOptions: model.HTTPOptions{MaxRetries: 2, Sleep: sl.sleep}})
 	_, err = collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
 	require.Error(t, err)
 	assert.Equal(t, model.RateLimitMessage, err.Error())
@@ -400,7 +391,7 @@ func TestOpenAI_ConnectionErrorIsRetried(t *testing.T) {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close()) // nothing listens there now
 	sl := &sleeps{}
-	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: "http://" + addr + "/v1", MaxRetries: 2, Sleep: sl.sleep})
+	p := chat.New(chat.Options{BaseURL: "http://" + addr + "/v1", HTTPOptions: model.HTTPOptions{MaxRetries: 2, Sleep: sl.sleep}})
 	_, err = collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "model request")
@@ -452,7 +443,7 @@ func TestOpenAI_CancelAbortsRequest(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			url, arrived, closed := abortServer(t, midStream)
-			p := model.NewOpenAI(model.OpenAIOptions{BaseURL: url, MaxRetries: 3, Sleep: (&sleeps{}).sleep})
+			p := chat.New(chat.Options{BaseURL: url, HTTPOptions: model.HTTPOptions{MaxRetries: 3, Sleep: (&sleeps{}).sleep}})
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			texts := make(chan string, 8)
@@ -536,7 +527,7 @@ func TestOpenAI_ConnectionRefusedThenServerUp(t *testing.T) {
 		}
 		return ctx.Err()
 	}
-	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: "http://" + addr + "/v1", MaxRetries: 2, Sleep: sleep})
+	p := chat.New(chat.Options{BaseURL: "http://" + addr + "/v1", HTTPOptions: model.HTTPOptions{MaxRetries: 2, Sleep: sleep}})
 	evs, err := collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
 	if listenErr != nil {
 		t.Skipf("port %s was taken before it could be reused: %v", addr, listenErr)
@@ -550,7 +541,7 @@ func TestOpenAI_CancelDuringBackoff(t *testing.T) {
 	t.Parallel()
 	srv := modeltest.NewServer(t, modeltest.Response{Status: http.StatusTooManyRequests, RetryAfter: "600"})
 	ctx, cancel := context.WithCancel(t.Context())
-	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.BaseURL(), MaxRetries: 1}) // real timer
+	p := chat.New(chat.Options{BaseURL: srv.BaseURL(), HTTPOptions: model.HTTPOptions{MaxRetries: 1}}) // real timer
 	done := make(chan error, 1)
 	go func() {
 		_, err := collect(t, p.Stream(ctx, model.Request{Model: "m"}))
@@ -571,7 +562,7 @@ func TestOpenAI_CancelDuringBackoff(t *testing.T) {
 func TestOpenAI_IdleTimeout(t *testing.T) {
 	t.Parallel()
 	srv := modeltest.NewServer(t, modeltest.Response{Text: "x", CutAfter: 1, Hang: true})
-	p := model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.BaseURL(), RequestTimeout: 50 * time.Millisecond})
+	p := chat.New(chat.Options{BaseURL: srv.BaseURL(), HTTPOptions: model.HTTPOptions{RequestTimeout: 50 * time.Millisecond}})
 	_, err := collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no data from the model server")
@@ -591,7 +582,7 @@ func TestOpenAI_ConsumerStopsEarly(t *testing.T) {
 
 func TestOpenAI_MissingBaseURL(t *testing.T) {
 	t.Parallel()
-	_, err := collect(t, model.NewOpenAI(model.OpenAIOptions{}).Stream(t.Context(), model.Request{}))
+	_, err := collect(t, chat.New(chat.Options{}).Stream(t.Context(), model.Request{}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "baseUrl")
 }

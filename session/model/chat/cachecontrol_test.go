@@ -1,4 +1,4 @@
-package model_test
+package chat_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/chat"
 	"github.com/acpd/acpd/session/model/modeltest"
 )
 
@@ -32,7 +33,7 @@ func TestCacheMarkers_ByProvider(t *testing.T) {
 		{"auto", "https://evil.example/dashscope.aliyuncs.com", "qwen3-max", false},
 		{"auto", "::not a url", "claude", false},
 	} {
-		assert.Equal(t, tc.want, model.CacheMarkers(tc.mode, tc.base, tc.model), "%s %s %s", tc.mode, tc.base, tc.model)
+		assert.Equal(t, tc.want, chat.CacheMarkers(tc.mode, tc.base, tc.model), "%s %s %s", tc.mode, tc.base, tc.model)
 	}
 }
 
@@ -46,9 +47,9 @@ func TestCacheMarkers_OnTheWire(t *testing.T) {
 		{Name: "read_file", Parameters: json.RawMessage(`{"type":"object"}`)},
 		{Name: "glob", Parameters: json.RawMessage(`{"type":"object"}`)},
 	}
-	cache := &model.MessageCache{}
+	cache := &model.Cache{}
 	send := func(mode string, msgs []model.Message) {
-		p := model.NewOpenAI(model.OpenAIOptions{BaseURL: srv.BaseURL(), CacheControl: mode})
+		p := chat.New(chat.Options{BaseURL: srv.BaseURL(), CacheControl: mode})
 		for _, err := range p.Stream(t.Context(), model.Request{Model: "m", System: "sys", Tools: tools, Messages: msgs, Cache: cache}) {
 			require.NoError(t, err)
 		}

@@ -1,9 +1,10 @@
-package model
+package chat
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/acpd/acpd/session/model"
 	"io"
 	"slices"
 	"strings"
@@ -80,7 +81,7 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 // freely between requests: the cache compares against its own copy.
 type MessageCache struct {
 	mu  sync.Mutex
-	src []Message // a private deep copy: the caller's backing array may be rewritten
+	src []model.Message // a private deep copy: the caller's backing array may be rewritten
 	// enc[i] is src[i]'s wire encoding with a leading comma, ready to be
 	// laid after the message before it.
 	enc [][]byte
@@ -95,7 +96,7 @@ type MessageCache struct {
 // encode, or the encoding kept from the last request when those fields
 // (model, limits, tools) are the same: the tool schemas are re-sent on every
 // request and rarely change.
-func (c *MessageCache) head(req Request, markers bool, encode func() ([]byte, error)) ([]byte, error) {
+func (c *MessageCache) head(req model.Request, markers bool, encode func() ([]byte, error)) ([]byte, error) {
 	if c == nil {
 		return encode()
 	}
@@ -125,11 +126,11 @@ type headKey struct {
 	maxTokens   int
 	hasTemp     bool
 	temperature float64
-	tools       []ToolSpec
+	tools       []model.ToolSpec
 }
 
-func newHeadKey(req Request) headKey {
-	k := headKey{valid: true, model: req.Model, maxTokens: req.MaxTokens, tools: make([]ToolSpec, len(req.Tools))}
+func newHeadKey(req model.Request) headKey {
+	k := headKey{valid: true, model: req.Model, maxTokens: req.MaxTokens, tools: make([]model.ToolSpec, len(req.Tools))}
 	if req.Temperature != nil {
 		k.hasTemp, k.temperature = true, *req.Temperature
 	}
@@ -140,7 +141,7 @@ func newHeadKey(req Request) headKey {
 	return k
 }
 
-func (k headKey) same(req Request) bool {
+func (k headKey) same(req model.Request) bool {
 	if !k.valid || k.model != req.Model || k.maxTokens != req.MaxTokens ||
 		k.hasTemp != (req.Temperature != nil) || (k.hasTemp && k.temperature != *req.Temperature) ||
 		len(k.tools) != len(req.Tools) {
@@ -156,20 +157,20 @@ func (k headKey) same(req Request) bool {
 
 // prefix returns the encodings of the longest prefix of msgs that is
 // unchanged since the last store.
-func (c *MessageCache) prefix(msgs []Message) ([][]byte, uint64) {
+func (c *MessageCache) prefix(msgs []model.Message) ([][]byte, uint64) {
 	if c == nil {
 		return nil, 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for n < len(msgs) && n < len(c.src) && sameMessage(c.src[n], msgs[n]) {
+	for n < len(msgs) && n < len(c.src) && model.SameMessage(c.src[n], msgs[n]) {
 		n++
 	}
 	return c.enc[:n:n], c.gen
 }
 
-func (c *MessageCache) store(msgs []Message, cached, fresh [][]byte, gen uint64) {
+func (c *MessageCache) store(msgs []model.Message, cached, fresh [][]byte, gen uint64) {
 	if c == nil {
 		return
 	}
@@ -182,14 +183,14 @@ func (c *MessageCache) store(msgs []Message, cached, fresh [][]byte, gen uint64)
 	n := len(cached)
 	if gen != c.gen {
 		n = 0
-		for n < len(msgs) && n < len(c.src) && sameMessage(c.src[n], msgs[n]) {
+		for n < len(msgs) && n < len(c.src) && model.SameMessage(c.src[n], msgs[n]) {
 			n++
 		}
 	}
 	c.gen++
 	src := c.src[:n]
 	for _, m := range msgs[n:] {
-		src = append(src, cloneMessage(m))
+		src = append(src, model.CloneMessage(m))
 	}
 	// Bodies of requests in flight share c.enc's array: its first len
 	// elements are never rewritten. Appending at its end is safe; keeping
@@ -208,42 +209,6 @@ func (c *MessageCache) store(msgs []Message, cached, fresh [][]byte, gen uint64)
 	c.src, c.enc = src, enc
 }
 
-// cloneMessage copies m's slices, which a caller could rewrite in place.
-func cloneMessage(m Message) Message {
-	m.Images = slices.Clone(m.Images)
-	if m.ToolCalls != nil {
-		calls := make([]ToolCall, len(m.ToolCalls))
-		for i, tc := range m.ToolCalls {
-			tc.Arguments = bytes.Clone(tc.Arguments)
-			calls[i] = tc
-		}
-		m.ToolCalls = calls
-	}
-	return m
-}
-
-// sameMessage is cheap when a and b share their data, as a conversation's
-// earlier messages do from one request to the next.
-func sameMessage(a, b Message) bool {
-	if a.Role != b.Role || a.Content != b.Content || a.Reasoning != b.Reasoning ||
-		a.ToolCallID != b.ToolCallID || a.Name != b.Name ||
-		len(a.Images) != len(b.Images) || len(a.ToolCalls) != len(b.ToolCalls) {
-		return false
-	}
-	for i := range a.Images {
-		if a.Images[i] != b.Images[i] {
-			return false
-		}
-	}
-	for i, x := range a.ToolCalls {
-		y := b.ToolCalls[i]
-		if x.ID != y.ID || x.Name != y.Name || x.Invalid != y.Invalid || !bytes.Equal(x.Arguments, y.Arguments) {
-			return false
-		}
-	}
-	return true
-}
-
 // buildRequest converts a Request to the wire body. Bad input is reported
 // with the offending field's path. With markers, the system message, the
 // last tool and the last message carry cache_control (three markers, within
@@ -251,7 +216,7 @@ func sameMessage(a, b Message) bool {
 // system prompt, and the conversation up to the newest message, which the
 // next request repeats. The markers are laid on at the end, never into the
 // MessageCache's encodings: the last message is not last for long.
-func buildRequest(req Request, markers bool) (requestBody, error) {
+func buildRequest(req model.Request, cache *MessageCache, markers bool) (requestBody, error) {
 	out := chatRequest{
 		Model:         req.Model,
 		Stream:        true,
@@ -273,7 +238,7 @@ func buildRequest(req Request, markers bool) (requestBody, error) {
 		}
 		return append(append(make([]byte, 0, len(b)+1), ','), b...), nil
 	}
-	cached, gen := req.Cache.prefix(req.Messages)
+	cached, gen := cache.prefix(req.Messages)
 	if markers && len(cached) == len(req.Messages) && len(cached) > 0 {
 		// The last message is marked, so it is encoded afresh.
 		cached = cached[:len(cached)-1]
@@ -286,7 +251,7 @@ func buildRequest(req Request, markers bool) (requestBody, error) {
 		if markers {
 			content = []chatPart{{Type: "text", Text: req.System, CacheControl: ephemeral}}
 		}
-		b, err := encode(chatMessage{Role: string(RoleSystem), Content: content})
+		b, err := encode(chatMessage{Role: string(model.RoleSystem), Content: content})
 		if err != nil {
 			return requestBody{}, err
 		}
@@ -307,7 +272,7 @@ func buildRequest(req Request, markers bool) (requestBody, error) {
 		if i < len(cached) {
 			// Already encoded; keep only the bookkeeping below current.
 			switch m.Role {
-			case RoleAssistant:
+			case model.RoleAssistant:
 				thinking = thinking || m.Reasoning != ""
 				pending = pending[:0]
 				for j, tc := range m.ToolCalls {
@@ -315,7 +280,7 @@ func buildRequest(req Request, markers bool) (requestBody, error) {
 						pending = append(pending, fmt.Sprintf("call_%d_%d", i, j))
 					}
 				}
-			case RoleTool:
+			case model.RoleTool:
 				if m.ToolCallID == "" && len(pending) > 0 {
 					pending = pending[1:]
 				}
@@ -325,10 +290,10 @@ func buildRequest(req Request, markers bool) (requestBody, error) {
 		field := fmt.Sprintf("messages[%d]", i)
 		var cm chatMessage
 		switch m.Role {
-		case RoleSystem:
-			cm = chatMessage{Role: string(RoleSystem), Content: m.Content}
-		case RoleUser:
-			cm = chatMessage{Role: string(RoleUser), Content: m.Content}
+		case model.RoleSystem:
+			cm = chatMessage{Role: string(model.RoleSystem), Content: m.Content}
+		case model.RoleUser:
+			cm = chatMessage{Role: string(model.RoleUser), Content: m.Content}
 			if len(m.Images) > 0 {
 				parts := make([]chatPart, 0, len(m.Images)+1)
 				if m.Content != "" {
@@ -344,8 +309,8 @@ func buildRequest(req Request, markers bool) (requestBody, error) {
 				}
 				cm.Content = parts
 			}
-		case RoleAssistant:
-			cm = chatMessage{Role: string(RoleAssistant)}
+		case model.RoleAssistant:
+			cm = chatMessage{Role: string(model.RoleAssistant)}
 			if m.Content != "" {
 				cm.Content = m.Content
 			}
@@ -375,7 +340,7 @@ func buildRequest(req Request, markers bool) (requestBody, error) {
 					Function: chatFunction{Name: tc.Name, Arguments: argumentsText(tc)},
 				})
 			}
-		case RoleTool:
+		case model.RoleTool:
 			id := m.ToolCallID
 			if id == "" {
 				if len(pending) == 0 {
@@ -383,7 +348,7 @@ func buildRequest(req Request, markers bool) (requestBody, error) {
 				}
 				id, pending = pending[0], pending[1:]
 			}
-			cm = chatMessage{Role: string(RoleTool), Content: m.Content, ToolCallID: id}
+			cm = chatMessage{Role: string(model.RoleTool), Content: m.Content, ToolCallID: id}
 		default:
 			return requestBody{}, fmt.Errorf("%s.role: unknown role %q", field, m.Role)
 		}
@@ -400,11 +365,11 @@ func buildRequest(req Request, markers bool) (requestBody, error) {
 			}
 		}
 	}
-	req.Cache.store(req.Messages, cached, fresh, gen)
+	cache.store(req.Messages, cached, fresh, gen)
 	if lastMarked != nil {
 		fresh = append(fresh[:len(fresh)-1:len(fresh)-1], lastMarked)
 	}
-	head, err := req.Cache.head(req, markers, func() ([]byte, error) {
+	head, err := cache.head(req, markers, func() ([]byte, error) {
 		for i, t := range req.Tools {
 			if t.Name == "" {
 				return nil, fmt.Errorf("tools[%d].name: required", i)
@@ -454,7 +419,7 @@ func buildRequest(req Request, markers bool) (requestBody, error) {
 
 // argumentsText is the arguments string echoed back in history: compact
 // JSON, or the model's raw text for a call that was invalid.
-func argumentsText(tc ToolCall) string {
+func argumentsText(tc model.ToolCall) string {
 	raw := bytes.TrimSpace(tc.Arguments)
 	if len(raw) == 0 {
 		return "{}"

@@ -1,8 +1,9 @@
-package model
+package chat
 
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/acpd/acpd/session/model"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -67,21 +68,21 @@ func TestAssembler_PublicFixtures(t *testing.T) {
 			require.NoError(t, json.Unmarshal(raw, &want))
 
 			var content, reasoning strings.Builder
-			var calls []ToolCall
-			var usage *Usage
+			var calls []model.ToolCall
+			var usage *model.Usage
 			finish := ""
-			err = streamSSE(bytes.NewReader(body), NewAssembler(nil), func() {}, func(ev Event) bool {
+			err = streamSSE(bytes.NewReader(body), NewAssembler(nil), func(ev model.Event) bool {
 				switch ev.Kind {
-				case EventText:
+				case model.EventText:
 					content.WriteString(ev.Text)
-				case EventReasoning:
+				case model.EventReasoning:
 					reasoning.WriteString(ev.Text)
-				case EventToolCall:
+				case model.EventToolCall:
 					calls = append(calls, ev.ToolCall)
-				case EventUsage:
+				case model.EventUsage:
 					u := ev.Usage
 					usage = &u
-				case EventFinish:
+				case model.EventFinish:
 					finish = ev.FinishReason
 				}
 				return true
@@ -111,7 +112,7 @@ func TestAssembler_PublicFixtures(t *testing.T) {
 				assert.Nil(t, usage)
 			} else {
 				require.NotNil(t, usage)
-				w := Usage{PromptTokens: want.Usage.PromptTokens, CompletionTokens: want.Usage.CompletionTokens, TotalTokens: want.Usage.TotalTokens}
+				w := model.Usage{PromptTokens: want.Usage.PromptTokens, CompletionTokens: want.Usage.CompletionTokens, TotalTokens: want.Usage.TotalTokens}
 				if d := want.Usage.PromptDetails; d != nil {
 					w.CachedTokens = d.CachedTokens
 				}

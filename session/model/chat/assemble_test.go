@@ -1,10 +1,11 @@
-package model
+package chat
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/acpd/acpd/session/model"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,32 +17,12 @@ import (
 )
 
 // render is the compact form the .want.json files use for one event.
-func render(ev Event) string {
-	switch ev.Kind {
-	case EventText:
-		return "text:" + ev.Text
-	case EventReasoning:
-		return "reasoning:" + ev.Text
-	case EventToolCall:
-		tc := ev.ToolCall
-		if tc.Invalid != "" {
-			return fmt.Sprintf("invalid:%s|%s|%s|%s", tc.ID, tc.Name, tc.Arguments, tc.Invalid)
-		}
-		return fmt.Sprintf("call:%s|%s|%s", tc.ID, tc.Name, tc.Arguments)
-	case EventUsage:
-		return fmt.Sprintf("usage:%d/%d/%d", ev.Usage.PromptTokens, ev.Usage.CompletionTokens, ev.Usage.TotalTokens)
-	case EventFinish:
-		return "finish:" + ev.FinishReason
-	case EventRetry:
-		return "retry:" + ev.RetryErr.Error()
-	}
-	return fmt.Sprintf("unknown kind %d", ev.Kind)
-}
+func render(ev model.Event) string { return ev.String() }
 
 // assembleBody runs an SSE body through a fresh Assembler.
 func assembleBody(t testing.TB, body []byte) (got []string, err error) {
 	t.Helper()
-	err = streamSSE(bytes.NewReader(body), NewAssembler(nil), func() {}, func(ev Event) bool {
+	err = streamSSE(bytes.NewReader(body), NewAssembler(nil), func(ev model.Event) bool {
 		got = append(got, render(ev))
 		return true
 	})
@@ -91,7 +72,7 @@ func TestAssembler_ErrorsAreTyped(t *testing.T) {
 			body, err := os.ReadFile("testdata/transcripts/" + tt.file + ".sse")
 			require.NoError(t, err)
 			_, err = assembleBody(t, body)
-			var ae *APIError
+			var ae *model.APIError
 			require.ErrorAs(t, err, &ae)
 			assert.Equal(t, tt.status, ae.Status)
 			assert.Equal(t, tt.finish, ae.FinishReason)
@@ -101,7 +82,7 @@ func TestAssembler_ErrorsAreTyped(t *testing.T) {
 	body, err := os.ReadFile("testdata/transcripts/16-eof-without-finish.sse")
 	require.NoError(t, err)
 	_, err = assembleBody(t, body)
-	require.ErrorIs(t, err, ErrTruncated)
+	require.ErrorIs(t, err, model.ErrTruncated)
 }
 
 // step is one qwen-code parser vector step: [index, args, id, name].
@@ -272,9 +253,9 @@ func TestAssembler_QwenParserVectors(t *testing.T) {
 			finish := ""
 			for _, ev := range evs {
 				switch ev.Kind {
-				case EventToolCall:
+				case model.EventToolCall:
 					got = append(got, render(ev))
-				case EventFinish:
+				case model.EventFinish:
 					finish = ev.FinishReason
 				}
 			}
@@ -507,41 +488,6 @@ func TestTextChannel_HybridPastWindow(t *testing.T) {
 	}
 	got := c.normalize(full.String() + " tail")
 	assert.Equal(t, " tail", got)
-}
-
-func TestNormalizeArgs(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name, in, want string
-		invalid        bool
-		cut            bool
-	}{
-		{"object", `{"a": 1}`, `{"a":1}`, false, false},
-		{"empty", ``, `{}`, false, false},
-		{"blank", " \n", `{}`, false, false},
-		{"null", `null`, `{}`, false, false},
-		{"string object", `"{\"a\":1}"`, `{"a":1}`, false, false},
-		{"empty string", `""`, `{}`, false, false},
-		{"duplicates", `{"a":1}{"a": 1}{"a":1}`, `{"a":1}`, false, false},
-		{"different concatenation", `{"a":1}{"a":2}`, `"{\"a\":1}{\"a\":2}"`, true, false},
-		{"stray closers", `{"a":[1]}]}`, `{"a":[1]}`, false, false},
-		{"truncated", `{"a":"b`, `"{\"a\":\"b"`, true, true},
-		{"truncated nested", `{"a":{"b":1}`, `"{\"a\":{\"b\":1}"`, true, true},
-		{"syntax", `{"a": }`, `"{\"a\": }"`, true, false},
-		{"number", `42`, `"42"`, true, false},
-		{"bool", `true`, `"true"`, true, false},
-		{"array", `[]`, `"[]"`, true, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, invalid, cut := normalizeArgs([]byte(tt.in))
-			assert.Equal(t, tt.want, string(got))
-			assert.Equal(t, tt.invalid, invalid != "", invalid)
-			assert.Equal(t, tt.cut, cut)
-			assert.True(t, json.Valid(got))
-		})
-	}
 }
 
 func TestAssembler_FeedAfterErrorIsSticky(t *testing.T) {

@@ -1,4 +1,8 @@
-package model
+// Package sse reads server-sent event streams, as every model wire protocol
+// acpd speaks streams its answers: OpenAI chat completions and Responses
+// (`data:` only, ended by `[DONE]` or EOF), Anthropic Messages (`event:` and
+// `data:`) and Gemini (`data:` lines separated by CRLF blank lines).
+package sse
 
 import (
 	"bufio"
@@ -8,20 +12,20 @@ import (
 	"sync"
 )
 
-// sseKind is what a dispatched server-sent event carries.
-type sseKind int
+// Kind is what a dispatched server-sent event carries.
+type Kind int
 
 const (
-	sseData  sseKind = iota + 1 // a data payload (one JSON chunk)
-	sseError                    // an `error:` field or `event: error` (old llama.cpp)
-	sseDone                     // data: [DONE]
+	Data  Kind = iota + 1 // a data payload (one JSON chunk)
+	Error                 // an `error:` field or `event: error` (old llama.cpp)
+	Done                  // data: [DONE]
 )
 
-// sseReader splits an SSE body into events. It is lenient where providers
+// Reader splits an SSE body into events. It is lenient where providers
 // are sloppy: \r\n or \n endings, comments anywhere, a pending event flushed
 // at EOF (llama.cpp sends [DONE] without the blank line), and lines of any
 // length (whole tool arguments can arrive in one data line).
-type sseReader struct {
+type Reader struct {
 	r        *bufio.Reader
 	line     []byte // reassembly buffer for lines longer than the bufio buffer
 	data     []byte
@@ -29,6 +33,8 @@ type sseReader struct {
 	hasData  bool
 	hasError bool
 	isErrEvt bool
+	event    []byte // the pending event's `event:` name
+	name     []byte // the last dispatched event's name
 	comments int
 }
 
@@ -36,14 +42,14 @@ type sseReader struct {
 // per tool round.
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
-func newSSEReader(r io.Reader) *sseReader {
+func NewReader(r io.Reader) *Reader {
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(r)
-	return &sseReader{r: br}
+	return &Reader{r: br}
 }
 
-// release returns the buffer; s and the slices it returned are then dead.
-func (s *sseReader) release() {
+// Release returns the buffer; s and the slices it returned are then dead.
+func (s *Reader) Release() {
 	s.r.Reset(nil)
 	readers.Put(s.r)
 	s.r = nil
@@ -51,10 +57,10 @@ func (s *sseReader) release() {
 
 var doneMarker = []byte("[DONE]")
 
-// next returns the next event. The returned slice is valid until the next
+// Next returns the next event. The returned slice is valid until the next
 // call. At the end of the body it returns io.EOF; a body cut inside a line
 // still dispatches what was complete before the cut.
-func (s *sseReader) next() (sseKind, []byte, error) {
+func (s *Reader) Next() (Kind, []byte, error) {
 	for {
 		line, err := s.readLine()
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -82,7 +88,7 @@ func (s *sseReader) next() (sseKind, []byte, error) {
 
 // readLine returns one line without its terminator. At EOF it returns the
 // unterminated tail (possibly empty) together with io.EOF.
-func (s *sseReader) readLine() ([]byte, error) {
+func (s *Reader) readLine() ([]byte, error) {
 	b, err := s.r.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
 		s.line = append(s.line[:0], b...)
@@ -100,7 +106,7 @@ func (s *sseReader) readLine() ([]byte, error) {
 	return b, err
 }
 
-func (s *sseReader) field(line []byte) {
+func (s *Reader) field(line []byte) {
 	if line[0] == ':' {
 		s.comments++
 		return
@@ -124,25 +130,33 @@ func (s *sseReader) field(line []byte) {
 		s.hasError = true
 	case "event":
 		s.isErrEvt = string(value) == "error"
+		s.event = append(s.event[:0], value...)
 	}
 	// id:, retry: and unknown fields are ignored, as the SSE spec says.
 }
 
-func (s *sseReader) dispatch() (sseKind, []byte, bool) {
+func (s *Reader) dispatch() (Kind, []byte, bool) {
+	s.name = append(s.name[:0], s.event...)
 	defer func() {
+		s.event = s.event[:0]
 		s.data, s.errData = s.data[:0], s.errData[:0]
 		s.hasData, s.hasError, s.isErrEvt = false, false, false
 	}()
 	switch {
 	case s.hasError:
-		return sseError, s.errData, true
+		return Error, s.errData, true
 	case s.hasData && s.isErrEvt:
-		return sseError, s.data, true
+		return Error, s.data, true
 	case s.hasData:
 		if bytes.Equal(bytes.TrimSpace(s.data), doneMarker) {
-			return sseDone, nil, true
+			return Done, nil, true
 		}
-		return sseData, s.data, true
+		return Data, s.data, true
 	}
 	return 0, nil, false
 }
+
+// Name is the `event:` name of the event Next last returned ("" when it had
+// none). Anthropic names every event, but its data repeats the name as
+// "type", which is what parsers should read; the name is for logs.
+func (s *Reader) Name() string { return string(s.name) }
