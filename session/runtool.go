@@ -286,7 +286,7 @@ func (s *Session) needsConfirmation(mode string, c tools.Confirmation) bool {
 	}
 	b := s.base()
 	b.mu.Lock()
-	always := b.allowAlways[alwaysKey(c)]
+	always := b.allowAlways[alwaysKey(c)] && !c.NoAlways
 	b.mu.Unlock()
 	if always {
 		return false
@@ -317,6 +317,9 @@ const (
 func permissionOptions(c tools.Confirmation) []acp.PermissionOption {
 	allow := acp.PermissionOption{OptionID: optProceedOnce, Name: "Allow", Kind: acp.AllowOnce}
 	reject := acp.PermissionOption{OptionID: optCancel, Name: "Reject", Kind: acp.RejectOnce}
+	if c.NoAlways {
+		return []acp.PermissionOption{allow, reject}
+	}
 	switch c.Kind {
 	case tools.ConfirmEdit:
 		return []acp.PermissionOption{

@@ -7,7 +7,7 @@ import (
 )
 
 func FuzzClassifyShell(f *testing.F) {
-	for _, s := range []string{"ls -la", "git status && rm x", "echo 'a' > b", "cat <<EOF\nx\nEOF\n", "a $(b) `c`", "x 2>&1 | y", `"unterminated`, "\\"} {
+	for _, s := range []string{"ls -la", "git status && rm x", "echo 'a' > b", "cat <<EOF\nx\nEOF\n", "a $(b) `c`", "x 2>&1 | y", "ls <<E\"O\"F", "cat <<-'X'\n\tX", "ls >&2 # c", `"unterminated`, "\\"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -19,7 +19,13 @@ func FuzzClassifyShell(f *testing.F) {
 		if classifyShell(s+"\nrm -rf x") == ShellReadOnly {
 			t.Fatalf("%q plus rm classified read-only", s)
 		}
-		_ = commandRoots(s)
+		// Nothing appended on a line of its own hides from the label.
+		if strings.HasSuffix(s, "\\") {
+			return // a continuation joins the next line to this one
+		}
+		if label, ok := alwaysLabel(s + "\ntouch zz"); ok && !strings.Contains(label, "touch") {
+			t.Fatalf("%q plus touch labelled %q", s, label)
+		}
 	})
 }
 

@@ -111,11 +111,13 @@ func (c *runShellCommandCall) Confirmation() Confirmation {
 	if c.description != "" {
 		content += "\n\n" + c.description
 	}
+	label, ok := alwaysLabel(c.command)
 	return Confirmation{
-		Kind:    ConfirmExec,
-		Label:   strings.Join(commandRoots(c.command), ", "),
-		Content: []acp.ToolCallContent{acp.TextContent(content)},
-		Shell:   classifyShell(c.command),
+		Kind:     ConfirmExec,
+		Label:    label,
+		NoAlways: !ok,
+		Content:  []acp.ToolCallContent{acp.TextContent(content)},
+		Shell:    classifyShell(c.command),
 	}
 }
 

@@ -63,6 +63,7 @@ func TestRunShellCommand_Confirmation(t *testing.T) {
 	conf := c.Confirmation()
 	assert.Equal(t, ConfirmExec, conf.Kind)
 	assert.Equal(t, "npm test, git push", conf.Label)
+	assert.False(t, conf.NoAlways)
 	assert.Equal(t, ShellWrite, conf.Shell)
 	require.Len(t, conf.Content, 1)
 	assert.Equal(t, "npm test && git push\n\ntest and push", text(conf.Content[0]))
@@ -233,22 +234,64 @@ func TestClassifyShell(t *testing.T) {
 	}
 }
 
-func TestCommandRoots(t *testing.T) {
+func TestAlwaysLabel(t *testing.T) {
 	tests := []struct {
 		cmd  string
-		want []string
+		want string // "" when no "always" may cover the line
 	}{
-		{"npm test", []string{"npm test"}},
-		{"npm --version", []string{"npm"}},
-		{"/usr/bin/git status -s", []string{"git status"}},
-		{"FOO=1 go test ./...", []string{"go test"}},
-		{"ls -la | grep x && ls", []string{"ls", "grep"}},
-		{"echo 'a; rm b'", []string{"echo"}},
-		{"cd sub && make build", []string{"cd", "make build"}},
+		{"npm test", "npm test"},
+		{"npm --version", "npm"},
+		{"/usr/bin/git status -s", "/usr/bin/git status"},
+		{"./ls -la", "./ls"},
+		{"FOO=1 go test ./...", "FOO=1 go test"},
+		{"LD_PRELOAD=/tmp/x.so ls", "LD_PRELOAD=/tmp/x.so ls"},
+		{"ls -la | grep x && ls", "ls, grep"},
+		{"echo 'a; rm b'", "echo"},
+		{"cd sub && make build", "cd, make build"},
+		{"ls 2>&1 >/dev/null", "ls"},
+		{"cat < in.txt", "cat"},
+		{"grep x <<< 'a b'", "grep"},
+		{"if test -f x; then cat x; fi", "test, cat"},
+		{"for f in a b; do wc -l $f; done", "wc"},
+		{"{ ls; }", "ls"},
+		{"find . | xargs rm", "find, xargs rm"},
+		{"env A=1 ls", "env A=1 ls"},
+		{"timeout 5 ls", "timeout 5 ls"},
+		{"cat <<EOF\nplain\nEOF\n", "cat"},
+		{"cat <<'EOF'\n$(data) `too`\nEOF\n", "cat"},
+		{"cat <<E\"O\"F\nbody\nEOF\n", "cat"},
+		{"cat <<-EOF\n\tbody\n\tEOF\nls", "cat, ls"},
+		// Never covered: each hides something its roots do not show.
+		{"ls `touch a`", ""},
+		{"ls $(touch b)", ""},
+		{"ls \"$(touch b)\"", ""},
+		{"ls \"`touch b`\"", ""},
+		{"diff <(ls a) <(ls b)", ""},
+		{"ls >(cat)", ""},
+		{"ls <<E\"O\"F\ntouch c", ""},
+		{"ls <<EOF\ntouch c", ""},
+		{"ls <<EOF", ""},
+		{"ls <<EOF\n$(touch d)\nEOF", ""},
+		{"ls <<EOF\n`touch d`\nEOF", ""},
+		{"cat <<EOF\n\tEOF\ntouch e", ""},
+		{"ls <<$X\n$X\n", ""},
+		{"ls $'\\x27'", ""},
+		{"ls 'unterminated", ""},
+		{"ls > out.txt", ""},
+		{"ls >&out.txt", ""},
+		{"ls &> out.txt", ""},
+		{"ls <> f", ""},
+		{"$CMD -la", ""},
+		{"/bin/l? -la", ""},
+		{"nice -n 5 rm -rf x", ""},
+		{"x=$(rm -rf ~)", ""},
+		{"", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.cmd, func(t *testing.T) {
-			assert.Equal(t, tt.want, commandRoots(tt.cmd))
+			got, ok := alwaysLabel(tt.cmd)
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.want != "", ok)
 		})
 	}
 }

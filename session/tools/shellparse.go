@@ -13,19 +13,44 @@ type shellSegment struct {
 	subst      bool // $(…), `…` or <(…): content the classifier cannot see
 }
 
+// shellLine is a parsed command line.
+type shellLine struct {
+	segs []shellSegment
+	// opaque says that the line holds something its command roots do not
+	// show: a command substitution (`…`, $(…), quoted or not, or inside an
+	// unquoted here-document), a process substitution, ANSI-C quoting, an
+	// unterminated quote or here-document, a redirect into a file, a
+	// command named by an expansion. An "always allow" never covers it.
+	opaque bool
+}
+
+// metaChars end an unquoted word.
+const metaChars = " \t\r\n;&|()<>"
+
+// hereDoc is a here-document whose body follows the next newline.
+type hereDoc struct {
+	delim  string
+	dash   bool // <<-: leading tabs are stripped from body lines
+	quoted bool // the delimiter was quoted: the body is not expanded
+}
+
 // parseShell splits a command line into simple commands at ;, &&, ||, |, &,
 // newlines and parentheses, honouring quotes and backslashes. It is a
 // classifier's view of sh, not a full parser: anything it cannot follow is
-// reported through subst so the caller treats the line as unknown.
-func parseShell(line string) []shellSegment {
+// reported through subst (so the caller treats the command as unknown) and
+// opaque (so no "always allow" covers the line). The text of a command
+// substitution is parsed as commands of its own, so their roots show.
+func parseShell(line string) shellLine {
 	var (
-		segs     []shellSegment
+		out      shellLine
 		cur      shellSegment
 		word     strings.Builder
 		inWord   bool
-		redirect bool     // the next word is a '>' target
-		pending  []string // here-doc delimiters awaiting their bodies
+		redirect bool // the next word is a '>' target
+		input    bool // the next word is a '<' source or a here-string
+		pending  []hereDoc
 	)
+	hidden := func() { cur.subst, out.opaque = true, true }
 	endWord := func() {
 		if !inWord {
 			return
@@ -33,14 +58,17 @@ func parseShell(line string) []shellSegment {
 		w := word.String()
 		word.Reset()
 		inWord = false
-		if redirect {
+		switch {
+		case redirect:
 			redirect = false
-			if w != "/dev/null" && !strings.HasPrefix(w, "&") {
+			if w != "/dev/null" {
 				cur.writeRedir = true
 			}
-			return
+		case input:
+			input = false
+		default:
+			cur.words = append(cur.words, w)
 		}
-		cur.words = append(cur.words, w)
 	}
 	endSeg := func() {
 		endWord()
@@ -48,8 +76,12 @@ func parseShell(line string) []shellSegment {
 			cur.writeRedir = true
 			redirect = false
 		}
+		input = false
+		if cur.writeRedir {
+			out.opaque = true
+		}
 		if len(cur.words) > 0 || cur.writeRedir || cur.subst {
-			segs = append(segs, cur)
+			out.segs = append(out.segs, cur)
 		}
 		cur = shellSegment{}
 	}
@@ -64,12 +96,18 @@ func parseShell(line string) []shellSegment {
 					word.WriteByte(line[i])
 				}
 			}
+		case ch == '$' && i+1 < len(line) && line[i+1] == '\'':
+			// $'…' (bash's ANSI-C quoting) ends at a quote its own
+			// escapes decide: not followed here.
+			hidden()
+			inWord = true
+			word.WriteByte(ch)
 		case ch == '\'':
 			inWord = true
 			j := strings.IndexByte(line[i+1:], '\'')
 			if j < 0 {
 				word.WriteString(line[i+1:])
-				cur.subst = true // unterminated quote
+				hidden() // unterminated quote
 				i = len(line)
 				break
 			}
@@ -84,68 +122,86 @@ func parseShell(line string) []shellSegment {
 					i++
 					word.WriteByte(line[i])
 				case line[i] == '`' || (line[i] == '$' && i+1 < len(line) && line[i+1] == '('):
-					cur.subst = true
+					hidden()
 					word.WriteByte(line[i])
 				default:
 					word.WriteByte(line[i])
 				}
 			}
 			if i >= len(line) {
-				cur.subst = true
+				hidden() // unterminated quote
 			}
 		case ch == '`' || (ch == '$' && i+1 < len(line) && line[i+1] == '('):
-			cur.subst = true
+			hidden()
 			inWord = true
 			word.WriteByte(ch)
 		case (ch == '<' || ch == '>') && i+1 < len(line) && line[i+1] == '(':
-			cur.subst = true // process substitution
+			hidden() // process substitution
 			endWord()
-		case ch == '>':
+		case ch == '>' || (ch == '&' && i+1 < len(line) && line[i+1] == '>'):
 			// A preceding fd number ("2>") belongs to the redirect, not the command.
 			if inWord && isDigits(word.String()) {
 				word.Reset()
 				inWord = false
 			}
 			endWord()
+			if ch == '&' {
+				i++ // &> and &>>: both streams to a file
+			}
 			if i+1 < len(line) && (line[i+1] == '>' || line[i+1] == '|') {
 				i++
 			}
-			if i+1 < len(line) && line[i+1] == '&' {
-				i++ // >&2, 2>&1: duplicates a descriptor
+			if ch == '>' && i+1 < len(line) && line[i+1] == '&' && isFdWord(line[i+2:]) {
+				i++ // >&2, 2>&1, >&-: duplicates or closes a descriptor
 				for i+1 < len(line) && (isDigit(line[i+1]) || line[i+1] == '-') {
 					i++
 				}
 				break
 			}
+			if ch == '>' && i+1 < len(line) && line[i+1] == '&' {
+				i++ // >&file: both streams to a file
+			}
 			redirect = true
 		case ch == '<':
+			if inWord && isDigits(word.String()) {
+				word.Reset()
+				inWord = false
+			}
 			endWord()
-			heredoc := strings.HasPrefix(line[i:], "<<") && !strings.HasPrefix(line[i:], "<<<")
-			for i+1 < len(line) && (line[i+1] == '<' || line[i+1] == '-') {
+			switch {
+			case strings.HasPrefix(line[i:], "<<<"):
+				i += 2
+				input = true // a here-string: data, not an argument
+			case strings.HasPrefix(line[i:], "<<"):
+				h := hereDoc{dash: strings.HasPrefix(line[i:], "<<-")}
 				i++
-			}
-			// The input file or here-doc word is an argument of the redirect.
-			j := i + 1
-			for j < len(line) && (line[j] == ' ' || line[j] == '\t') {
-				j++
-			}
-			k := j
-			for k < len(line) && !strings.ContainsRune(" \t\n;&|()<>", rune(line[k])) {
-				k++
-			}
-			if heredoc {
-				delim := strings.Trim(line[j:k], `'"\`)
-				if delim == "" {
-					cur.subst = true // not a here-doc sh would accept
-				} else {
-					pending = append(pending, delim)
+				if h.dash {
+					i++
 				}
+				var ok bool
+				h.delim, h.quoted, i, ok = hereDocWord(line, i+1)
+				i--
+				if !ok {
+					hidden() // not a here-document sh would accept
+				} else {
+					pending = append(pending, h)
+				}
+			case strings.HasPrefix(line[i:], "<>"):
+				i++
+				redirect = true // opened for writing too
+			case strings.HasPrefix(line[i:], "<&") && isFdWord(line[i+2:]):
+				i++
+				for i+1 < len(line) && (isDigit(line[i+1]) || line[i+1] == '-') {
+					i++
+				}
+			default:
+				input = true
 			}
-			i = k - 1
 		case ch == '\n' && len(pending) > 0:
 			endSeg()
-			// Skip here-document bodies: they are data, not commands.
-			for _, delim := range pending {
+			// Here-document bodies are data, not commands; an unquoted
+			// delimiter's body is expanded, so a substitution in it runs.
+			for _, h := range pending {
 				found := false
 				for !found && i+1 < len(line) {
 					end := strings.IndexByte(line[i+1:], '\n')
@@ -155,11 +211,19 @@ func parseShell(line string) []shellSegment {
 					} else {
 						l, i = line[i+1:i+1+end], i+1+end
 					}
-					found = strings.TrimLeft(l, "\t") == delim
+					if h.dash {
+						l = strings.TrimLeft(l, "\t")
+					}
+					found = l == h.delim
+					if !found && !h.quoted && (strings.Contains(l, "$(") || strings.Contains(l, "`")) {
+						out.segs = append(out.segs, shellSegment{subst: true})
+						out.opaque = true
+					}
 				}
 				if !found {
 					// An unterminated body: do not guess what sh makes of it.
-					segs = append(segs, shellSegment{subst: true})
+					out.segs = append(out.segs, shellSegment{subst: true})
+					out.opaque = true
 				}
 			}
 			pending = nil
@@ -178,7 +242,76 @@ func parseShell(line string) []shellSegment {
 		}
 	}
 	endSeg()
-	return segs
+	if len(pending) > 0 {
+		// A here-document with no body at all.
+		out.segs = append(out.segs, shellSegment{subst: true})
+		out.opaque = true
+	}
+	return out
+}
+
+// hereDocWord reads the delimiter word of a here-document starting at
+// line[i] (after blanks): the word with its quotes removed, whether any
+// part of it was quoted (then the body is not expanded), the index after
+// it, and false when there is no acceptable word.
+func hereDocWord(line string, i int) (delim string, quoted bool, next int, ok bool) {
+	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+		i++
+	}
+	start := i
+	var d strings.Builder
+	for i < len(line) && !strings.ContainsRune(metaChars, rune(line[i])) {
+		switch c := line[i]; c {
+		case '\'':
+			quoted = true
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				return "", true, len(line), false
+			}
+			d.WriteString(line[i+1 : i+1+j])
+			i += j + 2
+		case '"':
+			quoted = true
+			i++
+			for ; i < len(line) && line[i] != '"'; i++ {
+				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("$`\"\\\n", line[i+1]) >= 0 {
+					i++
+				}
+				d.WriteByte(line[i])
+			}
+			if i >= len(line) {
+				return "", true, len(line), false
+			}
+			i++
+		case '\\':
+			quoted = true
+			if i+1 < len(line) {
+				d.WriteByte(line[i+1])
+			}
+			i += 2
+		case '$', '`':
+			// An expansion in a delimiter: sh does not expand it, and
+			// nothing here guesses what was meant.
+			return "", quoted, i, false
+		default:
+			d.WriteByte(c)
+			i++
+		}
+	}
+	if i == start {
+		return "", false, i, false
+	}
+	return d.String(), quoted, min(i, len(line)), true
+}
+
+// isFdWord reports whether s starts with a descriptor word (digits or
+// '-') that ends where a word ends: "2", "-", "1;".
+func isFdWord(s string) bool {
+	n := 0
+	for n < len(s) && (isDigit(s[n]) || s[n] == '-') {
+		n++
+	}
+	return n > 0 && (n == len(s) || strings.IndexByte(metaChars, s[n]) >= 0)
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
@@ -195,17 +328,59 @@ func isDigits(s string) bool {
 	return true
 }
 
-// commandWords strips leading VAR=value assignments.
-func commandWords(words []string) []string {
-	for len(words) > 0 {
-		w := words[0]
-		eq := strings.IndexByte(w, '=')
-		if eq <= 0 || strings.ContainsAny(w[:eq], "/-.") {
-			break
-		}
-		words = words[1:]
+// isAssignment reports a VAR=value word.
+func isAssignment(w string) bool {
+	eq := strings.IndexByte(w, '=')
+	if eq <= 0 {
+		return false
 	}
-	return words
+	for i := 0; i < eq; i++ {
+		c := w[i]
+		if !(c == '_' || isDigit(c) && i > 0 || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// prefixKeywords may stand before a command without changing which
+// command runs; closers end a compound command.
+var (
+	prefixKeywords = map[string]bool{"if": true, "then": true, "else": true, "elif": true, "do": true,
+		"while": true, "until": true, "{": true, "!": true, "time": true}
+	closerKeywords = map[string]bool{"fi": true, "done": true, "esac": true, "}": true}
+	// headerKeywords start a segment that names no command: the word
+	// list of for/select, the subject of case, a function's name.
+	headerKeywords = map[string]bool{"for": true, "select": true, "case": true, "function": true}
+)
+
+// splitCommand splits a segment's words into its leading VAR=value
+// assignments and the command with its arguments, dropping the reserved
+// words of compound commands (if, then, do, {, …). A segment that names
+// no command (for x in …, a lone fi) has no command words.
+func splitCommand(words []string) (assigns, cmd []string) {
+	for len(words) > 0 {
+		switch w := words[0]; {
+		case prefixKeywords[w]:
+			words = words[1:]
+		case closerKeywords[w]:
+			words = words[1:]
+		case headerKeywords[w] && len(assigns) == 0:
+			return nil, nil
+		case isAssignment(w):
+			assigns = append(assigns, w)
+			words = words[1:]
+		default:
+			return assigns, words
+		}
+	}
+	return assigns, nil
+}
+
+// commandWords strips leading VAR=value assignments and reserved words.
+func commandWords(words []string) []string {
+	_, cmd := splitCommand(words)
+	return cmd
 }
 
 // subcommandTools take a subcommand that belongs in the "always allow"
@@ -216,40 +391,99 @@ var subcommandTools = map[string]bool{
 	"gh": true, "dotnet": true, "mvn": true, "gradle": true, "poetry": true, "deno": true,
 }
 
-// commandRoots returns the command root of every simple command of line
-// ("npm test", "ls", …), deduplicated, in order. It is the label an
-// "always allow" for run_shell_command covers.
-func commandRoots(line string) []string {
+// wrapperCommands run the command that follows them: the label names both
+// ("xargs rm", not "xargs").
+var wrapperCommands = map[string]bool{
+	"env": true, "command": true, "builtin": true, "exec": true, "nice": true, "nohup": true,
+	"time": true, "timeout": true, "xargs": true, "sudo": true, "doas": true, "stdbuf": true,
+	"setsid": true, "ionice": true, "chrt": true, "taskset": true, "flock": true, "watch": true,
+	"strace": true, "ltrace": true, "unbuffer": true, "busybox": true,
+}
+
+// alwaysLabel is what an "always allow" for the command line covers: the
+// command root of every simple command, deduplicated, in order, joined by
+// ", " ("npm test, git push"); false when no "always" may cover the line
+// (shellLine.opaque, a wrapper given options, a command word that is an
+// expansion or a pattern, or no command at all). A root keeps the command
+// as written, its path and its VAR=value prefixes included: "./ls" is not
+// "ls", and "LD_PRELOAD=x ls" is not "ls".
+func alwaysLabel(line string) (string, bool) {
+	p := parseShell(line)
+	if p.opaque {
+		return "", false
+	}
 	var roots []string
 	seen := map[string]bool{}
-	for _, s := range parseShell(line) {
-		w := commandWords(s.words)
-		if len(w) == 0 {
-			continue
+	for _, s := range p.segs {
+		if s.subst || s.writeRedir {
+			return "", false
 		}
-		root := path.Base(w[0])
-		if subcommandTools[root] {
-			for _, a := range w[1:] {
-				if strings.HasPrefix(a, "-") {
-					break
-				}
-				root += " " + a
-				break
-			}
+		root, ok := segmentRoot(s.words)
+		if !ok {
+			return "", false
 		}
-		if !seen[root] {
+		if root != "" && !seen[root] {
 			seen[root] = true
 			roots = append(roots, root)
 		}
 	}
-	return roots
+	if len(roots) == 0 {
+		return "", false
+	}
+	return strings.Join(roots, ", "), true
+}
+
+// segmentRoot is the label of one simple command; "" for a segment that
+// names none; false when it cannot be labelled faithfully.
+func segmentRoot(words []string) (string, bool) {
+	assigns, w := splitCommand(words)
+	if len(w) == 0 {
+		return "", true
+	}
+	if strings.ContainsAny(w[0], "$`*?[~") {
+		return "", false // the command is decided when the line runs
+	}
+	root := w[0]
+	name := path.Base(root)
+	switch {
+	case wrapperCommands[name]:
+		rest := w[1:]
+		if name == "env" {
+			for len(rest) > 0 && isAssignment(rest[0]) {
+				root += " " + rest[0]
+				rest = rest[1:]
+			}
+		}
+		if name == "timeout" && len(rest) > 0 && isDuration(rest[0]) {
+			root += " " + rest[0]
+			rest = rest[1:]
+		}
+		if len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
+			return "", false // an option may take the next word: no faithful label
+		}
+		if len(rest) > 0 {
+			inner, ok := segmentRoot(rest)
+			if !ok || inner == "" {
+				return "", false
+			}
+			root += " " + inner
+		}
+	case subcommandTools[name]:
+		if len(w) > 1 && !strings.HasPrefix(w[1], "-") {
+			root += " " + w[1]
+		}
+	}
+	if len(assigns) > 0 {
+		root = strings.Join(assigns, " ") + " " + root
+	}
+	return root, true
 }
 
 // classifyShell decides what plan mode does with a command line: every
 // simple command read-only → ShellReadOnly; any that writes → ShellWrite;
 // otherwise ShellUnknown.
 func classifyShell(line string) ShellClass {
-	segs := parseShell(line)
+	segs := parseShell(line).segs
 	if len(segs) == 0 {
 		return ShellUnknown
 	}

@@ -83,6 +83,10 @@ type Confirmation struct {
 	// Label names what an "always allow" covers: the command root for exec
 	// ("npm test"), the tool name for MCP.
 	Label string
+	// NoAlways says that no "always allow" may cover this call: it is not
+	// offered, and an earlier one does not answer for it (a command line
+	// whose roots do not show all it runs).
+	NoAlways bool
 	// Content is shown in the permission request (a diff for edits).
 	Content []acp.ToolCallContent
 	// Shell is the plan-mode classification of an exec call.

@@ -1,0 +1,105 @@
+package session_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/acp/acptest"
+)
+
+// Attacks from inside the workspace, end to end: the built acpd, as an
+// editor drives it, against a model that follows a hostile repository's
+// instructions. docs/security.md names each test.
+
+// permissionLog is an editor that answers every permission request with
+// answer(request number, options) and keeps the requests.
+type permissionLog struct {
+	mu   sync.Mutex
+	reqs []acp.RequestPermissionRequest
+}
+
+func (p *permissionLog) client(answer func(n int, r *acp.RequestPermissionRequest) string) *acptest.FakeClient {
+	return &acptest.FakeClient{
+		RequestPermissionFunc: func(_ context.Context, r *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
+			p.mu.Lock()
+			p.reqs = append(p.reqs, *r)
+			n := len(p.reqs)
+			p.mu.Unlock()
+			return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "selected", OptionID: answer(n, r)}}, nil
+		},
+	}
+}
+
+func (p *permissionLog) requests() []acp.RequestPermissionRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]acp.RequestPermissionRequest(nil), p.reqs...)
+}
+
+func optionOf(r *acp.RequestPermissionRequest, kind acp.PermissionOptionKind) string {
+	for _, o := range r.Options {
+		if o.Kind == kind {
+			return o.OptionID
+		}
+	}
+	return ""
+}
+
+// TestE2E_Workspace_AlwaysAllowCoversOnlyWhatItShowed: after "always
+// allow" on `ls`, lines that run more than ls — a command substitution in
+// backticks or in a quoted $(…), in an unquoted here-document's body, a
+// quoted here-document delimiter that never matches and so swallows the
+// rest, a process substitution, a workspace program called ls — are each
+// asked about again, with no "always" on offer; refused, none of them ran.
+func TestE2E_Workspace_AlwaysAllowCoversOnlyWhatItShowed(t *testing.T) {
+	t.Parallel()
+	var perms permissionLog
+	fc := perms.client(func(n int, r *acp.RequestPermissionRequest) string {
+		if n == 1 {
+			return optionOf(r, acp.AllowAlways)
+		}
+		return optionOf(r, acp.RejectOnce)
+	})
+	ws := t.TempDir()
+	d := startDaemonIn(t, ws, t.TempDir(), fc, nil, "--approval-mode", "default")
+	writeFile(t, filepath.Join(ws, "ls"), "#!/bin/sh\ntouch planted\n")
+	require.NoError(t, os.Chmod(filepath.Join(ws, "ls"), 0o755))
+	// Each attack with whether an "always" may still be offered: a line
+	// whose roots show everything it runs ("ls, touch"; "./ls", a program
+	// of its own) may be always allowed as such, but not by the ls answer.
+	attacks := []struct {
+		cmd       string
+		mayAlways bool
+	}{
+		{"ls `touch a`", false},
+		{`ls "$(touch b)"`, false},
+		{"ls <<E\"O\"F\nEOF\ntouch c", true},
+		{"cat <<EOF\n$(touch d)\nEOF", false},
+		{"ls <(touch e)", false},
+		{"./ls", true},
+	}
+	cmds := []string{"ls"}
+	for _, a := range attacks {
+		cmds = append(cmds, a.cmd)
+	}
+	_, results := shellTurn(t, d, localCaps, cmds)
+	assert.Contains(t, results[0], "Exit Code: 0", "the allowed ls ran")
+	reqs := perms.requests()
+	require.Len(t, reqs, 1+len(attacks), "every attack was asked about")
+	for i, r := range reqs[1:] {
+		if !attacks[i].mayAlways {
+			assert.Empty(t, optionOf(&r, acp.AllowAlways), "no always offered for %q", attacks[i].cmd)
+		}
+		assert.Contains(t, results[i+1], "canceled by the user", attacks[i].cmd)
+	}
+	for _, f := range []string{"a", "b", "c", "d", "e", "planted"} {
+		assert.NoFileExists(t, filepath.Join(ws, f))
+	}
+}
