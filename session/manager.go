@@ -467,7 +467,7 @@ func (m *Manager) connectMCP(ctx context.Context, s *Session, servers []acp.MCPS
 	if len(servers) == 0 {
 		return
 	}
-	set, errs := mcp.Connect(ctx, servers, mcp.Options{Logger: s.log, Dir: s.cwd, ClientVersion: m.opts.Version})
+	set, errs := mcp.Connect(ctx, servers, mcp.Options{Logger: s.log, ClientVersion: m.opts.Version})
 	for _, err := range errs {
 		s.log.Warn("MCP server failed to start", "err", err)
 		s.notices = append(s.notices, fmt.Sprintf("MCP server failed to start: %v\n\n", err))

@@ -47,9 +47,6 @@ type Options struct {
 	// StopTimeout is the grace period of a stdio server at Close; 0 means
 	// DefaultStopTimeout.
 	StopTimeout time.Duration
-	// Dir is the working directory of stdio servers (the session cwd); "" keeps
-	// the daemon's.
-	Dir string
 	// HTTPClient is the base client for HTTP servers (its Transport is wrapped
 	// to add the configured headers); nil uses http.DefaultTransport.
 	HTTPClient *http.Client

@@ -61,7 +61,6 @@ func testOptions(t *testing.T) (Options, *acptest.SyncBuffer) {
 		Logger:         slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		ConnectTimeout: 20 * time.Second,
 		StopTimeout:    2 * time.Second,
-		Dir:            t.TempDir(),
 	}, logs
 }
 
@@ -661,4 +660,18 @@ func TestSet_CloseDuringCall(t *testing.T) {
 		require.FailNow(t, "in-flight call did not end after Close")
 	}
 	assert.True(t, processGone(pid))
+}
+
+func TestChildEnv_PathKeepsAbsoluteEntries(t *testing.T) {
+	t.Setenv("PATH", strings.Join([]string{"/usr/local/bin", ".", "", "node_modules/.bin", "/usr/bin"}, string(filepath.ListSeparator)))
+	var path string
+	for _, kv := range childEnv(nil) {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	assert.Equal(t, "/usr/local/bin"+string(filepath.ListSeparator)+"/usr/bin", path, "a relative entry would be looked up in the server's folder")
+	if runtime.GOOS != "windows" {
+		assert.Equal(t, "/", neutralDir())
+	}
 }

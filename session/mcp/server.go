@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -184,7 +187,7 @@ func (s *server) transport() (sdk.Transport, *exec.Cmd) {
 	}
 	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
 	cmd.Env = childEnv(s.cfg.Env)
-	cmd.Dir = s.opts.Dir
+	cmd.Dir = neutralDir()
 	// The SDK reads stdout; stderr is the server's log and must never reach
 	// the daemon's stdout (the ACP stream).
 	cmd.Stderr = &stderrLog{log: s.log}
@@ -194,11 +197,43 @@ func (s *server) transport() (sdk.Transport, *exec.Cmd) {
 	return &sdk.CommandTransport{Command: cmd, TerminateDuration: s.opts.StopTimeout}, cmd
 }
 
-// childEnv is the inherited minimum plus the configured variables, which win.
+// neutralDir is the working directory of every stdio server: never the
+// session's folder (the command itself is an absolute path: the wire
+// requires one). A server started there would run what the workspace
+// plants for it before any prompt — npx runs a package from the folder's
+// node_modules, python3 -m a module of the folder — as the user,
+// unconfined. The root folder exists everywhere, only root can write it and
+// leaves nothing to clean up; a server that needs a project folder is
+// given it as an argument by the editor's configuration.
+func neutralDir() string {
+	if runtime.GOOS == "windows" {
+		return filepath.VolumeName(os.TempDir()) + `\`
+	}
+	return "/"
+}
+
+// absolutePath keeps the absolute entries of a PATH list: an empty or
+// relative entry names the working directory or a folder below it.
+func absolutePath(list string) string {
+	var keep []string
+	for _, d := range filepath.SplitList(list) {
+		if filepath.IsAbs(d) {
+			keep = append(keep, d)
+		}
+	}
+	return strings.Join(keep, string(filepath.ListSeparator))
+}
+
+// childEnv is the inherited minimum plus the configured variables, which
+// win; the inherited PATH keeps only its absolute entries (a relative one
+// would be looked up in the server's working directory).
 func childEnv(vars []acp.EnvVariable) []string {
 	env := make([]string, 0, len(inheritedEnv)+len(vars))
 	for _, k := range inheritedEnv {
 		if v, ok := os.LookupEnv(k); ok {
+			if k == "PATH" {
+				v = absolutePath(v)
+			}
 			env = append(env, k+"="+v)
 		}
 	}
