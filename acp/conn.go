@@ -128,10 +128,10 @@ func (c *Conn) Serve(ctx context.Context, agent Agent) error {
 		return errors.New("acp: Serve called twice")
 	}
 	c.agent = agent
+	// Tracing happens in the line stream, not with jsonrpc2's LogMessages:
+	// jsonrpc2 sees the stream's stand-in ids and no params, and never the
+	// notifications written around it.
 	opts := []jsonrpc2.ConnOpt{jsonrpc2.SetLogger(slog.NewLogLogger(c.log.Handler(), slog.LevelDebug))}
-	if c.opts.Trace {
-		opts = append(opts, jsonrpc2.LogMessages(slog.NewLogLogger(c.log.Handler(), slog.LevelDebug)))
-	}
 	// The jsonrpc2 context is not ctx: since v0.2.2 it closes the connection
 	// when done, and we need it open while cancelled requests answer.
 	rpc := jsonrpc2.NewConn(context.Background(), c.stream, handler{c}, opts...)

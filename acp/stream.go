@@ -114,6 +114,9 @@ func (s *lineStream) ReadObject(v any) error {
 			<-s.closed
 			return err
 		}
+		if s.c.opts.Trace {
+			s.c.log.Debug("acp recv", "message", tracedLine(line))
+		}
 		norm := s.classify(line)
 		if norm == nil {
 			continue
@@ -304,6 +307,9 @@ func (s *lineStream) WriteObject(obj any) error {
 func (s *lineStream) writeLine(b []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	if s.c.opts.Trace {
+		s.c.log.Debug("acp send", "message", tracedLine(b))
+	}
 	if cap(b) > len(b) {
 		b = append(b, '\n')
 		_, err := s.w.Write(b)
@@ -328,3 +334,18 @@ func (s *lineStream) Close() error {
 	})
 	return err
 }
+
+// tracedLine is one wire line as the trace logs it: at the stream, where
+// the client's own ids and the whole params are still there and every
+// outbound message (responses, session/update, requests to the client)
+// passes. The JSON log embeds it as JSON, the text log as its text.
+type tracedLine []byte
+
+func (l tracedLine) MarshalJSON() ([]byte, error) {
+	if t := bytes.TrimSpace(l); json.Valid(t) {
+		return t, nil
+	}
+	return json.Marshal(string(l)) // a bad line, logged as the text it was
+}
+
+func (l tracedLine) MarshalText() ([]byte, error) { return bytes.TrimSpace(l), nil }
