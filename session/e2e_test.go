@@ -68,6 +68,13 @@ func startDaemonIn(t *testing.T, cwd, configHome string, fc *acptest.FakeClient,
 // startDaemonEnv is startDaemonIn with env added to the daemon's environment.
 func startDaemonEnv(t *testing.T, cwd, configHome string, env []string, fc *acptest.FakeClient, responses []modeltest.Response, flags ...string) *daemon {
 	t.Helper()
+	return startDaemonCmd(t, cwd, configHome, env, fc, responses, nil, flags...)
+}
+
+// startDaemonCmd is startDaemonEnv with prep, when set, called on the
+// daemon's command before it starts (extra files, a controlling terminal).
+func startDaemonCmd(t *testing.T, cwd, configHome string, env []string, fc *acptest.FakeClient, responses []modeltest.Response, prep func(*exec.Cmd), flags ...string) *daemon {
+	t.Helper()
 	srv := modeltest.NewServer(t, responses...)
 	dataDir := t.TempDir()
 	args := append([]string{
@@ -82,6 +89,9 @@ func startDaemonEnv(t *testing.T, cwd, configHome string, env []string, fc *acpt
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = &testLog{t: t}
+	if prep != nil {
+		prep(cmd)
+	}
 	require.NoError(t, cmd.Start())
 	if fc == nil {
 		// The default client advertises fs and terminal (ClientConn.Initialize),

@@ -11,10 +11,14 @@ import (
 // oNoFollow makes an open fail on a symlink in the last component.
 const oNoFollow = syscall.O_NOFOLLOW
 
-// ownGroup starts cmd in a process group of its own, the whole group
-// killed when its context ends.
+// ownGroup starts cmd in a session of its own, which is also a process
+// group of its own, the whole group killed when its context ends. Without
+// a controlling terminal the command cannot open acpd's terminal as
+// /dev/tty to push keystrokes into the user's shell (TIOCSTI), confined or
+// not; the sandbox's seccomp filter refuses that ioctl on any terminal
+// besides.
 func ownGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 }
 

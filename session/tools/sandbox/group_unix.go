@@ -10,12 +10,13 @@ import (
 	"time"
 )
 
-// groupCommand is argv in its own process group, the whole group killed
-// when ctx ends, output collected.
+// groupCommand is argv in its own session and process group (no
+// controlling terminal to type into), the whole group killed when ctx
+// ends, output collected.
 func groupCommand(ctx context.Context, dir string, env []string, argv []string) (cmd *exec.Cmd, out, errOut *bytes.Buffer) {
 	cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	out, errOut = &bytes.Buffer{}, &bytes.Buffer{}

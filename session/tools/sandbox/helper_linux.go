@@ -74,8 +74,22 @@ func HelperMain(args []string) int {
 	if err := confine(h, st, false); err != nil {
 		return fail("sandbox set-up failed: %v", err)
 	}
+	leaveTerminal()
 	err = syscall.Exec(path, h.argv, os.Environ())
 	return fail("exec %s: %v", path, err)
+}
+
+// leaveTerminal puts the helper in a session of its own unless it leads
+// one already (acpd starts local commands so), detaching the command from
+// the controlling terminal of whoever started it: an editor that runs
+// terminal/create without a terminal of its own would otherwise share the
+// user's terminal with the command. setsid fails for a process group
+// leader; such a helper keeps its session, and the seccomp filter still
+// refuses keystroke injection.
+func leaveTerminal() {
+	if sid, err := unix.Getsid(0); err == nil && sid != unix.Getpid() {
+		_, _ = unix.Setsid()
+	}
 }
 
 // writeStatusFile reports a set-up failure where the parent looks for it
@@ -147,12 +161,11 @@ func confine(h helperArgs, st Status, allThreads bool) error {
 	if err := prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
-	if h.noNet {
-		// Landlock's TCP rules miss UDP, MPTCP and raw sockets; the filter
-		// refuses every socket family but unix and netlink.
-		if err := denyNetwork(allThreads); err != nil {
-			return fmt.Errorf("seccomp: %w", err)
-		}
+	// Keystroke injection (TIOCSTI) is refused always; with the network
+	// denied, so is every socket family but unix and netlink, which
+	// Landlock's TCP rules miss (UDP, MPTCP, raw).
+	if err := installFilter(h.noNet, allThreads); err != nil {
+		return fmt.Errorf("seccomp: %w", err)
 	}
 	if err := restrict(fd, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)

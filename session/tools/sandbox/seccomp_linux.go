@@ -8,55 +8,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// denyNetwork installs a seccomp filter on the calling thread (inherited
-// across execve and by children) that refuses with EACCES, like Landlock:
+// installFilter installs the commands' seccomp filter on the calling
+// thread (inherited across execve and by children). It always refuses:
+//   - ioctl TIOCSTI and TIOCLINUX (EPERM), which push keystrokes into a
+//     terminal's input: a command could type a line into the shell of the
+//     user's terminal (acpd's, or the editor's), to be run there
+//     unconfined once acpd exits. Landlock's IOCTL_DEV right would refuse
+//     every device ioctl, raw mode included; this refuses just these two;
+//   - system calls of another architecture or of the x32 ABI, which would
+//     otherwise reach the kernel under numbers the filter does not check.
+//
+// With denyNet it also refuses (EACCES, like Landlock):
 //   - socket(2) for any family but AF_UNIX and AF_NETLINK (so TCP, UDP,
 //     MPTCP, raw and packet sockets), which also covers what Landlock's
 //     TCP-only rules (ABI 4–9) miss;
-//   - io_uring_setup, since io_uring can open sockets without socket(2);
-//   - system calls of another architecture or of the x32 ABI, which would
-//     otherwise reach the kernel under numbers the filter does not check.
+//   - io_uring_setup, since io_uring can open sockets without socket(2).
 //
 // Everything else is allowed. no_new_privs must already be set. With
 // allThreads the filter is synchronized onto every thread of the process
 // (SECCOMP_FILTER_FLAG_TSYNC), which fails if any thread has another one.
-func denyNetwork(allThreads bool) error {
-	var arch uint32
-	switch runtime.GOARCH {
-	case "amd64":
-		arch = unix.AUDIT_ARCH_X86_64
-	case "arm64":
-		arch = unix.AUDIT_ARCH_AARCH64
-	default:
-		return fmt.Errorf("no network filter for %s", runtime.GOARCH)
-	}
-	const (
-		load    = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		ifEq    = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		ifGE    = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-		ret     = unix.BPF_RET | unix.BPF_K
-		allow   = unix.SECCOMP_RET_ALLOW
-		refuse  = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
-		nrOff   = 0  // struct seccomp_data: int nr
-		archOff = 4  // __u32 arch
-		arg0Off = 16 // __u64 args[0]; the low half on little-endian
-		x32Flag = 0x40000000
-	)
-	// Jt/Jf count the instructions skipped after the current one.
-	prog := []unix.SockFilter{
-		/* 0 */ {Code: load, K: archOff},
-		/* 1 */ {Code: ifEq, Jt: 1, K: arch},
-		/* 2 */ {Code: ret, K: refuse},
-		/* 3 */ {Code: load, K: nrOff},
-		/* 4 */ {Code: ifGE, Jt: 6, K: x32Flag}, // → 11
-		/* 5 */ {Code: ifEq, Jt: 5, K: unix.SYS_IO_URING_SETUP}, // → 11
-		/* 6 */ {Code: ifEq, Jt: 1, K: unix.SYS_SOCKET}, // → 8
-		/* 7 */ {Code: ret, K: allow},
-		/* 8 */ {Code: load, K: arg0Off},
-		/* 9 */ {Code: ifEq, Jt: 2, K: unix.AF_UNIX}, // → 12
-		/* 10 */ {Code: ifEq, Jt: 1, K: unix.AF_NETLINK}, // → 12
-		/* 11 */ {Code: ret, K: refuse},
-		/* 12 */ {Code: ret, K: allow},
+func installFilter(denyNet, allThreads bool) error {
+	prog, err := filterProgram(denyNet)
+	if err != nil {
+		return err
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	var flags uintptr
@@ -71,4 +45,129 @@ func denyNetwork(allThreads bool) error {
 		return fmt.Errorf("thread %d could not take the filter", r)
 	}
 	return nil
+}
+
+// bpf is one instruction of a filter being written: jumps name labels,
+// resolved into offsets by assemble.
+type bpf struct {
+	label  string // set on a label pseudo-instruction only
+	code   uint16
+	k      uint32
+	jt, jf string // "" = the next instruction
+}
+
+const (
+	bpfLoad  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	bpfIfEq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	bpfIfGE  = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+	bpfRet   = unix.BPF_RET | unix.BPF_K
+	retAllow = unix.SECCOMP_RET_ALLOW
+	// struct seccomp_data: int nr; __u32 arch; __u64 ip; __u64 args[6].
+	// Arguments are compared by their low 32 bits (little-endian): the
+	// ones checked are ints and an ioctl request, which the kernel
+	// truncates to 32 bits itself.
+	offNr   = 0
+	offArch = 4
+	offArg0 = 16
+	offArg1 = 24
+	x32Flag = 0x40000000
+)
+
+func label(name string) bpf                     { return bpf{label: name} }
+func load(off uint32) bpf                       { return bpf{code: bpfLoad, k: off} }
+func ret(v uint32) bpf                          { return bpf{code: bpfRet, k: v} }
+func ifEq(k uint32, jt, jf string) bpf          { return bpf{code: bpfIfEq, k: k, jt: jt, jf: jf} }
+func ifGE(k uint32, jt, jf string) bpf          { return bpf{code: bpfIfGE, k: k, jt: jt, jf: jf} }
+func retErrno(e unix.Errno) bpf                 { return ret(unix.SECCOMP_RET_ERRNO | uint32(e)) }
+func assembleErr(format string, a ...any) error { return fmt.Errorf("seccomp filter: "+format, a...) }
+
+// filterProgram is installFilter's BPF program for this architecture.
+func filterProgram(denyNet bool) ([]unix.SockFilter, error) {
+	var arch uint32
+	switch runtime.GOARCH {
+	case "amd64":
+		arch = unix.AUDIT_ARCH_X86_64
+	case "arm64":
+		arch = unix.AUDIT_ARCH_AARCH64
+	default:
+		return nil, fmt.Errorf("no seccomp filter for %s", runtime.GOARCH)
+	}
+	p := []bpf{
+		load(offArch),
+		ifEq(arch, "", "refuse"),
+		load(offNr),
+		ifGE(x32Flag, "refuse", ""),
+		ifEq(unix.SYS_IOCTL, "ioctl", ""),
+	}
+	if denyNet {
+		p = append(p,
+			ifEq(unix.SYS_IO_URING_SETUP, "refuse", ""),
+			ifEq(unix.SYS_SOCKET, "socket", ""),
+		)
+	}
+	p = append(p, ret(retAllow),
+		label("ioctl"),
+		load(offArg1),
+		ifEq(unix.TIOCSTI, "eperm", ""),
+		ifEq(unix.TIOCLINUX, "eperm", ""),
+		ret(retAllow),
+		label("eperm"),
+		retErrno(unix.EPERM),
+	)
+	if denyNet {
+		p = append(p,
+			label("socket"),
+			load(offArg0),
+			ifEq(unix.AF_UNIX, "allow", ""),
+			ifEq(unix.AF_NETLINK, "allow", ""),
+			label("refuse"),
+			retErrno(unix.EACCES),
+			label("allow"),
+			ret(retAllow),
+		)
+	} else {
+		p = append(p, label("refuse"), retErrno(unix.EACCES))
+	}
+	return assemble(p)
+}
+
+// assemble resolves labels into the forward jump offsets classic BPF
+// counts (instructions skipped after the jump).
+func assemble(p []bpf) ([]unix.SockFilter, error) {
+	at := map[string]int{}
+	n := 0
+	for _, in := range p {
+		if in.label != "" {
+			at[in.label] = n
+			continue
+		}
+		n++
+	}
+	out := make([]unix.SockFilter, 0, n)
+	for _, in := range p {
+		if in.label != "" {
+			continue
+		}
+		i := len(out)
+		off := func(target string) (uint8, error) {
+			if target == "" {
+				return 0, nil
+			}
+			t, ok := at[target]
+			if !ok || t <= i || t-i-1 > 255 {
+				return 0, assembleErr("bad jump from %d to %q", i, target)
+			}
+			return uint8(t - i - 1), nil
+		}
+		jt, err := off(in.jt)
+		if err != nil {
+			return nil, err
+		}
+		jf, err := off(in.jf)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, unix.SockFilter{Code: in.code, Jt: jt, Jf: jf, K: in.k})
+	}
+	return out, nil
 }

@@ -30,8 +30,8 @@ import (
 // with TSYNC, Landlock through go-landlock's all-threads restrict) and then
 // serves spawn requests on a SOCK_SEQPACKET socket pair: each request is one
 // JSON message (argv, env, dir) carrying the command's stdin, stdout and
-// stderr as SCM_RIGHTS; the server starts the command in its own process
-// group, replies with its pid, and later with its wait status. Its children
+// stderr as SCM_RIGHTS; the server starts the command in its own session
+// (and so its own process group), replies with its pid, and later with its wait status. Its children
 // are forked from a confined process and so inherit the domain; the daemon
 // stays unrestricted and kills a command's group with kill(-pgid) as before.
 //
@@ -163,7 +163,9 @@ func serve(h helperArgs) int {
 		cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
 		cmd.Env, cmd.Dir = req.Env, req.Dir
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// Its own session, which is also its own process group: no
+		// controlling terminal to open as /dev/tty and type into.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		err = spawnScoped(cmd, scope)
 		closeAll(files)
 		if err != nil {
@@ -308,10 +310,11 @@ func startZygote(helper string, plan Plan) (*zygote, error) {
 	}
 	cmd := exec.Command(helper, args...)
 	cmd.ExtraFiles = []*os.File{theirs}
-	// Its own group, so a signal to the daemon's group (Ctrl-C in a
-	// terminal running acpd) is not delivered to it; it follows the
-	// daemon through the death signal and its socket instead.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Its own session and group, so a signal to the daemon's group
+	// (Ctrl-C in a terminal running acpd) is not delivered to it, and it
+	// has no controlling terminal; it follows the daemon through the
+	// death signal and its socket instead.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	// The death signal fires when the daemon's thread that forked the
 	// server exits. Go ends a thread only when a goroutine locked to it
 	// returns without unlocking, which acpd's callers never do; and the
