@@ -642,6 +642,24 @@ func (c *Conn) ReleaseTerminal(ctx context.Context, req *TerminalRequest) error 
 	return c.callClient(ctx, MethodTerminalRelease, req, nil)
 }
 
+var _ Elicitor = (*Conn)(nil)
+
+// CreateElicitation asks the user through the editor's form; the action is
+// checked to be one the schema defines. The caller makes sure the client
+// advertised elicitation.form.
+func (c *Conn) CreateElicitation(ctx context.Context, req *CreateElicitationRequest) (*CreateElicitationResponse, error) {
+	var r CreateElicitationResponse
+	if err := c.callClient(ctx, MethodElicitationCreate, req, &r); err != nil {
+		return nil, err
+	}
+	switch r.Action {
+	case ElicitAccept, ElicitDecline, ElicitCancel:
+	default:
+		return nil, fmt.Errorf("%s: invalid action %q from client", MethodElicitationCreate, r.Action)
+	}
+	return &r, nil
+}
+
 type replyHooksKey struct{}
 
 // replyHooks are run once a request's response has been written.

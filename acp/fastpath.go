@@ -200,6 +200,7 @@ type toolCallFields struct {
 	kind      string
 	id        string
 	title     *string
+	name      string
 	toolKind  ToolKind
 	status    ToolCallStatus
 	content   []ToolCallContent
@@ -220,6 +221,10 @@ func appendToolCallUpdate(out []byte, f *toolCallFields) ([]byte, error) {
 	if f.title != nil {
 		out = append(out, `,"title":`...)
 		out = appendJSONString(out, *f.title)
+	}
+	if f.name != "" {
+		out = append(out, `,"name":`...)
+		out = appendJSONString(out, f.name)
 	}
 	if f.toolKind != "" {
 		out = append(out, `,"kind":`...)

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 )
@@ -89,10 +90,31 @@ type AuthCapabilities struct {
 }
 
 // ClientSessionCapabilities are the client's session capabilities;
-// ConfigOptions.Boolean non-nil means boolean config options are accepted.
+// ConfigOptions.Boolean non-nil means boolean config options are accepted,
+// Notices non-nil that `notice` updates may be sent, Compaction non-nil
+// that compaction_update and compaction_summary_chunk may be sent.
 type ClientSessionCapabilities struct {
 	ConfigOptions *SessionConfigOptionsCapabilities `json:"configOptions,omitempty"`
+	Notices       *Capability                       `json:"notices,omitempty"`
+	Compaction    *Capability                       `json:"compaction,omitempty"`
 	Meta          Meta                              `json:"_meta,omitempty"`
+}
+
+// Notices reports whether the client accepts `notice` session updates.
+func (c ClientCapabilities) Notices() bool { return c.Session != nil && c.Session.Notices != nil }
+
+// Compaction reports whether the client accepts compaction_update and
+// compaction_summary_chunk session updates.
+func (c ClientCapabilities) Compaction() bool { return c.Session != nil && c.Session.Compaction != nil }
+
+// BooleanOptions reports whether the client accepts boolean config options.
+func (c ClientCapabilities) BooleanOptions() bool {
+	return c.Session != nil && c.Session.ConfigOptions != nil && c.Session.ConfigOptions.Boolean != nil
+}
+
+// ElicitForm reports whether the client serves elicitation/create in form mode.
+func (c ClientCapabilities) ElicitForm() bool {
+	return c.Elicitation != nil && c.Elicitation.Form != nil
 }
 
 // SessionConfigOptionsCapabilities lists the config option kinds a client accepts.
@@ -472,21 +494,25 @@ func TerminalContent(id string) ToolCallContent {
 
 // ToolCall is the tool_call update that introduces a call.
 type ToolCall struct {
-	ToolCallID string             `json:"toolCallId"`
-	Title      string             `json:"title"`
-	Kind       ToolKind           `json:"kind,omitempty"`
-	Status     ToolCallStatus     `json:"status,omitempty"`
-	Content    []ToolCallContent  `json:"content,omitempty"`
-	Locations  []ToolCallLocation `json:"locations,omitempty"`
-	RawInput   any                `json:"rawInput,omitempty"`
-	RawOutput  any                `json:"rawOutput,omitempty"`
-	Meta       Meta               `json:"_meta,omitempty"`
+	ToolCallID string `json:"toolCallId"`
+	Title      string `json:"title"`
+	// Name is the tool's registered name (mcp__server__tool for MCP
+	// tools, "agent" for subagents), beside the human Title.
+	Name      string             `json:"name,omitempty"`
+	Kind      ToolKind           `json:"kind,omitempty"`
+	Status    ToolCallStatus     `json:"status,omitempty"`
+	Content   []ToolCallContent  `json:"content,omitempty"`
+	Locations []ToolCallLocation `json:"locations,omitempty"`
+	RawInput  any                `json:"rawInput,omitempty"`
+	RawOutput any                `json:"rawOutput,omitempty"`
+	Meta      Meta               `json:"_meta,omitempty"`
 }
 
 // ToolCallUpdate sends only the fields that changed.
 type ToolCallUpdate struct {
 	ToolCallID string             `json:"toolCallId"`
 	Title      *string            `json:"title,omitempty"`
+	Name       string             `json:"name,omitempty"`
 	Kind       ToolKind           `json:"kind,omitempty"`
 	Status     ToolCallStatus     `json:"status,omitempty"`
 	Content    []ToolCallContent  `json:"content,omitempty"`
@@ -536,6 +562,13 @@ type SessionUpdate struct {
 	Title     *string // "session_info_update"
 	UpdatedAt *string // "session_info_update"
 
+	Notice *Notice // "notice"
+
+	// Compaction is the "compaction_update" variant; CompactionID with
+	// Content is the "compaction_summary_chunk" variant.
+	Compaction   *CompactionUpdate
+	CompactionID string
+
 	Used uint64 // "usage_update"
 	Size uint64 // "usage_update"
 	Cost *Cost  // "usage_update", optional
@@ -562,7 +595,48 @@ const (
 	UpdateConfigOption      = "config_option_update"
 	UpdateSessionInfo       = "session_info_update"
 	UpdateUsage             = "usage_update"
+	UpdateNotice            = "notice"
+	UpdateCompaction        = "compaction_update"
+	UpdateCompactionChunk   = "compaction_summary_chunk"
 )
+
+// NoticeSeverity is a notice's presentation hint.
+type NoticeSeverity string
+
+// Notice severities (schema NoticeSeverity).
+const (
+	SeverityInfo    NoticeSeverity = "info"
+	SeverityWarning NoticeSeverity = "warning"
+	SeverityError   NoticeSeverity = "error"
+)
+
+// Notice is a fire-and-forget message for the user, outside the
+// conversation; sent only to a client advertising session.notices.
+type Notice struct {
+	Severity    NoticeSeverity `json:"severity"`
+	Title       string         `json:"title"`
+	Description string         `json:"description,omitempty"`
+}
+
+// CompactionStatus is a compaction's lifecycle state.
+type CompactionStatus string
+
+// Compaction statuses (schema CompactionStatus).
+const (
+	CompactionInProgress CompactionStatus = "in_progress"
+	CompactionCompleted  CompactionStatus = "completed"
+	CompactionFailed     CompactionStatus = "failed"
+	CompactionCancelled  CompactionStatus = "cancelled"
+)
+
+// CompactionUpdate creates a compaction entity (first update) or patches
+// it: Summary nil and Error "" leave the stored values unchanged.
+type CompactionUpdate struct {
+	CompactionID string           `json:"compactionId"`
+	Status       CompactionStatus `json:"status"`
+	Summary      []ContentBlock   `json:"summary,omitempty"`
+	Error        string           `json:"error,omitempty"`
+}
 
 // MarshalJSON writes the variant selected by Kind.
 func (u SessionUpdate) MarshalJSON() ([]byte, error) {
@@ -585,7 +659,7 @@ func (u SessionUpdate) MarshalJSON() ([]byte, error) {
 		}
 		tc := u.ToolCall
 		return appendToolCallUpdate(make([]byte, 0, 512), &toolCallFields{
-			kind: u.Kind, id: tc.ToolCallID, title: &tc.Title, toolKind: tc.Kind, status: tc.Status,
+			kind: u.Kind, id: tc.ToolCallID, title: &tc.Title, name: tc.Name, toolKind: tc.Kind, status: tc.Status,
 			content: tc.Content, locations: tc.Locations, rawInput: tc.RawInput, rawOutput: tc.RawOutput, meta: tc.Meta,
 		})
 	case UpdateToolCallUpdate:
@@ -594,7 +668,7 @@ func (u SessionUpdate) MarshalJSON() ([]byte, error) {
 		}
 		tu := u.ToolCallUpdate
 		return appendToolCallUpdate(make([]byte, 0, 512), &toolCallFields{
-			kind: u.Kind, id: tu.ToolCallID, title: tu.Title, toolKind: tu.Kind, status: tu.Status,
+			kind: u.Kind, id: tu.ToolCallID, title: tu.Title, name: tu.Name, toolKind: tu.Kind, status: tu.Status,
 			content: tu.Content, locations: tu.Locations, rawInput: tu.RawInput, rawOutput: tu.RawOutput, meta: tu.Meta,
 		})
 	case UpdatePlan:
@@ -612,6 +686,33 @@ func (u SessionUpdate) MarshalJSON() ([]byte, error) {
 		if u.UpdatedAt != nil {
 			m["updatedAt"] = *u.UpdatedAt
 		}
+	case UpdateNotice:
+		if u.Notice == nil || u.Notice.Title == "" {
+			return nil, fmt.Errorf("acp: notice without a title")
+		}
+		m["severity"] = u.Notice.Severity
+		m["title"] = u.Notice.Title
+		if u.Notice.Description != "" {
+			m["description"] = u.Notice.Description
+		}
+	case UpdateCompaction:
+		if u.Compaction == nil || u.Compaction.CompactionID == "" {
+			return nil, fmt.Errorf("acp: compaction_update without a compactionId")
+		}
+		m["compactionId"] = u.Compaction.CompactionID
+		m["status"] = u.Compaction.Status
+		if u.Compaction.Summary != nil {
+			m["summary"] = u.Compaction.Summary
+		}
+		if u.Compaction.Error != "" {
+			m["error"] = u.Compaction.Error
+		}
+	case UpdateCompactionChunk:
+		if u.CompactionID == "" || u.Content == nil {
+			return nil, fmt.Errorf("acp: compaction_summary_chunk without compactionId or content")
+		}
+		m["compactionId"] = u.CompactionID
+		m["content"] = u.Content
 	case UpdateUsage:
 		m["used"] = u.Used
 		m["size"] = u.Size
@@ -745,4 +846,73 @@ type WaitForExitResponse = TerminalExitStatus
 // CancelRequestNotification is the params of $/cancel_request.
 type CancelRequestNotification struct {
 	RequestID json.RawMessage `json:"requestId"`
+}
+
+// ---- elicitation ----
+
+// MethodElicitationCreate asks the user for structured input (client side).
+const MethodElicitationCreate = "elicitation/create"
+
+// CreateElicitationRequest is a session-scoped form elicitation: the
+// client renders RequestedSchema and returns what the user entered.
+type CreateElicitationRequest struct {
+	SessionID       string            `json:"sessionId"`
+	ToolCallID      string            `json:"toolCallId,omitempty"`
+	Mode            string            `json:"mode"` // "form"
+	Message         string            `json:"message"`
+	RequestedSchema ElicitationSchema `json:"requestedSchema"`
+	Meta            Meta              `json:"_meta,omitempty"`
+}
+
+// ElicitationSchema is the form: an object of primitive-typed properties.
+type ElicitationSchema struct {
+	Type       string                         `json:"type"` // "object"
+	Title      string                         `json:"title,omitempty"`
+	Properties map[string]ElicitationProperty `json:"properties"`
+	Required   []string                       `json:"required,omitempty"`
+}
+
+// ElicitationProperty is one form field: a string (free text, or one of
+// OneOf), or an array of strings chosen from Items.AnyOf.
+type ElicitationProperty struct {
+	Type        string            `json:"type"` // "string" | "array"
+	Title       string            `json:"title,omitempty"`
+	Description string            `json:"description,omitempty"`
+	OneOf       []EnumOption      `json:"oneOf,omitempty"`
+	Items       *ElicitationItems `json:"items,omitempty"`
+	MinItems    *int              `json:"minItems,omitempty"`
+}
+
+// ElicitationItems are the titled choices of a multi-select field.
+type ElicitationItems struct {
+	AnyOf []EnumOption `json:"anyOf"`
+}
+
+// EnumOption is one titled choice.
+type EnumOption struct {
+	Const       string `json:"const"`
+	Title       string `json:"title"`
+	Description string `json:"description,omitempty"`
+}
+
+// Elicitation actions (schema CreateElicitationResponse).
+const (
+	ElicitAccept  = "accept"
+	ElicitDecline = "decline"
+	ElicitCancel  = "cancel"
+)
+
+// CreateElicitationResponse is the user's answer: Content is set when
+// Action is accept (values are strings, numbers, booleans or string arrays).
+type CreateElicitationResponse struct {
+	Action  string                     `json:"action"`
+	Content map[string]json.RawMessage `json:"content,omitempty"`
+	Meta    Meta                       `json:"_meta,omitempty"`
+}
+
+// Elicitor is implemented by clients that can send elicitation/create
+// (*Conn does). It is apart from Client so that clients without
+// elicitation need not implement it.
+type Elicitor interface {
+	CreateElicitation(ctx context.Context, req *CreateElicitationRequest) (*CreateElicitationResponse, error)
 }

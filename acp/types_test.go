@@ -46,6 +46,11 @@ func TestTypes_MarshalMatchesSchema(t *testing.T) {
 		{"usage with cost", "SessionUpdate", acp.SessionUpdate{Kind: acp.UpdateUsage, Used: 10, Size: 100, Cost: &acp.Cost{Amount: 0.5, Currency: "USD"}}, `{"sessionUpdate":"usage_update","used":10,"size":100,"cost":{"amount":0.5,"currency":"USD"}}`},
 		{"current mode", "SessionUpdate", acp.SessionUpdate{Kind: acp.UpdateCurrentMode, CurrentModeID: "code"}, `{"sessionUpdate":"current_mode_update","currentModeId":"code"}`},
 		{"session info", "SessionUpdate", acp.SessionUpdate{Kind: acp.UpdateSessionInfo, Title: ptr("t")}, `{"sessionUpdate":"session_info_update","title":"t"}`},
+		{"tool call with name", "SessionUpdate", acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{ToolCallID: "t", Title: "Read a.go", Name: "read_file", Kind: acp.KindRead}}, `{"sessionUpdate":"tool_call","toolCallId":"t","title":"Read a.go","name":"read_file","kind":"read"}`},
+		{"notice", "SessionUpdate", acp.SessionUpdate{Kind: acp.UpdateNotice, Notice: &acp.Notice{Severity: acp.SeverityWarning, Title: "Agent file problem", Description: "a.md:1: bad"}}, `{"sessionUpdate":"notice","severity":"warning","title":"Agent file problem","description":"a.md:1: bad"}`},
+		{"compaction started", "SessionUpdate", acp.SessionUpdate{Kind: acp.UpdateCompaction, Compaction: &acp.CompactionUpdate{CompactionID: "c1", Status: acp.CompactionInProgress}}, `{"sessionUpdate":"compaction_update","compactionId":"c1","status":"in_progress"}`},
+		{"compaction failed", "SessionUpdate", acp.SessionUpdate{Kind: acp.UpdateCompaction, Compaction: &acp.CompactionUpdate{CompactionID: "c1", Status: acp.CompactionFailed, Error: "boom"}}, `{"sessionUpdate":"compaction_update","compactionId":"c1","status":"failed","error":"boom"}`},
+		{"compaction summary chunk", "SessionUpdate", acp.SessionUpdate{Kind: acp.UpdateCompactionChunk, CompactionID: "c1", Content: &block}, `{"sessionUpdate":"compaction_summary_chunk","compactionId":"c1","content":{"type":"text","text":""}}`},
 		{"permission selected", "RequestPermissionOutcome", acp.PermissionOutcome{Outcome: "selected", OptionID: "a"}, `{"outcome":"selected","optionId":"a"}`},
 		{"permission cancelled", "RequestPermissionOutcome", acp.PermissionOutcome{Outcome: "cancelled"}, `{"outcome":"cancelled"}`},
 	}
@@ -60,6 +65,7 @@ func TestTypes_MarshalMatchesSchema(t *testing.T) {
 }
 
 func TestTypes_MarshalRejectsBrokenUnions(t *testing.T) {
+	block := acp.TextBlock("")
 	for _, v := range []any{
 		acp.ContentBlock{Type: "video"},
 		acp.ContentBlock{Type: "resource"},
@@ -67,6 +73,9 @@ func TestTypes_MarshalRejectsBrokenUnions(t *testing.T) {
 		acp.MCPServer{Type: "acp", Name: "x"},
 		acp.SessionUpdate{Kind: "plan_update"},
 		acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk},
+		acp.SessionUpdate{Kind: acp.UpdateNotice, Notice: &acp.Notice{Severity: acp.SeverityInfo}},
+		acp.SessionUpdate{Kind: acp.UpdateCompaction, Compaction: &acp.CompactionUpdate{Status: acp.CompactionCompleted}},
+		acp.SessionUpdate{Kind: acp.UpdateCompactionChunk, Content: &block},
 		acp.EmbeddedResource{URI: "file:///a"},
 	} {
 		_, err := json.Marshal(v)
@@ -83,6 +92,9 @@ func TestSessionUpdate_RoundTrip(t *testing.T) {
 		{Kind: acp.UpdatePlan, Entries: []acp.PlanEntry{{Content: "a", Priority: "high", Status: "pending"}}},
 		{Kind: acp.UpdateAvailableCommands, AvailableCommands: []acp.AvailableCommand{{Name: "test", Description: "d"}}},
 		{Kind: acp.UpdateUsage, Used: 1, Size: 2},
+		{Kind: acp.UpdateNotice, Notice: &acp.Notice{Severity: acp.SeverityInfo, Title: "x"}},
+		{Kind: acp.UpdateCompaction, Compaction: &acp.CompactionUpdate{CompactionID: "c", Status: acp.CompactionCompleted, Summary: []acp.ContentBlock{block}}},
+		{Kind: acp.UpdateCompactionChunk, CompactionID: "c", Content: &block},
 	} {
 		b, err := json.Marshal(u)
 		require.NoError(t, err)
@@ -93,7 +105,7 @@ func TestSessionUpdate_RoundTrip(t *testing.T) {
 		assert.JSONEq(t, string(b), string(b2))
 	}
 	var u acp.SessionUpdate
-	assert.Error(t, json.Unmarshal([]byte(`{"sessionUpdate":"notice","severity":"info","title":"x"}`), &u))
+	assert.Error(t, json.Unmarshal([]byte(`{"sessionUpdate":"plan_update","entries":[]}`), &u))
 }
 
 func TestDecodeParams(t *testing.T) {

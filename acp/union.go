@@ -167,6 +167,24 @@ func (u *SessionUpdate) UnmarshalJSON(data []byte) error {
 		}
 		u.Entries, u.AvailableCommands, u.CurrentModeID, u.ConfigOptions = v.Entries, v.AvailableCommands, v.CurrentModeID, v.ConfigOptions
 		u.Title, u.UpdatedAt, u.Used, u.Size, u.Cost, u.Meta = v.Title, v.UpdatedAt, v.Used, v.Size, v.Cost, head.Meta
+	case UpdateNotice:
+		u.Notice, u.Meta = new(Notice), head.Meta
+		return json.Unmarshal(data, u.Notice)
+	case UpdateCompaction:
+		u.Compaction, u.Meta = new(CompactionUpdate), head.Meta
+		return json.Unmarshal(data, u.Compaction)
+	case UpdateCompactionChunk:
+		var v struct {
+			CompactionID string        `json:"compactionId"`
+			Content      *ContentBlock `json:"content"`
+		}
+		if err := json.Unmarshal(data, &v); err != nil {
+			return err
+		}
+		if v.Content == nil {
+			return fmt.Errorf("acp: %s without content", head.Kind)
+		}
+		u.CompactionID, u.Content, u.Meta = v.CompactionID, v.Content, head.Meta
 	default:
 		return fmt.Errorf("acp: unknown session update kind %q", head.Kind)
 	}

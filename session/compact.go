@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/compactwire"
 	"github.com/acpd/acpd/session/contextmgr"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
@@ -293,15 +294,10 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 	}
 
 	id := s.newToolCallID("compact")
-	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
-		ToolCallID: id, Title: fmt.Sprintf("Compacting conversation (%s tokens)", thousands(before)),
-		Kind: acp.KindThink, Status: acp.StatusInProgress, Meta: acp.Meta{"acpd": map[string]any{"compaction": r.trigger}},
-	}})
+	shown := compactwire.Start(func(u acp.SessionUpdate) { s.update(ctx, u) }, s.clientCaps().Compaction(), id,
+		fmt.Sprintf("Compacting conversation (%s tokens)", thousands(before)), acp.Meta{"acpd": map[string]any{"compaction": r.trigger}})
 	fail := func(reason string) {
-		title := fmt.Sprintf("Compacting conversation (%s tokens) failed", thousands(before))
-		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
-			ToolCallID: id, Title: &title, Status: acp.StatusFailed, Content: []acp.ToolCallContent{acp.TextContent(reason)},
-		}})
+		shown.Fail(fmt.Sprintf("Compacting conversation (%s tokens) failed", thousands(before)), reason, ctx.Err() != nil)
 	}
 
 	var (
@@ -395,9 +391,7 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 	}
 	s.cm.acct.Reset()
 	now := s.used()
-	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
-		ToolCallID: id, Title: &c.Title, Status: acp.StatusCompleted, Content: []acp.ToolCallContent{acp.TextContent(detail)},
-	}})
+	shown.Complete(c.Title, detail, c.Summary)
 	u := store.Usage{Used: uint64(now), Size: uint64(th.Window)}
 	t.rec(store.Record{Kind: store.KindUsage, Usage: &u})
 	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateUsage, Used: u.Used, Size: u.Size, Cost: s.costSoFar()})
@@ -501,7 +495,7 @@ func (t *turn) runSummary(ctx context.Context, req model.Request) (string, error
 		}
 		t.charge(usage.Summary, req.Model, u, estimated, store.Usage{})
 	}()
-	for ev, err := range s.m.opts.Provider.Stream(ctx, req) {
+	for ev, err := range s.m.opts.Provider.Stream(s.watchRetries(ctx), req) {
 		if err != nil {
 			return "", err
 		}

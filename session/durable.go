@@ -163,7 +163,10 @@ func (m *Manager) reactivate(ctx context.Context, s *Session, replay bool) (*acp
 // replay sends the transcript as session/update notifications. They go out
 // on the request's goroutine, so they reach the wire before the response.
 func (m *Manager) replay(ctx context.Context, id string, tr *store.Transcript) error {
-	for _, u := range tr.Updates() {
+	m.mu.Lock()
+	caps := m.clientCaps
+	m.mu.Unlock()
+	for _, u := range tr.UpdatesFor(store.ReplayOptions{Compaction: caps.Compaction()}) {
 		if err := m.client.SessionUpdate(ctx, &acp.SessionNotification{SessionID: id, Update: u}); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -24,6 +24,7 @@ import (
 	"github.com/acpd/acpd/session/commands"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/telemetry"
 	"github.com/acpd/acpd/session/tools"
@@ -360,6 +361,10 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 		s.agentTool = agents.NewTool(m.builtinAgents())
 		s.tools.Add(s.agentTool)
 	}
+	m.mu.Lock()
+	caps := m.clientCaps
+	m.mu.Unlock()
+	s.notes = notice.New(s.log, caps.Notices(), s.update)
 	s.allowAlways = map[string]bool{}
 	s.toolCallIDs = map[string]bool{}
 	s.newPrep()
@@ -367,6 +372,13 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 		s.sandbox = m.opts.Sandbox.NewSession(s.roots)
 	}
 	return s
+}
+
+// clientCaps are the capabilities the client advertised in initialize.
+func (s *Session) clientCaps() acp.ClientCapabilities {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	return s.m.clientCaps
 }
 
 func (m *Manager) session(id string) *Session {
@@ -469,8 +481,7 @@ func (m *Manager) connectMCP(ctx context.Context, s *Session, servers []acp.MCPS
 	}
 	set, errs := mcp.Connect(ctx, servers, mcp.Options{Logger: s.log, ClientVersion: m.opts.Version})
 	for _, err := range errs {
-		s.log.Warn("MCP server failed to start", "err", err)
-		s.notices = append(s.notices, fmt.Sprintf("MCP server failed to start: %v\n\n", err))
+		s.notify(ctx, notice.MCPServerFailed, err.Error())
 	}
 	if set == nil {
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/instructions"
+	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/workspace"
 )
 
@@ -99,7 +100,7 @@ func (s *Session) gather(p *prep) {
 		s.log.Info("instruction file loaded", "path", f.Path, "imports", len(f.Imports), "truncated", f.Truncated)
 	}
 	for _, w := range p.instr.Warnings {
-		s.log.Warn("instruction file problem", "detail", w)
+		s.notify(p.ctx, notice.InstructionFile, w)
 	}
 }
 

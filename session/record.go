@@ -92,6 +92,11 @@ func (t *turn) end(resp *acp.PromptResponse, err error) (*acp.PromptResponse, er
 
 // open records a tool call's first frame, then shows it.
 func (t *turn) open(ctx context.Context, p pcall, tc acp.ToolCall) {
+	if tc.Name == "" {
+		// The name the call was made with: the registered name
+		// (mcp__server__tool, agent), or what the model asked for.
+		tc.Name = p.Name
+	}
 	t.rec(store.Record{Kind: store.KindToolCall, Tool: &store.ToolCallRecord{
 		ToolCallID: tc.ToolCallID, Name: p.Name, Title: tc.Title, Kind: tc.Kind, Status: tc.Status,
 		Locations: tc.Locations, RawInput: rawJSON(tc.RawInput), Content: tc.Content,

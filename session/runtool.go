@@ -8,6 +8,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/agents"
+	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
@@ -63,6 +64,7 @@ func (t *turn) env(id string) *tools.Env {
 			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &u})
 			return nil
 		},
+		Notify: func(k notice.Kind, detail string) { s.notify(context.Background(), k, detail) },
 	}
 }
 

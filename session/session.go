@@ -10,6 +10,7 @@ import (
 	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 	"github.com/acpd/acpd/session/tools/sandbox"
@@ -46,10 +47,9 @@ type Session struct {
 	// title is what the editor shows for the session: set from the first
 	// prompt (announced with session_info_update) or the transcript.
 	title string
-	// notices are messages for the user (e.g. an MCP server that failed to
-	// start) sent as agent text at the start of the next turn: updates for a
-	// new session must not precede its session/new response.
-	notices []string
+	// notes is the session's route for notices (package notice); a
+	// subagent run's session uses its base's.
+	notes *notice.Notifier
 
 	// prep gathers the system prompt's environment and instruction files
 	// in the background (project.go).
@@ -247,7 +247,7 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.P
 		return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
 	}
 	s.refreshCommands(ctx)
-	s.refreshAgents()
+	s.refreshAgents(ctx)
 	resp, next, handled, err := s.runCommand(ctx, blocks)
 	switch {
 	case !handled:
@@ -272,6 +272,11 @@ func (s *Session) update(ctx context.Context, u acp.SessionUpdate) {
 	if err != nil {
 		s.log.Warn("session update failed", "kind", u.Kind, "err", err)
 	}
+}
+
+// notify tells the user about k (package notice decides how).
+func (s *Session) notify(ctx context.Context, k notice.Kind, detail string) {
+	s.base().notes.Notify(ctx, k, detail)
 }
 
 // closeMCP stops the session's MCP servers.

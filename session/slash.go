@@ -8,6 +8,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/commands"
 	"github.com/acpd/acpd/session/mcp"
+	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/tokens"
 	"github.com/acpd/acpd/session/workspace"
 )
@@ -74,6 +75,9 @@ func (s *Session) announce(ctx context.Context, set *commands.Set) {
 	s.cmds.set = set
 	s.cmds.mu.Unlock()
 	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAvailableCommands, AvailableCommands: set.Available()})
+	for _, w := range set.Warnings {
+		s.notify(ctx, notice.CommandFile, w)
+	}
 }
 
 // announceCommands sends available_commands_update once the answer to the
@@ -85,6 +89,8 @@ func (s *Session) announceCommands(ctx context.Context) {
 		if sub == nil {
 			return // closed meanwhile
 		}
+		// From here the client knows the session: held notices go out.
+		s.notes.Open(ctx)
 		set := sub.Check()
 		s.announce(ctx, set)
 		s.cmds.once.Do(func() { close(s.cmds.ready) })

@@ -7,6 +7,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/usage"
 )
@@ -200,6 +201,29 @@ func (t *turn) withinBudgets() error {
 	}
 	t.room = b - spent - next
 	return nil
+}
+
+// budgetNear tells the user, once per prompt turn and budget, that the next
+// request takes a token budget past 80%: the turn (or the session, at
+// model.sessionTokenLimit) will stop soon. Decision: 80% of the limit, as
+// the prompt size the request will have and, for the turn's budget, what
+// the turn spent plus that request's size.
+func (t *turn) budgetNear(ctx context.Context) {
+	s, top := t.s, t.top()
+	next := s.cm.acct.UsedAtMost()
+	if lim := s.m.opts.SessionTokenLimit; lim > 0 && next*5 >= lim*4 && !top.nearSession.Swap(true) {
+		s.notify(ctx, notice.BudgetNear, fmt.Sprintf(
+			"The conversation holds about %s of the %s tokens model.sessionTokenLimit allows; past it requests are refused. /compact, a new session or a higher limit makes room.",
+			thousands(next), thousands(lim)))
+	}
+	if b := s.m.opts.MaxTokensPerTurn; b > 0 {
+		spent := top.meter.Total().Total()
+		if (spent+next)*5 >= b*4 && !top.nearTurn.Swap(true) {
+			s.notify(ctx, notice.BudgetNear, fmt.Sprintf(
+				"This turn has used %s of the %s tokens model.maxTokensPerTurn allows, and its next request needs about %s; the turn stops when the budget is spent.",
+				thousands(spent), thousands(b), thousands(next)))
+		}
+	}
 }
 
 // turnBudgetStop is the stop at model.maxTokensPerTurn; next is the size

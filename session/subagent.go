@@ -12,6 +12,7 @@ import (
 	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/instructions"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 	"github.com/acpd/acpd/session/turnguard"
@@ -268,7 +269,7 @@ func (s *Session) agentDirs() []agents.Dir {
 // loaded (checked at the start of each prompt, by the turn holder). The
 // files are read once for all the sessions of a workspace (workspace.Hub);
 // the set is the session's, checked against its tools and models.
-func (s *Session) refreshAgents() {
+func (s *Session) refreshAgents(ctx context.Context) {
 	if s.agentTool == nil {
 		return
 	}
@@ -282,8 +283,8 @@ func (s *Session) refreshAgents() {
 		return
 	}
 	set := s.agentSet(files)
-	for _, w := range set.Warnings[len(files.Warnings):] {
-		s.log.Warn("agent file problem", "detail", w)
+	for _, w := range set.Warnings {
+		s.notify(ctx, notice.AgentFile, w)
 	}
 	s.agentTool.SetAgents(set)
 }

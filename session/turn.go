@@ -16,6 +16,7 @@ import (
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tokens"
 	"github.com/acpd/acpd/session/turnguard"
@@ -57,6 +58,9 @@ type turn struct {
 	// up is the turn a subagent run's turn works for: its requests are
 	// charged to that turn too, as the subagent's.
 	up *turn
+	// nearTurn and nearSession are set once the prompt turn told the user
+	// its token budgets are 80% spent (budgetNear; the top turn's count).
+	nearTurn, nearSession atomic.Bool
 }
 
 var cancelled = &acp.PromptResponse{StopReason: acp.StopCancelled}
@@ -102,11 +106,10 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateSessionInfo, Title: &title, UpdatedAt: &now})
 		}
 	}
-	for _, n := range s.notices {
+	for _, n := range s.notes.TakeText() {
 		b := acp.TextBlock(n)
 		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b})
 	}
-	s.notices = nil
 	return t.loop(ctx, hadLoopContext)
 }
 
@@ -214,6 +217,7 @@ func (t *turn) request(ctx context.Context) (streamResult, error) {
 	if err := t.withinBudgets(); err != nil {
 		return streamResult{}, err
 	}
+	t.budgetNear(ctx)
 	res, err := t.stream(ctx)
 	if err == nil || ctx.Err() != nil || !model.IsContextOverflow(err) {
 		return res, err
@@ -226,6 +230,7 @@ func (t *turn) request(ctx context.Context) (streamResult, error) {
 	if err := t.withinBudgets(); err != nil {
 		return streamResult{}, err
 	}
+	t.budgetNear(ctx)
 	res, err = t.stream(ctx)
 	if err != nil && ctx.Err() == nil && model.IsContextOverflow(err) {
 		return res, contextOverflowError("the model refused the conversation as too long even after compaction: " + err.Error())
@@ -300,6 +305,21 @@ func historyCalls(ps []pcall) []model.ToolCall {
 	return out
 }
 
+// watchRetries makes a provider's retry after a busy answer (429, 503,
+// 529: rate limit or overload) a notice, so the user knows why the answer
+// is late; other retries (a cut connection) stay in the log.
+func (s *Session) watchRetries(ctx context.Context) context.Context {
+	return model.WithRetryWatch(ctx, func(r model.Retry) {
+		switch r.Status {
+		case 429, 503, 529:
+		default:
+			return
+		}
+		s.notify(ctx, notice.ProviderRetry, fmt.Sprintf("The model provider answered %d (%v); attempt %d is retried in %s.",
+			r.Status, r.Err, r.Attempt, r.Wait.Round(100*time.Millisecond)))
+	})
+}
+
 // stream runs one model request, forwarding text and reasoning as chunks.
 // On a retry marker the attempt's calls and text are discarded before they
 // are ever counted (§7.2).
@@ -320,7 +340,7 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 	var r streamResult
 	var text, reasoning strings.Builder
 	var reported *model.Usage
-	for ev, err := range s.m.opts.Provider.Stream(ctx, req) {
+	for ev, err := range s.m.opts.Provider.Stream(s.watchRetries(ctx), req) {
 		if err != nil {
 			r.text, r.reasoning = text.String(), reasoning.String()
 			return r, err

@@ -16,7 +16,8 @@ import (
 // schema (Validator.CheckAgentLine) plus the stateful checks of
 // acp-agent.md §7.4:
 //
-//   - capability gating: no fs/* or terminal/* request (nor elicitation)
+//   - capability gating: no fs/* or terminal/* request (nor elicitation),
+//     no notice and no compaction_update or compaction_summary_chunk
 //     unless the client's initialize advertised it, no boolean config option
 //     without session.configOptions.boolean, no terminal auth method without
 //     auth.terminal, and no successful answer to a method the agent did not
@@ -198,6 +199,8 @@ var turnUpdates = map[string]bool{
 	acp.UpdateToolCall:          true,
 	acp.UpdateToolCallUpdate:    true,
 	acp.UpdatePlan:              true,
+	acp.UpdateCompaction:        true,
+	acp.UpdateCompactionChunk:   true,
 }
 
 // AgentLine checks one line the agent wrote.
@@ -278,6 +281,14 @@ func (t *Transcript) update(params json.RawMessage) error {
 	}
 	id := p.Update.ToolCallID
 	switch kind {
+	case acp.UpdateNotice:
+		if !t.clientCaps.Notices() {
+			return fmt.Errorf("notice without the client capability session.notices")
+		}
+	case acp.UpdateCompaction, acp.UpdateCompactionChunk:
+		if !t.clientCaps.Compaction() {
+			return fmt.Errorf("%s without the client capability session.compaction", kind)
+		}
 	case acp.UpdateToolCall:
 		inTurn := s.prompts > 0
 		if prev := s.toolCalls[id]; prev != nil && prev.turn && inTurn {

@@ -23,8 +23,9 @@ func TestTranscript_MessagesAppliesCompaction(t *testing.T) {
 		{Kind: KindToolCalls, ToolCalls: []ToolCall{{ID: "c2", Name: "read_file"}}},
 		{Kind: KindToolResult, Tool: &ToolCallRecord{ToolCallID: "c2", Name: "read_file", ModelText: "second result"}},
 		{Kind: KindCompaction, Compaction: &Compaction{Method: "summary", Cut: 5, Pinned: 4,
-			Stubs: []Stub{{ToolCallID: "c1", Tokens: 3}},
-			Head:  []HeadMessage{{Role: model.RoleUser, Text: "summary"}, {Role: model.RoleAssistant, Text: "ok"}},
+			Stubs:   []Stub{{ToolCallID: "c1", Tokens: 3}},
+			Head:    []HeadMessage{{Role: model.RoleUser, Text: "summary"}, {Role: model.RoleAssistant, Text: "ok"}},
+			Summary: "summary", Detail: "Summarised 4 earlier messages.",
 			Title: "Compacting conversation (10 → 5 tokens)", ToolCallID: "compact"}},
 		{Kind: KindText, Text: "answer two"},
 		{Kind: KindTurnEnd, StopReason: acp.StopEndTurn},
@@ -46,6 +47,27 @@ func TestTranscript_MessagesAppliesCompaction(t *testing.T) {
 	require.NotNil(t, compaction, "the replay shows the compaction")
 	assert.Equal(t, acp.KindThink, compaction.Kind)
 	assert.Equal(t, acp.StatusCompleted, compaction.Status)
+	assert.Equal(t, "compact", compaction.Name)
+
+	// A client with session.compaction gets the compaction entity, where
+	// the tool call frame was, and no frame.
+	wire := tr.UpdatesFor(ReplayOptions{Compaction: true})
+	require.Len(t, wire, len(ups)+2, "in_progress, one chunk, completed for the frame")
+	var kinds []string
+	for _, u := range wire {
+		require.False(t, u.ToolCall != nil && u.ToolCall.ToolCallID == "compact", "no frame")
+		if u.Kind == acp.UpdateCompaction || u.Kind == acp.UpdateCompactionChunk {
+			kinds = append(kinds, u.Kind)
+		}
+	}
+	assert.Equal(t, []string{acp.UpdateCompaction, acp.UpdateCompactionChunk, acp.UpdateCompaction}, kinds)
+	for i, u := range ups {
+		if u.ToolCall != nil && u.ToolCall.ToolCallID == "compact" {
+			assert.Equal(t, acp.CompactionInProgress, wire[i].Compaction.Status, "at the frame's place")
+			assert.Equal(t, "summary", wire[i+1].Content.Text)
+			assert.Equal(t, acp.CompactionCompleted, wire[i+2].Compaction.Status)
+		}
+	}
 }
 
 func TestCompaction_ApplyRefusesABadCut(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/compactwire"
 	"github.com/acpd/acpd/session/model"
 )
 
@@ -17,7 +18,18 @@ const InterruptedToolResult = "error: the tool call was interrupted (acpd stoppe
 // tool_call and tool_call_update, plan, current mode, title and usage. A
 // tool call left without a result is closed with a failed
 // tool_call_update at the end of its turn.
-func (tr *Transcript) Updates() []acp.SessionUpdate {
+func (tr *Transcript) Updates() []acp.SessionUpdate { return tr.UpdatesFor(ReplayOptions{}) }
+
+// ReplayOptions say what the client of a replay accepts.
+type ReplayOptions struct {
+	// Compaction: the client advertised session.compaction, so
+	// compactions replay as compaction_update entities (package
+	// compactwire), not as tool call frames.
+	Compaction bool
+}
+
+// UpdatesFor is Updates for a client that accepts what o says.
+func (tr *Transcript) UpdatesFor(o ReplayOptions) []acp.SessionUpdate {
 	out := make([]acp.SessionUpdate, 0, len(tr.Records))
 	open := map[string]bool{} // tool calls shown but not finished
 	var openOrder []string
@@ -75,7 +87,7 @@ func (tr *Transcript) Updates() []acp.SessionUpdate {
 				openOrder = append(openOrder, t.ToolCallID)
 			}
 			out = append(out, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
-				ToolCallID: t.ToolCallID, Title: t.Title, Kind: t.Kind, Status: t.Status,
+				ToolCallID: t.ToolCallID, Title: t.Title, Name: t.Name, Kind: t.Kind, Status: t.Status,
 				Content: t.Content, Locations: t.Locations, RawInput: rawAny(t.RawInput), RawOutput: rawAny(t.RawOutput),
 				Meta: meta,
 			}})
@@ -96,7 +108,7 @@ func (tr *Transcript) Updates() []acp.SessionUpdate {
 			// A result without a frame (the frame record was skipped as
 			// damaged, or the host records results only): show it whole.
 			out = append(out, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
-				ToolCallID: t.ToolCallID, Title: t.Title, Kind: t.Kind, Status: t.Status,
+				ToolCallID: t.ToolCallID, Title: t.Title, Name: t.Name, Kind: t.Kind, Status: t.Status,
 				Content: t.Content, Locations: t.Locations, RawInput: rawAny(t.RawInput), RawOutput: rawAny(t.RawOutput),
 				Meta: meta,
 			}})
@@ -122,11 +134,7 @@ func (tr *Transcript) Updates() []acp.SessionUpdate {
 			closeOpen()
 		case KindCompaction:
 			if c := r.Compaction; c.ToolCallID != "" && c.Title != "" {
-				tc := &acp.ToolCall{ToolCallID: c.ToolCallID, Title: c.Title, Kind: acp.KindThink, Status: acp.StatusCompleted, Meta: meta}
-				if c.Detail != "" {
-					tc.Content = []acp.ToolCallContent{acp.TextContent(c.Detail)}
-				}
-				out = append(out, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: tc})
+				out = append(out, compactwire.Replay(o.Compaction, c.ToolCallID, c.Title, c.Detail, c.Summary, meta)...)
 			}
 		}
 	}

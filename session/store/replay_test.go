@@ -42,7 +42,7 @@ func TestTranscript_Updates(t *testing.T) {
 		`{"sessionUpdate":"user_message_chunk","content":{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}}`,
 		`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"look at main.go first"},"messageId":"m1"}`,
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Reading the file."},"messageId":"m1"}`,
-		`{"sessionUpdate":"tool_call","toolCallId":"call_1","title":"Read main.go","kind":"read","status":"pending","locations":[{"path":"/w/main.go","line":3}],"rawInput":{"path":"main.go"}}`,
+		`{"sessionUpdate":"tool_call","toolCallId":"call_1","title":"Read main.go","name":"read_file","kind":"read","status":"pending","locations":[{"path":"/w/main.go","line":3}],"rawInput":{"path":"main.go"}}`,
 		`{"sessionUpdate":"tool_call_update","toolCallId":"call_1","title":"Read main.go","kind":"read","status":"completed","content":[{"type":"content","content":{"type":"text","text":"package main"}},{"type":"diff","path":"/w/main.go","newText":"x"}],"locations":[{"path":"/w/main.go"}],"rawOutput":{"bytes":12}}`,
 		`{"sessionUpdate":"plan","entries":[{"content":"fix","priority":"high","status":"in_progress"}]}`,
 		`{"sessionUpdate":"current_mode_update","currentModeId":"plan"}`,

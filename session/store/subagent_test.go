@@ -39,8 +39,8 @@ func TestTranscript_SubagentRecordsReplayNested(t *testing.T) {
 	got := updatesJSON(t, tr.Updates())
 	want := []string{
 		`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"find the config"}}`,
-		`{"sessionUpdate":"tool_call","toolCallId":"call_a","title":"Find it","kind":"other","status":"in_progress"}`,
-		`{"sessionUpdate":"tool_call","toolCallId":"call_s","title":"Read a","kind":"read","status":"in_progress","_meta":{"acpd.parentToolCallId":"call_a"}}`,
+		`{"sessionUpdate":"tool_call","toolCallId":"call_a","title":"Find it","name":"agent","kind":"other","status":"in_progress"}`,
+		`{"sessionUpdate":"tool_call","toolCallId":"call_s","title":"Read a","name":"read_file","kind":"read","status":"in_progress","_meta":{"acpd.parentToolCallId":"call_a"}}`,
 		`{"sessionUpdate":"tool_call_update","toolCallId":"call_s","status":"completed","_meta":{"acpd.parentToolCallId":"call_a"}}`,
 		`{"sessionUpdate":"tool_call_update","toolCallId":"call_a","status":"failed"}`,
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"The subagent looped."}}`,

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
@@ -161,13 +162,19 @@ const helperStatusFD = 3
 func (c *runShellCommandCall) sandboxed(env *Env, argv []string, statusFD int, run func(sandbox.Plan) (Result, string)) Result {
 	plan, err := env.Sandbox.Wrap(argv, statusFD)
 	if err != nil {
+		if errors.Is(err, sandbox.ErrRefused) {
+			env.notify(notice.SandboxFailed, err.Error())
+		}
 		return c.refused(err)
 	}
 	res, setupErr := run(plan)
 	if setupErr != "" {
-		return c.refused(sandbox.SetupError(setupErr))
+		err := sandbox.SetupError(setupErr)
+		env.notify(notice.SandboxFailed, err.Error())
+		return c.refused(err)
 	}
 	if plan.Warning != "" {
+		env.notify(notice.SandboxUnconfined, strings.Trim(plan.Warning, "[]"))
 		res.LLMContent = plan.Warning + "\n" + res.LLMContent
 		res.Content = append([]acp.ToolCallContent{acp.TextContent(plan.Warning)}, res.Content...)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
@@ -47,6 +48,17 @@ type Env struct {
 	// the approval mode and never remembers the answer. Nil means no one
 	// can be asked: the call must refuse.
 	Permit func(ctx context.Context, c Confirmation) (bool, error)
+	// Notify tells the user about something outside the conversation (a
+	// sandbox that could not be set up); package notice decides how. May
+	// be nil.
+	Notify func(k notice.Kind, detail string)
+}
+
+// notify calls env.Notify when it is set.
+func (env *Env) notify(k notice.Kind, detail string) {
+	if env != nil && env.Notify != nil {
+		env.Notify(k, detail)
+	}
 }
 
 // ConfirmKind is what kind of confirmation a call needs (qwen-code's

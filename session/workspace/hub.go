@@ -134,10 +134,8 @@ func (h *Hub) refresh(e *cmdEntry) {
 	if old != nil && commands.Stamp(e.dirs) == old.Stamp() {
 		return
 	}
+	// Its warnings are each session's to tell (package notice).
 	set := commands.NewSet(h.builtins(), commands.Load(e.dirs))
-	for _, w := range set.Warnings {
-		h.log.Warn("command file problem", "detail", w)
-	}
 	e.set.Store(set)
 	if old == nil {
 		return // the first load: each subscriber asks for it
@@ -232,10 +230,8 @@ func (h *Hub) Agents(dirs []agents.Dir) *agents.Loaded {
 	if cur != nil && agents.Stamp(dirs) == cur.Stamp {
 		return cur
 	}
+	// Its warnings are each session's to tell (package notice).
 	l := agents.Load(dirs)
-	for _, w := range l.Warnings {
-		h.log.Warn("agent file problem", "detail", w)
-	}
 	h.mu.Lock()
 	keepWeak(h, h.agents, key, l)
 	h.mu.Unlock()

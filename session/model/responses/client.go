@@ -126,6 +126,7 @@ func (c *Client) Stream(ctx context.Context, req model.Request) iter.Seq2[model.
 			}
 			wait := c.backoff(attempt, retryAfter(err))
 			c.logger.Warn("model request failed, retrying", "provider", Provider, "err", err, "attempt", attempt+1, "wait", wait)
+			model.WatchRetry(ctx, model.Retry{Err: err, Attempt: attempt + 1, Wait: wait})
 			if err := c.sleep(ctx, wait); err != nil {
 				if ctx.Err() != nil {
 					err = ctx.Err()
