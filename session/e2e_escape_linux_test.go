@@ -111,3 +111,32 @@ func TestE2E_Escape_KeystrokeInjection(t *testing.T) {
 		})
 	}
 }
+
+// TestE2E_Escape_DeviceNodes: a confined command cannot make a device node
+// — as root, a block node for a disk in the workspace or /dev/shm would
+// give raw writes to it — while FIFOs still work. Landlock refuses mknod
+// of a device before the capability check, so the refusal reads the same
+// for root and for anyone else.
+func TestE2E_Escape_DeviceNodes(t *testing.T) {
+	sandboxtest.Require(t)
+	t.Parallel()
+	l := newSbxLayout(t)
+	shm := filepath.Join("/dev/shm", "acpd-e2e-"+filepath.Base(filepath.Dir(l.root)))
+	t.Cleanup(func() { os.Remove(shm) })
+	d := startDaemonEnv(t, l.ws, t.TempDir(), l.env(), nil, nil)
+	_, results := shellTurn(t, d, localCaps, []string{
+		"mknod blk b 7 0 && echo made",
+		"mknod chr c 1 3 && echo made",
+		"mknod " + shm + " b 7 0 && echo made",
+		"mkfifo fifo && echo fifo-made",
+	})
+	for _, r := range results[:3] {
+		assert.Contains(t, r, "Permission denied", r)
+		assert.NotContains(t, r, "\nmade")
+	}
+	assert.Contains(t, results[3], "Output: fifo-made", results[3])
+	for _, p := range []string{filepath.Join(l.ws, "blk"), filepath.Join(l.ws, "chr"), shm} {
+		_, err := os.Lstat(p)
+		assert.ErrorIs(t, err, os.ErrNotExist, p)
+	}
+}

@@ -22,6 +22,14 @@ const writeRights = landlock.AccessFSSet(ll.AccessFSWriteFile | ll.AccessFSTrunc
 	ll.AccessFSMakeChar | ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock |
 	ll.AccessFSMakeFifo | ll.AccessFSMakeBlock | ll.AccessFSMakeSym)
 
+// granted are the rights a writable folder gets: every handled right but
+// making device nodes. MAKE_CHAR and MAKE_BLOCK are handled and granted
+// nowhere, so mknod of a character or block device fails everywhere, even
+// for root, who could otherwise make a node for the disk in the workspace
+// (or /dev/shm) and write the raw device through it. FIFOs and sockets
+// stay allowed.
+const granted = writeRights &^ landlock.AccessFSSet(ll.AccessFSMakeChar|ll.AccessFSMakeBlock)
+
 // deviceFiles are written by ordinary commands that only read: `>/dev/null`
 // (which also truncates), `2>/dev/tty`, `head -c1 </dev/zero`.
 var deviceFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx"}
@@ -140,9 +148,9 @@ func confine(h helperArgs, st Status, allThreads bool) error {
 		// A folder that vanished since the parent listed it (a removed
 		// root) is simply not writable; it must not fail the set-up, which
 		// in mode auto would run the command unconfined.
-		landlock.PathAccess(writeRights, h.rw...).IgnoreIfMissing(),
+		landlock.PathAccess(granted, h.rw...).IgnoreIfMissing(),
 		landlock.PathAccess(landlock.AccessFSSet(ll.AccessFSWriteFile|ll.AccessFSTruncate), deviceFiles...).IgnoreIfMissing(),
-		landlock.PathAccess(writeRights, deviceDirs...).IgnoreIfMissing(),
+		landlock.PathAccess(granted, deviceDirs...).IgnoreIfMissing(),
 	}
 	fd, flags, err := cfg.NewRulesetFD(append(rules, extra...)...)
 	if err != nil {
