@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -155,13 +157,39 @@ func checkAPIKey(_ context.Context, env *Env) Result {
 	if m.Provider == config.ProviderScript {
 		return Result{Status: Skip, Detail: "not needed for a scripted model"}
 	}
+	if m.APIKey == "" && localEndpoint(m.BaseURL) {
+		// Ollama, llama.cpp, LM Studio and vLLM on this machine or the LAN
+		// take requests without a key, and acpd run sends none then; the
+		// endpoint check finds out whether this one does.
+		return Result{Status: OK, Detail: fmt.Sprintf("none set, none needed by a local endpoint (%s)", m.BaseURL)}
+	}
 	if m.APIKeyEnv == "" {
 		return Result{Status: Fail, Detail: "model.apiKeyEnv is empty: set it to the environment variable holding the key"}
 	}
 	if m.APIKey == "" {
-		return Result{Status: Fail, Detail: fmt.Sprintf("environment variable %s is empty or unset (model.apiKeyEnv names it)", m.APIKeyEnv)}
+		return Result{Status: Fail, Detail: fmt.Sprintf("environment variable %s is empty or unset (model.apiKeyEnv names it; a local endpoint such as Ollama needs none)", m.APIKeyEnv)}
 	}
 	return Result{Status: OK, Detail: fmt.Sprintf("read from %s (%d characters)", m.APIKeyEnv, len(m.APIKey))}
+}
+
+// localEndpoint reports whether baseURL names this machine or a private
+// network (localhost, a loopback, private or link-local address), where
+// model servers commonly run without keys.
+func localEndpoint(baseURL string) bool {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return false
+	}
+	host := strings.ToLower(u.Hostname())
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified()
 }
 
 // checkEndpoint asks the provider for its model list (GET {baseUrl}/models,

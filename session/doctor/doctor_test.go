@@ -130,7 +130,57 @@ func TestDoctor_MissingModelAndKey(t *testing.T) {
 	for _, want := range []string{"FAIL", "[model] name", "OPENAI_MODEL", "--model"} {
 		assert.Contains(t, m, want)
 	}
-	assert.Contains(t, line(t, lines, "api key"), "environment variable OPENAI_API_KEY is empty or unset")
+	assert.Regexp(t, `^ok +api key +none set, none needed by a local endpoint`, line(t, lines, "api key"))
+}
+
+// TestDoctor_KeylessLocalEndpoint: an Ollama-style server on this machine
+// takes requests without a key, as acpd run sends them; doctor passes it
+// and asks it without an Authorization header.
+func TestDoctor_KeylessLocalEndpoint(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		assert.Empty(t, r.Header.Get("Authorization"))
+		_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"qwen3-coder:30b","object":"model"}]}`))
+	}))
+	defer srv.Close()
+	cfg := okConfig(t, strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)+"/v1")
+	cfg.Model.Name, cfg.Model.APIKey = "qwen3-coder:30b", ""
+	_, lines := run(t, &Env{Config: cfg})
+	assert.Regexp(t, `^ok +api key +none set, none needed by a local endpoint \(http://localhost:\d+/v1\)$`, line(t, lines, "api key"))
+	assert.Regexp(t, `^ok +endpoint +.*model qwen3-coder:30b listed$`, line(t, lines, "endpoint"))
+}
+
+// TestDoctor_KeylessRemoteEndpointFails: a provider on the internet still
+// needs its key, and the message names the variable.
+func TestDoctor_KeylessRemoteEndpointFails(t *testing.T) {
+	cfg := okConfig(t, "https://dashscope.aliyuncs.com/compatible-mode/v1")
+	cfg.Model.APIKey, cfg.Model.APIKeyEnv = "", "DASHSCOPE_API_KEY"
+	failing := &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("no network in this test")
+	})}
+	ok, lines := run(t, &Env{Config: cfg, HTTP: failing})
+	assert.False(t, ok)
+	assert.Regexp(t, `^FAIL +api key +environment variable DASHSCOPE_API_KEY is empty or unset`, line(t, lines, "api key"))
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestLocalEndpoint(t *testing.T) {
+	for u, want := range map[string]bool{
+		"http://localhost:11434/v1":      true,
+		"http://127.0.0.1:8080/v1":       true,
+		"http://[::1]:1234/v1":           true,
+		"http://192.168.1.20:11434/v1":   true,
+		"http://10.0.0.5/v1":             true,
+		"http://ollama.localhost/v1":     true,
+		"https://api.openai.com/v1":      false,
+		"https://8.8.8.8/v1":             false,
+		"http://localhost.example.com/v": false,
+		"::not a url":                    false,
+	} {
+		assert.Equal(t, want, localEndpoint(u), u)
+	}
 }
 
 func TestDoctor_ConfigErrorSkipsTheRest(t *testing.T) {
