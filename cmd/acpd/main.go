@@ -81,11 +81,12 @@ type command struct {
 // No command means serving ACP on stdio.
 func commands() map[string]command {
 	return map[string]command{
-		"config": {summary: "print the effective configuration with each value's source", run: cmdConfig},
-		"doctor": doctorCommand(),
-		"guard":  guardCommand(),
-		"run":    runCommand(),
-		"stats":  statsCommand(),
+		"config":   {summary: "print the effective configuration with each value's source", run: cmdConfig},
+		"doctor":   doctorCommand(),
+		"guard":    guardCommand(),
+		"run":      runCommand(),
+		"sessions": sessionsCommand(),
+		"stats":    statsCommand(),
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -212,6 +213,22 @@ func cmdRun(ctx context.Context, a *app) int {
 		return exitUsage
 	}
 	opts.Store = st
+	if o.SessionID != "" {
+		// acpd stats and acpd sessions print ids a user copies; a unique
+		// prefix (the stats table's 12 characters) names the session too.
+		ids, err := store.SessionIDs(cfg.Session.DataDir)
+		if err == nil {
+			id, err := store.MatchID(ids, o.SessionID)
+			switch {
+			case err == nil:
+				o.SessionID = id
+			case errors.Is(err, store.ErrAmbiguousID):
+				fmt.Fprintf(a.stderr, "acpd run: --session: %v\n", err)
+				return exitUsage
+			}
+			// Not found or invalid: session/load says so, as before.
+		}
+	}
 	tel, stopTel, err := startTelemetry(ctx, cfg, logger)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "acpd run: configuration error: %v\n", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -59,7 +60,11 @@ Flags:
 }
 
 func cmdStats(_ context.Context, a *app) int {
-	o := stats.Options{DataDir: a.cfg.Session.DataDir, Cwd: statsOpts.cwd, Agent: statsOpts.agent}
+	// The default data folder does not exist until acpd first records a
+	// session: that is "nothing yet", not an error. One the user named
+	// (flag, variable, file) must exist: a typo should not read as empty.
+	o := stats.Options{DataDir: a.cfg.Session.DataDir, Cwd: statsOpts.cwd, Agent: statsOpts.agent,
+		MissingOK: a.src.Of("session.dataDir").Kind == config.SourceDefault}
 	switch statsOpts.format {
 	case stats.FormatTable, stats.FormatJSON, stats.FormatCSV:
 	default:
@@ -109,6 +114,14 @@ func cmdStats(_ context.Context, a *app) int {
 			return exitUsage
 		}
 		return exitError
+	}
+	if len(rep.Turns) == 0 && statsOpts.format == stats.FormatTable && o.Sessions == nil && o.Since.IsZero() && o.Cwd == "" && o.Agent == "" {
+		if _, err := os.Stat(o.DataDir); err != nil {
+			fmt.Fprintf(a.stdout, "No turns recorded yet: acpd keeps its sessions in %s, which does not exist until the first session runs.\n", o.DataDir)
+			return exitOK
+		}
+		fmt.Fprintf(a.stdout, "No turns recorded yet in %s.\n", o.DataDir)
+		return exitOK
 	}
 	if err := rep.Write(a.stdout, statsOpts.format); err != nil {
 		fmt.Fprintf(a.stderr, "acpd stats: %v\n", err)

@@ -16,6 +16,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -31,6 +32,9 @@ import (
 type Options struct {
 	// DataDir is session.dataDir (transcripts are in DataDir/sessions).
 	DataDir string
+	// MissingOK reads a DataDir that does not exist as one holding no
+	// sessions (the default folder before anything ran) instead of an error.
+	MissingOK bool
 	// Sessions keeps only these session ids (none: every session).
 	Sessions []string
 	// Since keeps turns that started at or after it (zero: all).
@@ -63,7 +67,9 @@ func Collect(opts Options) (*Report, error) {
 	// --data-dir or ACPD_DATA_DIR: say so rather than report zero turns.
 	// (A data folder without a sessions folder is a daemon that has not
 	// recorded a session yet: zero turns, no error.)
-	if fi, err := os.Stat(opts.DataDir); err != nil {
+	if fi, err := os.Stat(opts.DataDir); errors.Is(err, fs.ErrNotExist) && opts.MissingOK {
+		// Fresh install: nothing has run yet; zero turns below.
+	} else if err != nil {
 		return nil, fmt.Errorf("session.dataDir: %w", err)
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("session.dataDir: %s is not a folder", opts.DataDir)
@@ -88,12 +94,19 @@ func Collect(opts Options) (*Report, error) {
 		dirs = append(dirs, guardDir)
 	}
 	if len(opts.Sessions) > 0 {
+		// Each is a full id or a unique prefix (the table's short ids). A
+		// session asked for that is not there is a mistake (a typo,
+		// another data folder), not an empty answer.
 		want := map[string]bool{}
 		for _, s := range opts.Sessions {
-			if err := store.ValidateID(s); err != nil {
+			id, err := store.MatchID(ids, s)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, fmt.Errorf("--session: no session %q in %s", s, opts.DataDir)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("--session: %w", err)
 			}
-			want[s] = true
+			want[id] = true
 		}
 		n := 0
 		for i, id := range ids {
@@ -103,13 +116,6 @@ func Collect(opts Options) (*Report, error) {
 			}
 		}
 		ids, dirs = ids[:n], dirs[:n]
-		// A session asked for by id that is not there is a mistake
-		// (a typo, another data folder), not an empty answer.
-		for _, s := range opts.Sessions {
-			if !slices.Contains(ids, s) {
-				return nil, fmt.Errorf("--session: no session %q in %s", s, opts.DataDir)
-			}
-		}
 	}
 	cwd := ""
 	if opts.Cwd != "" {

@@ -104,7 +104,7 @@ func (s *Summary) addUsage(t *Turn) {
 		if s.Costs == nil {
 			s.Costs = map[string]float64{}
 		}
-		s.Costs[c.Currency] += c.Amount
+		s.Costs[c.Currency] = usage.RoundCost(s.Costs[c.Currency] + c.Amount)
 	}
 }
 

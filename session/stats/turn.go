@@ -96,7 +96,7 @@ func (t *Turn) addUsage(u *store.Usage, sub bool) {
 			t.Cost = &Cost{Currency: u.Currency}
 		}
 		if t.Cost.Currency == u.Currency {
-			t.Cost.Amount += u.Cost
+			t.Cost.Amount = usage.RoundCost(t.Cost.Amount + u.Cost)
 		}
 	}
 }

@@ -11,6 +11,7 @@
 package usage
 
 import (
+	"math"
 	"sync"
 
 	"github.com/acpd/acpd/session/model"
@@ -109,8 +110,13 @@ func (m *Meter) Total() Tokens {
 func (m *Meter) Cost() float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.cost
+	return RoundCost(m.cost)
 }
+
+// RoundCost rounds a sum of costs to a billionth of the currency unit,
+// so the float error of adding many small amounts (0.00384 printed as
+// 0.0038399999999999997) never reaches the user; no price is that fine.
+func RoundCost(x float64) float64 { return math.Round(x*1e9) / 1e9 }
 
 // Price is what a model's tokens cost, per million tokens.
 type Price struct {

@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"strconv"
 	"sync"
 	"testing"
 
@@ -46,4 +47,15 @@ func TestMeter(t *testing.T) {
 	assert.Equal(t, Tokens{Requests: 12, Input: 250, Cached: 60, Output: 40, Reasoning: 5, Estimated: 1}, tot)
 	assert.Equal(t, 290, tot.Total())
 	assert.InDelta(t, 0.85, m.Cost(), 1e-12)
+}
+
+// TestMeter_CostIsRounded: the float error of a sum never shows
+// (0.0012 + 0.00264 adds up to 0.0038399999999999997 unrounded).
+func TestMeter_CostIsRounded(t *testing.T) {
+	var m Meter
+	m.Add(Turn, model.Usage{PromptTokens: 1}, false, 0.0012)
+	m.Add(Turn, model.Usage{PromptTokens: 1}, false, 0.00264)
+	assert.Equal(t, "0.00384", strconv.FormatFloat(m.Cost(), 'f', -1, 64))
+	assert.Equal(t, 0.00384, RoundCost(0.0038399999999999997))
+	assert.Equal(t, 0.123456789, RoundCost(0.123456789), "billionths are kept")
 }
