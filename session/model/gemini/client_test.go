@@ -3,7 +3,6 @@ package gemini
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -64,9 +63,9 @@ func (s *sleeps) sleep(_ context.Context, d time.Duration) error {
 
 func newClient(srv *geminitest.Server, opts Options) *Client {
 	opts.BaseURL = srv.BaseURL()
-	if opts.Sleep == nil {
+	if opts.HTTPOptions.Sleep == nil {
 		var s sleeps
-		opts.Sleep = s.sleep
+		opts.HTTPOptions.Sleep = s.sleep
 	}
 	return New(opts)
 }
@@ -131,10 +130,13 @@ func TestClient_MissingSignatures(t *testing.T) {
 	req := model.Request{Model: "gemini-3-flash", Tools: tools, Messages: []model.Message{{Role: model.RoleUser, Content: "go"}}}
 	first := collect(t, newClient(srv, Options{}), req)
 	require.NoError(t, first.err)
+	require.Len(t, first.calls[0].Thinking, 1)
+	lost := first.calls[0]
+	lost.Thinking = nil // history from another provider, or a lost signature
 	req.Messages = append(req.Messages,
-		model.Message{Role: model.RoleAssistant, ToolCalls: first.calls},
+		model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{lost}},
 		model.Message{Role: model.RoleTool, ToolCallID: "c1", Content: "1"})
-	got := collect(t, newClient(srv, Options{}), req) // a fresh client: nothing remembered
+	got := collect(t, newClient(srv, Options{}), req)
 	require.NoError(t, got.err)
 	reqs := srv.Requests()
 	assert.Equal(t, SkipSignature, reqs[1].Contents[1].Parts[0].Signature)
@@ -164,7 +166,7 @@ func TestClient_Retries(t *testing.T) {
 		geminitest.Response{Text: "done"},
 	)
 	var s sleeps
-	c := newClient(srv, Options{MaxRetries: 4, Sleep: s.sleep, BackoffBase: time.Millisecond, BackoffCap: 2 * time.Millisecond})
+	c := newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 4, Sleep: s.sleep, BackoffBase: time.Millisecond, BackoffCap: 2 * time.Millisecond}})
 	got := collect(t, c, model.Request{Model: "g", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	require.NoError(t, got.err)
 	assert.Equal(t, "done", got.text)
@@ -176,7 +178,7 @@ func TestClient_Retries(t *testing.T) {
 
 func TestClient_RateLimitOutlastingRetries(t *testing.T) {
 	srv := geminitest.NewServer(t, geminitest.Response{Status: 429}, geminitest.Response{Status: 429})
-	got := collect(t, newClient(srv, Options{MaxRetries: 1}), model.Request{Model: "g", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+	got := collect(t, newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 1}}), model.Request{Model: "g", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	require.Error(t, got.err)
 	assert.Equal(t, model.RateLimitMessage, got.err.Error())
 }
@@ -184,7 +186,7 @@ func TestClient_RateLimitOutlastingRetries(t *testing.T) {
 func TestClient_ContextOverflow(t *testing.T) {
 	srv := geminitest.NewServer(t, geminitest.Response{Text: "unused"})
 	srv.SetTokenLimit(20)
-	got := collect(t, newClient(srv, Options{MaxRetries: 3}), model.Request{Model: "g",
+	got := collect(t, newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 3}}), model.Request{Model: "g",
 		Messages: []model.Message{{Role: model.RoleUser, Content: strings.Repeat("many words ", 40)}}})
 	require.Error(t, got.err)
 	assert.True(t, model.IsContextOverflow(got.err), "%v", got.err)
@@ -199,11 +201,11 @@ func TestClient_StreamErrorAndTimeout(t *testing.T) {
 		geminitest.Response{Text: "whole"},
 		geminitest.Response{Text: "stalls", CutAfter: 1, Hang: true},
 	)
-	got := collect(t, newClient(srv, Options{MaxRetries: 1}), model.Request{Model: "g", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+	got := collect(t, newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 1}}), model.Request{Model: "g", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	require.NoError(t, got.err)
 	assert.Equal(t, "whole", got.text)
-	got = collect(t, newClient(srv, Options{RequestTimeout: 200 * time.Millisecond}), model.Request{Model: "g", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
-	assert.True(t, errors.Is(got.err, errIdle), "%v", got.err)
+	got = collect(t, newClient(srv, Options{HTTPOptions: model.HTTPOptions{RequestTimeout: 200 * time.Millisecond}}), model.Request{Model: "g", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+	assert.Contains(t, got.err.Error(), "no data from the model server")
 }
 
 func TestClient_FinishReasons(t *testing.T) {

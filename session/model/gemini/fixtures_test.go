@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/sse"
 )
 
 // The recorded streams of ../../../shared/fixtures/gemini-sse, copied into
@@ -57,9 +58,10 @@ func fixtureChunks(t testing.TB, name string, b []byte) [][]byte {
 		return out
 	}
 	var out [][]byte
-	r := newSSEReader(bytes.NewReader(b))
+	r := sse.NewReader(bytes.NewReader(b))
+	defer r.Release()
 	for {
-		_, data, err := r.next()
+		_, data, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			return out
 		}
@@ -197,7 +199,7 @@ func TestDecoder_FollowupRequests(t *testing.T) {
 			stream := strings.TrimSuffix(path, ".followup.request.json") + ".sse"
 			raw, err := os.ReadFile(stream)
 			require.NoError(t, err)
-			res, _, err := decodeAll(fixtureChunks(t, stream, raw))
+			res, streamed, err := decodeAll(fixtureChunks(t, stream, raw))
 			require.NoError(t, err)
 			b, err := os.ReadFile(path)
 			require.NoError(t, err)
@@ -214,7 +216,15 @@ func TestDecoder_FollowupRequests(t *testing.T) {
 					modelTurn = c.Parts
 				}
 			}
-			got := modelParts(res.Parts, false)
+			// The turn as the session keeps it, from the events alone.
+			m := model.Message{Role: model.RoleAssistant}
+			for _, ev := range streamed {
+				addEvent(&m, ev)
+			}
+			for _, ev := range res.Events() {
+				addEvent(&m, ev)
+			}
+			got := assistantParts(m)
 			require.Len(t, got, len(modelTurn))
 			for i := range got {
 				gb, err := json.Marshal(got[i])
@@ -231,6 +241,21 @@ func TestDecoder_FollowupRequests(t *testing.T) {
 				assert.Equal(t, w, g)
 			}
 		})
+	}
+}
+
+// addEvent builds an assistant message from a response's events, as the
+// session does.
+func addEvent(m *model.Message, ev model.Event) {
+	switch ev.Kind {
+	case model.EventText:
+		m.Content += ev.Text
+	case model.EventReasoning:
+		m.Reasoning += ev.Text
+	case model.EventThinking:
+		m.Thinking = append(m.Thinking, ev.Thinking)
+	case model.EventToolCall:
+		m.ToolCalls = append(m.ToolCalls, ev.ToolCall)
 	}
 }
 
@@ -283,20 +308,11 @@ func FuzzDecoder(f *testing.F) {
 		f.Add(raw)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r := newSSEReader(bytes.NewReader(body))
-		d := NewDecoder()
-		for {
-			_, data, err := r.next()
-			if err != nil {
-				break
-			}
-			if _, err := d.Feed(data); err != nil {
-				return
-			}
-		}
-		if res, err := d.Finish(); err == nil {
-			_ = res.Events()
-			_ = modelParts(res.Parts, true)
-		}
+		m := model.Message{Role: model.RoleAssistant}
+		_ = read(bytes.NewReader(body), func(ev model.Event) bool {
+			addEvent(&m, ev)
+			return true
+		})
+		_, _ = buildRequest(model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "q"}, m}}, buildInput{})
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/acpd/acpd/session/model"
 )
@@ -89,98 +90,79 @@ type thinkingConfig struct {
 
 func str(s string) *string { return &s }
 
-// modelParts is a received turn as it goes back: function calls and text
-// with their signatures on the parts that carried them; thought summaries
-// and empty unsigned text are not sent (Gemini does not read them back).
-func modelParts(parts []Part, _ bool) []outPart {
-	out := make([]outPart, 0, len(parts))
-	for _, p := range parts {
-		switch {
-		case p.FunctionCall != nil:
-			out = append(out, outPart{FunctionCall: &outCall{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name, Args: p.FunctionCall.Args}, ThoughtSignature: p.Signature})
-		case p.Thought && p.Signature == "":
-		case p.Text == "" && p.Signature == "":
-		default:
-			out = append(out, outPart{Text: str(p.Text), Thought: p.Thought, ThoughtSignature: p.Signature})
-		}
-	}
-	return out
-}
-
 // buildInput says how one request is built beyond the model.Request.
 type buildInput struct {
-	// turn returns the parts Gemini sent for the i-th message, an assistant
-	// message, when they are known.
-	turn     func(i int, m model.Message) []Part
 	thinking *thinkingConfig
 }
 
-// assistantParts is the model turn for m: the received parts when they
-// still say what m says, else m rebuilt, each call keeping the signature it
-// was given and the step's first call never left unsigned.
-func assistantParts(m model.Message, received []Part) []outPart {
-	if received != nil && sameTurn(m, received) {
-		out := modelParts(received, false)
-		// The ids are the ones the conversation uses (Gemini 2.5 sends
-		// none; acpd's are kept, as the recorded clients do).
-		j := 0
-		for k := range out {
-			if out[k].FunctionCall != nil {
-				if out[k].FunctionCall.ID == "" {
-					out[k].FunctionCall.ID = m.ToolCalls[j].ID
-				}
-				j++
-			}
-		}
-		if len(out) > 0 {
-			return out
+// Thinking block types this protocol produces and replays.
+const (
+	// typeSignature rides on a call: the thoughtSignature of its part.
+	typeSignature = "thought_signature"
+	// typeTextParts is a turn's text parts with the signatures some of
+	// them carried (Signature empty on the others), kept so the text goes
+	// back split as it came, each signature on its own part.
+	typeTextParts = "text_parts"
+)
+
+// callSignature is the signature Gemini put on tc's part, "" if none.
+func callSignature(tc model.ToolCall) string {
+	for _, th := range tc.Thinking {
+		if th.Protocol == Protocol && th.Type == typeSignature {
+			return th.Signature
 		}
 	}
-	var out []outPart
-	if m.Content != "" {
+	return ""
+}
+
+// textParts are m's text parts as Gemini sent them, when a signature rode on
+// one and they still make up m's text.
+func textParts(m model.Message) []outPart {
+	for _, th := range m.Thinking {
+		if th.Protocol != Protocol || th.Type != typeTextParts {
+			continue
+		}
+		var parts []textPart
+		if json.Unmarshal(th.Raw, &parts) != nil {
+			return nil
+		}
+		var text strings.Builder
+		out := make([]outPart, 0, len(parts))
+		for _, p := range parts {
+			text.WriteString(p.Text)
+			out = append(out, outPart{Text: str(p.Text), ThoughtSignature: p.Signature})
+		}
+		if text.String() != m.Content {
+			return nil // edited since (compaction): sent as plain text
+		}
+		return out
+	}
+	return nil
+}
+
+// textPart is one element of a typeTextParts block.
+type textPart struct {
+	Text      string `json:"text"`
+	Signature string `json:"thoughtSignature,omitempty"`
+}
+
+// assistantParts is the model turn for m: its text (split as received when
+// a part was signed), then its calls, each with the signature Gemini put on
+// it. A step whose first call has no signature (history from another
+// provider, or one the signature was lost from) gets SkipSignature.
+func assistantParts(m model.Message) []outPart {
+	out := textParts(m)
+	if out == nil && m.Content != "" {
 		out = append(out, outPart{Text: str(m.Content)})
 	}
-	var sigs []string
-	for _, p := range received {
-		if p.FunctionCall != nil {
-			sigs = append(sigs, p.Signature)
-		}
-	}
 	for j, tc := range m.ToolCalls {
-		p := outPart{FunctionCall: &outCall{ID: tc.ID, Name: tc.Name, Args: callArgs(tc)}}
-		if j < len(sigs) {
-			p.ThoughtSignature = sigs[j]
-		}
+		p := outPart{FunctionCall: &outCall{ID: tc.ID, Name: tc.Name, Args: callArgs(tc)}, ThoughtSignature: callSignature(tc)}
 		if j == 0 && p.ThoughtSignature == "" {
 			p.ThoughtSignature = SkipSignature
 		}
 		out = append(out, p)
 	}
 	return out
-}
-
-// sameTurn reports whether the received parts carry m's text and calls.
-func sameTurn(m model.Message, parts []Part) bool {
-	var text bytes.Buffer
-	var calls []*Call
-	for _, p := range parts {
-		switch {
-		case p.FunctionCall != nil:
-			calls = append(calls, p.FunctionCall)
-		case !p.Thought:
-			text.WriteString(p.Text)
-		}
-	}
-	if text.String() != m.Content || len(calls) != len(m.ToolCalls) {
-		return false
-	}
-	for j, c := range calls {
-		tc := m.ToolCalls[j]
-		if c.Name != tc.Name || (c.ID != "" && c.ID != tc.ID) || !bytes.Equal(compact(c.Args), compact(callArgs(tc))) {
-			return false
-		}
-	}
-	return true
 }
 
 // callArgs is a call's arguments as the object Gemini takes: an invalid
@@ -276,11 +258,7 @@ func buildRequest(req model.Request, in buildInput) ([]byte, error) {
 					return nil, fmt.Errorf("%s.toolCalls[%d].name: required", field, j)
 				}
 			}
-			var received []Part
-			if in.turn != nil {
-				received = in.turn(i, m)
-			}
-			parts := assistantParts(m, received)
+			parts := assistantParts(m)
 			if len(parts) == 0 {
 				continue // an empty turn: Gemini refuses a content without parts
 			}

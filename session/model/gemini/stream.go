@@ -10,8 +10,12 @@ import (
 	"github.com/acpd/acpd/session/model"
 )
 
-// Provider is the name errors and thinking blocks carry.
-const Provider = "gemini"
+// Provider is the name stream errors carry; Protocol tags the thinking
+// blocks this protocol alone replays.
+const (
+	Provider = "gemini"
+	Protocol = "gemini"
+)
 
 // StreamError is a chunk the client cannot read: bad JSON, or a part
 // without a field it needs. It names the chunk and the field.
@@ -177,7 +181,8 @@ func (d *Decoder) Feed(data []byte) ([]model.Event, error) {
 		if ch.PromptFeedback.BlockReasonMessage != "" {
 			msg += ": " + ch.PromptFeedback.BlockReasonMessage
 		}
-		return nil, &model.APIError{Status: http.StatusOK, Message: Provider + ": " + msg, Code: "PROMPT_BLOCKED", Body: string(data)}
+		// The same prompt is blocked again: not retried.
+		return nil, &model.APIError{Status: http.StatusBadRequest, Message: Provider + ": " + msg, Code: "PROMPT_BLOCKED", Body: string(data)}
 	}
 	for ci, c := range ch.Candidates {
 		if c.Index != 0 {
@@ -310,11 +315,29 @@ func (d *Decoder) Finish() (*Result, error) {
 }
 
 // Events turns a finished result into the events that follow the deltas:
-// the function calls in order, the usage, and the finish reason.
+// the text parts' signatures as one EventThinking block (when a text part
+// carried one), the function calls in order, each with its signature, the
+// usage, and the finish reason.
 func (r *Result) Events() []model.Event {
 	var out []model.Event
+	var text []textPart
+	signed := false
+	for _, p := range r.Parts {
+		if p.FunctionCall == nil && !p.Thought {
+			text = append(text, textPart{Text: p.Text, Signature: p.Signature})
+			signed = signed || p.Signature != ""
+		}
+	}
+	if signed {
+		raw, _ := json.Marshal(text)
+		out = append(out, model.Event{Kind: model.EventThinking, Thinking: model.Thinking{Protocol: Protocol, Type: typeTextParts, Raw: raw}})
+	}
 	for _, c := range r.Calls {
-		out = append(out, model.Event{Kind: model.EventToolCall, ToolCall: model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Args}})
+		tc := model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Args}
+		if c.Signature != "" {
+			tc.Thinking = []model.Thinking{{Protocol: Protocol, Type: typeSignature, Signature: c.Signature}}
+		}
+		out = append(out, model.Event{Kind: model.EventToolCall, ToolCall: tc})
 	}
 	if u := r.Usage; u != nil {
 		// Gemini counts thoughts apart from the candidates; the neutral
@@ -349,9 +372,18 @@ func (r *Result) finishReason() string {
 	return "stop"
 }
 
-// streamAPIError is an error object sent in place of a chunk.
+// streamAPIError is an error object sent in place of a chunk. Errors the
+// same request cannot get past are given the 4xx status they would have had
+// before the stream, so they are not retried (and an overflow compacts at
+// once); the others keep 200, an in-stream failure, and are retried.
 func streamAPIError(w *wireError, body []byte) *model.APIError {
-	e := &model.APIError{Status: http.StatusOK, Message: w.Message, Type: w.Status, Code: errCode(w), Body: string(body)}
+	e := &model.APIError{Status: http.StatusOK, Message: w.Message, Type: w.Status, Code: errCode(w), Body: string(body), RetryAfter: retryDelay(w)}
+	switch w.Status {
+	case "INVALID_ARGUMENT", "FAILED_PRECONDITION", "NOT_FOUND":
+		e.Status = http.StatusBadRequest
+	case "PERMISSION_DENIED", "UNAUTHENTICATED":
+		e.Status = http.StatusForbidden
+	}
 	if e.Message == "" {
 		e.Message = Provider + ": the server reported an error without a message"
 	}

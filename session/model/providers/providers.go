@@ -13,6 +13,8 @@ import (
 
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/chat"
+	"github.com/acpd/acpd/session/model/gemini"
+	"github.com/acpd/acpd/session/model/responses"
 )
 
 // Spec is one configured provider, already resolved (the key read from its
@@ -48,6 +50,12 @@ const (
 var protocols = map[string]Constructor{
 	"openai/" + WireChatCompletions: func(s Spec) (model.Provider, error) {
 		return chat.New(chat.Options{HTTPOptions: s.HTTP, BaseURL: s.BaseURL, APIKey: s.APIKey, CacheControl: s.CacheControl}), nil
+	},
+	"openai/" + WireResponses: func(s Spec) (model.Provider, error) {
+		return responses.New(responses.Options{HTTPOptions: s.HTTP, BaseURL: s.BaseURL, APIKey: s.APIKey}), nil
+	},
+	"gemini": func(s Spec) (model.Provider, error) {
+		return gemini.New(gemini.Options{HTTPOptions: s.HTTP, BaseURL: s.BaseURL, APIKey: s.APIKey}), nil
 	},
 }
 

@@ -3,7 +3,6 @@ package responses
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 type collected struct {
 	text, reasoning string
 	calls           []model.ToolCall
+	thinking        []model.Thinking
 	usage           *model.Usage
 	finish          string
 	retries         int
@@ -47,9 +47,11 @@ func collect(t *testing.T, p model.Provider, req model.Request) collected {
 			c.usage = &u
 		case model.EventFinish:
 			c.finish = ev.FinishReason
+		case model.EventThinking:
+			c.thinking = append(c.thinking, ev.Thinking)
 		case model.EventRetry:
 			c.retries++
-			c.text, c.reasoning, c.calls = "", "", nil
+			c.text, c.reasoning, c.calls, c.thinking = "", "", nil, nil
 		}
 	}
 	return c
@@ -67,9 +69,9 @@ func (s *sleeps) sleep(_ context.Context, d time.Duration) error {
 
 func newClient(srv *responsestest.Server, opts Options) *Client {
 	opts.BaseURL = srv.BaseURL()
-	if opts.Sleep == nil {
+	if opts.HTTPOptions.Sleep == nil {
 		var s sleeps
-		opts.Sleep = s.sleep
+		opts.HTTPOptions.Sleep = s.sleep
 	}
 	return New(opts)
 }
@@ -80,7 +82,7 @@ func TestClient_ToolLoopSendsReasoningBack(t *testing.T) {
 		responsestest.Response{Reasoning: "It is hot.", Text: "It is 40 °C in Florence."},
 	)
 	c := newClient(srv, Options{APIKey: "sk-test", ReasoningEffort: "medium"})
-	req := model.Request{Model: "gpt-5", System: "Be brief.", Tools: weather, MaxTokens: 1000,
+	req := model.Request{Model: "gpt-5", System: "Be brief.", Tools: weather, MaxTokens: 1000, CacheHints: model.CacheHints{Key: "session-1"},
 		Messages: []model.Message{{Role: model.RoleUser, Content: "Weather in Florence?"}}}
 
 	first := collect(t, c, req)
@@ -94,7 +96,7 @@ func TestClient_ToolLoopSendsReasoningBack(t *testing.T) {
 	assert.Positive(t, first.usage.ReasoningTokens)
 
 	req.Messages = append(req.Messages,
-		model.Message{Role: model.RoleAssistant, ToolCalls: first.calls},
+		model.Message{Role: model.RoleAssistant, Reasoning: first.reasoning, Thinking: first.thinking, ToolCalls: first.calls},
 		model.Message{Role: model.RoleTool, ToolCallID: "call_A", Name: "weather", Content: "40 C"})
 	second := collect(t, c, req)
 	require.NoError(t, second.err)
@@ -117,8 +119,8 @@ func TestClient_ToolLoopSendsReasoningBack(t *testing.T) {
 		require.Len(t, r.Tools, 1)
 		assert.Equal(t, "function", r.Tools[0].Type)
 	}
-	assert.NotEmpty(t, reqs[0].PromptCacheKey)
-	assert.Equal(t, reqs[0].PromptCacheKey, reqs[1].PromptCacheKey, "one cache key per conversation")
+	assert.Equal(t, "session-1", reqs[0].PromptCacheKey)
+	assert.Equal(t, "session-1", reqs[1].PromptCacheKey, "one cache key per conversation")
 	var types []string
 	for _, it := range reqs[1].Input {
 		types = append(types, it.Type)
@@ -140,8 +142,9 @@ func TestClient_UnreturnedReasoningIsRefused(t *testing.T) {
 	req.Messages = append(req.Messages,
 		model.Message{Role: model.RoleAssistant, ToolCalls: first.calls},
 		model.Message{Role: model.RoleTool, ToolCallID: "call_B", Content: "ok"})
-	// A fresh client has not kept the reasoning item.
-	second := collect(t, newClient(srv, Options{MaxRetries: 3}), req)
+	// Without the reasoning item (the Thinking block dropped).
+	require.Len(t, first.thinking, 1)
+	second := collect(t, newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 3}}), req)
 	var ae *model.APIError
 	require.ErrorAs(t, second.err, &ae)
 	assert.Equal(t, http.StatusBadRequest, ae.Status)
@@ -157,7 +160,7 @@ func TestClient_RetriesHonourRetryAfter(t *testing.T) {
 		responsestest.Response{Text: "done"},
 	)
 	var s sleeps
-	c := newClient(srv, Options{MaxRetries: 3, Sleep: s.sleep, BackoffBase: time.Millisecond, BackoffCap: 4 * time.Millisecond})
+	c := newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 3, Sleep: s.sleep, BackoffBase: time.Millisecond, BackoffCap: 4 * time.Millisecond}})
 	got := collect(t, c, model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	require.NoError(t, got.err)
 	assert.Equal(t, "done", got.text)
@@ -172,7 +175,7 @@ func TestClient_RateLimitOutlastingRetries(t *testing.T) {
 		responsestest.Response{Status: 429, ErrorMessage: "Rate limit reached"},
 		responsestest.Response{Status: 429, ErrorMessage: "Rate limit reached"},
 	)
-	got := collect(t, newClient(srv, Options{MaxRetries: 1}), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+	got := collect(t, newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 1}}), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	require.Error(t, got.err)
 	assert.Equal(t, model.RateLimitMessage, got.err.Error())
 }
@@ -180,7 +183,7 @@ func TestClient_RateLimitOutlastingRetries(t *testing.T) {
 func TestClient_ContextOverflowIsRecognised(t *testing.T) {
 	srv := responsestest.NewServer(t, responsestest.Response{Text: "unused"})
 	srv.SetTokenLimit(10)
-	got := collect(t, newClient(srv, Options{MaxRetries: 3}), model.Request{Model: "m",
+	got := collect(t, newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 3}}), model.Request{Model: "m",
 		Messages: []model.Message{{Role: model.RoleUser, Content: strings.Repeat("long text ", 50)}}})
 	require.Error(t, got.err)
 	assert.True(t, model.IsContextOverflow(got.err), "%v", got.err)
@@ -190,7 +193,7 @@ func TestClient_ContextOverflowIsRecognised(t *testing.T) {
 	// The same refusal inside a stream (error, then response.failed).
 	srv2 := responsestest.NewServer(t, responsestest.Response{Fail: true, ErrorCode: "context_length_exceeded",
 		ErrorMessage: "Your input exceeds the context window of this model. Please adjust your input and try again."})
-	got = collect(t, newClient(srv2, Options{MaxRetries: 3}), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+	got = collect(t, newClient(srv2, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 3}}), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	assert.True(t, model.IsContextOverflow(got.err), "%v", got.err)
 	assert.Len(t, srv2.Requests(), 1, "an overflow is not retried")
 }
@@ -200,7 +203,7 @@ func TestClient_FailedStreamIsRetried(t *testing.T) {
 		responsestest.Response{Text: "half", Fail: true, ErrorMessage: "The server had an error"},
 		responsestest.Response{Text: "whole"},
 	)
-	got := collect(t, newClient(srv, Options{MaxRetries: 2}), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+	got := collect(t, newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 2}}), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	require.NoError(t, got.err)
 	assert.Equal(t, "whole", got.text)
 	assert.Equal(t, 1, got.retries)
@@ -208,9 +211,9 @@ func TestClient_FailedStreamIsRetried(t *testing.T) {
 
 func TestClient_IdleTimeout(t *testing.T) {
 	srv := responsestest.NewServer(t, responsestest.Response{Text: "stalls", CutAfter: 3, Hang: true})
-	got := collect(t, newClient(srv, Options{RequestTimeout: 200 * time.Millisecond}), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+	got := collect(t, newClient(srv, Options{HTTPOptions: model.HTTPOptions{RequestTimeout: 200 * time.Millisecond}}), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	require.Error(t, got.err)
-	assert.True(t, errors.Is(got.err, errIdle), "%v", got.err)
+	assert.Contains(t, got.err.Error(), "no data from the model server")
 }
 
 func TestClient_IncompleteIsLength(t *testing.T) {

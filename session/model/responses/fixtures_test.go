@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/sse"
 )
 
 // The recorded streams of ../../../shared/fixtures/openai-responses-sse,
@@ -64,14 +65,15 @@ func fixtureEvents(t testing.TB, name string, b []byte) [][]byte {
 		require.NoError(t, sc.Err())
 		return out
 	}
-	r := newSSEReader(bytes.NewReader(b))
+	r := sse.NewReader(bytes.NewReader(b))
+	defer r.Release()
 	for {
-		ev, data, err := r.next()
+		_, data, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			return out
 		}
 		require.NoError(t, err)
-		if ev != "" {
+		if ev := r.Name(); ev != "" {
 			var typ struct{ Type string }
 			require.NoError(t, json.Unmarshal(data, &typ))
 			require.Equal(t, ev, typ.Type, "event name and type agree")
@@ -266,20 +268,10 @@ func FuzzDecoder(f *testing.F) {
 		f.Add(raw)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r := newSSEReader(bytes.NewReader(body))
-		d := NewDecoder()
-		for {
-			_, data, err := r.next()
-			if err != nil {
-				break
-			}
-			if _, err := d.Feed(data); err != nil {
-				return
-			}
-		}
-		res, err := d.Finish()
-		if err == nil {
-			_ = res.Events()
-		}
+		var got []model.Event
+		_ = read(bytes.NewReader(body), func(ev model.Event) bool {
+			got = append(got, ev)
+			return true
+		})
 	})
 }

@@ -96,7 +96,7 @@ func buildRequest(req model.Request, in buildInput) ([]byte, error) {
 		Temperature:     req.Temperature,
 		Input:           make([]json.RawMessage, 0, len(req.Messages)+4),
 	}
-	if in.effort != "" {
+	if in.effort != "" || in.summary != "" {
 		out.Reasoning = &wireReasoning{Effort: in.effort, Summary: in.summary}
 	}
 	for i, t := range req.Tools {

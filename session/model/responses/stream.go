@@ -11,8 +11,30 @@ import (
 	"github.com/acpd/acpd/session/model"
 )
 
-// Provider is the name errors and thinking blocks carry.
-const Provider = "openai-responses"
+// Provider is the name stream errors carry; Protocol tags the thinking
+// blocks this protocol alone replays.
+const (
+	Provider = "openai-responses"
+	Protocol = "responses"
+)
+
+// finalCodes are failures reported inside a stream that the same request
+// cannot get past: they are given the 400 status they would have had before
+// the stream, so they are not retried (and an overflow compacts at once).
+var finalCodes = map[string]bool{
+	"context_length_exceeded":   true,
+	"invalid_prompt":            true,
+	"insufficient_quota":        true,
+	"invalid_encrypted_content": true,
+	"invalid_request_error":     true,
+}
+
+func inStream(e *model.APIError) *model.APIError {
+	if finalCodes[e.Code] || finalCodes[e.Type] {
+		e.Status = http.StatusBadRequest
+	}
+	return e
+}
 
 // StreamError is a stream the client cannot read: bad JSON, or an event
 // without a field it needs. It names the event and the field.
@@ -284,7 +306,7 @@ func (d *Decoder) Feed(data []byte) ([]model.Event, error) {
 		if e.Message == "" {
 			e.Message = "the model server reported an error without a message"
 		}
-		d.errs = append(d.errs, e)
+		d.errs = append(d.errs, inStream(e))
 	}
 	// Other events (created, in_progress, content_part.*, *.done, web
 	// search progress, …) carry nothing the result needs.
@@ -429,8 +451,8 @@ func (d *Decoder) Finish() (*Result, error) {
 		if e.Message == "" && len(d.errs) > 0 {
 			e.Message = d.errs[len(d.errs)-1].Message
 		}
-		res.Err = e
-		return res, e
+		res.Err = inStream(e)
+		return res, res.Err
 	}
 	return res, nil
 }
