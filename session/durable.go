@@ -194,6 +194,7 @@ func (m *Manager) restore(s *Session, tr *store.Transcript) {
 		}
 	}
 	s.history = tr.Messages(s.userMessage)
+	s.turnNo = countTurns(tr)
 	// The repeated-failure stop records no message: its stop text is
 	// already in the history, as in the live session.
 	s.pendingLoopContext = tr.PendingLoop != nil && tr.PendingLoop.Message != ""

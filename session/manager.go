@@ -21,6 +21,7 @@ import (
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/agents"
+	"github.com/acpd/acpd/session/checkpoint"
 	"github.com/acpd/acpd/session/commands"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
@@ -161,6 +162,8 @@ type Manager struct {
 	// builtinAgents is the agent set of every session without agent files:
 	// the built-ins, which depend only on the configuration, made once.
 	builtinAgents func() *agents.Set
+	// cpOnce opens the checkpoint store at first use (checkpoints.go).
+	cpOnce func() (*checkpoint.Store, error)
 }
 
 var _ acp.Agent = (*Manager)(nil)
@@ -196,6 +199,10 @@ func NewManager(client acp.Client, opts Options) *Manager {
 		hub: workspace.NewHub(opts.Logger, commands.Builtins)}
 	if opts.WebFetchAllowPrivate {
 		m.webFetch = &tools.WebFetchOptions{AllowPrivate: true}
+	}
+	if opts.Store != nil {
+		dir := opts.Store.Dir()
+		m.cpOnce = sync.OnceValues(func() (*checkpoint.Store, error) { return checkpoint.Open(dir) })
 	}
 	m.builtinAgents = sync.OnceValue(func() *agents.Set {
 		reg := tools.NewRegistry()

@@ -209,6 +209,10 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 		}
 	}
 
+	if msg := t.checkpoint(call, conf); msg != "" {
+		failed(msg)
+		return toolRun{llm: msg, obs: failureObservation{terminal: "error", execution: "not_started", tool: p.Name}}
+	}
 	res := call.Execute(ctx, env)
 	if ctx.Err() != nil {
 		// Content replaces the call's collection: keep an embedded terminal,

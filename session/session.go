@@ -58,6 +58,9 @@ type Session struct {
 	cmds cmdState
 	// lastUsed is the prompt size the provider last reported (turn holder).
 	lastUsed int
+	// turnNo is the number of prompts recorded (turn holder): the running
+	// turn's number for its checkpoint.
+	turnNo int
 	// cost is the session's cumulative cost at the configured prices
 	// (spend.go); costMu guards it (subagent runs charge in parallel).
 	costMu sync.Mutex

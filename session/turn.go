@@ -15,6 +15,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/agents"
+	"github.com/acpd/acpd/session/checkpoint"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
@@ -61,6 +62,10 @@ type turn struct {
 	// nearTurn and nearSession are set once the prompt turn told the user
 	// its token budgets are 80% spent (budgetNear; the top turn's count).
 	nearTurn, nearSession atomic.Bool
+	// cp records the turn's checkpoint (nil: the session keeps none);
+	// cpErr is why the store could not be opened (checkpoints.go).
+	cp    *checkpoint.Recorder
+	cpErr error
 }
 
 var cancelled = &acp.PromptResponse{StopReason: acp.StopCancelled}
@@ -83,6 +88,11 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 			return nil, storeError(s.id, err)
 		}
 		defer func() { resp, err = t.end(resp, err) }()
+		if s.parent == nil {
+			s.turnNo++
+			t.beginCheckpoint(blocks)
+			defer t.endCheckpoint()
+		}
 	}
 	if !s.waitPrep(ctx) {
 		return cancelled, nil

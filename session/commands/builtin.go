@@ -119,6 +119,8 @@ func Builtins() []*Command {
 		{Name: "mcp", Description: "List the MCP servers, their state and tools", Source: SourceBuiltin, Run: mcpCmd},
 		{Name: "agents", Description: "List the subagents the agent tool can start, and agent files left out",
 			Source: SourceBuiltin, Run: agentsCmd},
+		{Name: "rewind", Description: "List the turns, or undo turn N and those after it: files and conversation, or only code or conversation",
+			Hint: "[N [code|conversation]]", Source: SourceBuiltin, Run: rewindCmd},
 		{Name: "help", Description: "List the available commands", Source: SourceBuiltin, Run: helpCmd},
 	}
 }

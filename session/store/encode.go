@@ -75,5 +75,5 @@ func (r *Record) toolOnly() bool {
 	return r.Tool != nil && r.Meta == nil && len(r.Prompt) == 0 && r.Text == "" && r.MessageID == "" &&
 		len(r.ToolCalls) == 0 && len(r.Plan) == 0 && r.ModeID == "" && r.ModelID == "" && r.Loop == nil &&
 		r.Title == "" && r.StopReason == "" && r.Error == "" && r.Usage == nil && len(r.Data) == 0 &&
-		r.Compaction == nil && r.Agent == nil
+		r.Compaction == nil && r.Agent == nil && r.Rewind == nil
 }

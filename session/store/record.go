@@ -37,6 +37,7 @@ const (
 	KindCompaction Kind = "compaction"  // Compaction: the model's history was compacted (see Compaction)
 	KindAgentStart Kind = "agent_start" // Agent (+Parent): a subagent run began (type, description, model, prompt)
 	KindAgentEnd   Kind = "agent_end"   // Agent (+Parent): a subagent run ended (stop reason or error)
+	KindRewind     Kind = "rewind"      // Rewind: the conversation was rewound to before a turn (see Rewind)
 )
 
 // maxRecordTitleLen bounds a title record so the index stays small.
@@ -76,6 +77,7 @@ type Record struct {
 	Data       json.RawMessage  `json:"data,omitempty"`
 	Compaction *Compaction      `json:"compaction,omitempty"`
 	Agent      *AgentRun        `json:"agent,omitempty"`
+	Rewind     *Rewind          `json:"rewind,omitempty"`
 }
 
 // AgentRun describes a subagent run: agent_start carries what it was asked
@@ -287,6 +289,10 @@ func (r *Record) validate() error {
 		}
 		if r.Kind == KindAgentStart && r.Agent.Type == "" {
 			return invalid(r.Kind, "field agent.type is empty")
+		}
+	case KindRewind:
+		if r.Rewind == nil || r.Rewind.Turn < 1 {
+			return invalid(r.Kind, "field rewind.turn is missing or below 1")
 		}
 	case "":
 		return fmt.Errorf("%w: field kind is empty", ErrInvalidRecord)

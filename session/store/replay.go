@@ -47,8 +47,12 @@ func (tr *Transcript) UpdatesFor(o ReplayOptions) []acp.SessionUpdate {
 		}
 		openOrder = openOrder[:0]
 	}
+	gone := tr.rewound()
 	for i := range tr.Records {
 		r := &tr.Records[i]
+		if gone != nil && gone[i] {
+			continue // rewound: the conversation goes on as if it never happened
+		}
 		// A subagent run's records replay as the editor saw them live: its
 		// tool calls (and compactions) nested under the agent call by
 		// _meta, its text and usage not at all (they were never shown), a
@@ -189,10 +193,11 @@ func (tr *Transcript) Messages(toUser func([]acp.ContentBlock) (model.Message, e
 		awaiting = nil
 		clear(answered)
 	}
+	gone := tr.rewound()
 	for i := range tr.Records {
 		r := &tr.Records[i]
-		if r.Parent != "" {
-			continue // a subagent run's own conversation, not the session's
+		if r.Parent != "" || (gone != nil && gone[i]) {
+			continue // a subagent run's own conversation, or a rewound turn
 		}
 		switch r.Kind {
 		case KindText, KindReasoning:

@@ -161,6 +161,8 @@ func PeekKind(line []byte) Kind {
 		return KindAgentStart
 	case string(KindAgentEnd):
 		return KindAgentEnd
+	case string(KindRewind):
+		return KindRewind
 	default:
 		return Kind(k)
 	}

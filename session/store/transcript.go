@@ -127,8 +127,17 @@ func (tr *Transcript) finish(id string) error {
 	}
 	var derived string
 	var turnLoop *LoopStop // PendingLoop when the current turn began
+	gone := tr.rewound()
 	for i := range tr.Records {
 		r := &tr.Records[i]
+		if r.T.After(tr.UpdatedAt) {
+			tr.UpdatedAt = r.T
+		}
+		if gone != nil && gone[i] && (r.Kind == KindUser || r.Kind == KindLoopStop || r.Kind == KindTurnEnd) {
+			// A rewound turn's loop stop is undone with it; mode and model
+			// are the session's settings, which a rewind keeps.
+			continue
+		}
 		switch r.Kind {
 		case KindMeta:
 			tr.Meta = *r.Meta
@@ -154,9 +163,6 @@ func (tr *Transcript) finish(id string) error {
 			tr.ModeID = r.ModeID
 		case KindModel:
 			tr.ModelID = r.ModelID
-		}
-		if r.T.After(tr.UpdatedAt) {
-			tr.UpdatedAt = r.T
 		}
 	}
 	if !tr.explicitTitle {

@@ -1,0 +1,151 @@
+package checkpoint
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func write(t *testing.T, p, s string, mode os.FileMode) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte(s), mode))
+	require.NoError(t, os.Chmod(p, mode))
+}
+
+// snapshotDir reads every file, symlink and folder below root (.git aside).
+func snapshotDir(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		require.NoError(t, err)
+		rel, _ := filepath.Rel(root, p)
+		if d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			tg, _ := os.Readlink(p)
+			out[rel] = "link:" + tg
+		case fi.IsDir():
+			out[rel] = "dir"
+		default:
+			b, _ := os.ReadFile(p)
+			out[rel] = fi.Mode().Perm().String() + ":" + string(b)
+		}
+		return nil
+	}))
+	return out
+}
+
+// A turn that edits files through the file tools and runs a command that
+// creates, deletes and rewrites others is rewound to the byte, modes and
+// symlinks included; a second turn's checkpoint shares the first's
+// content; a file changed after the turn is a conflict, kept on request.
+func TestRewindRestoresEverything(t *testing.T) {
+	ws := t.TempDir()
+	write(t, filepath.Join(ws, "a.txt"), "alpha\n", 0o644)
+	write(t, filepath.Join(ws, "dir/b.sh"), "#!/bin/sh\necho b\n", 0o755)
+	write(t, filepath.Join(ws, "gone.txt"), "to be deleted\n", 0o600)
+	write(t, filepath.Join(ws, ".gitignore"), "build/\n", 0o644)
+	write(t, filepath.Join(ws, "build/out.bin"), "ignored", 0o644)
+	require.NoError(t, os.Symlink("a.txt", filepath.Join(ws, "link")))
+	before := snapshotDir(t, ws)
+
+	st, err := Open(t.TempDir())
+	require.NoError(t, err)
+	r := st.Begin("s1", 1, "edit things", []string{ws})
+	require.NoError(t, r.Files([]string{filepath.Join(ws, "a.txt"), filepath.Join(ws, "new.txt")}))
+	write(t, filepath.Join(ws, "a.txt"), "ALPHA\n", 0o644)
+	write(t, filepath.Join(ws, "new.txt"), "created\n", 0o644)
+	require.NoError(t, r.Tree())
+	write(t, filepath.Join(ws, "dir/b.sh"), "#!/bin/sh\necho B\n", 0o600)
+	require.NoError(t, os.Remove(filepath.Join(ws, "gone.txt")))
+	write(t, filepath.Join(ws, "sub/deep/made.txt"), "by shell\n", 0o644)
+	require.NoError(t, os.Remove(filepath.Join(ws, "link")))
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(ws, "link")))
+	write(t, filepath.Join(ws, "build/out.bin"), "rebuilt", 0o644)
+	require.NoError(t, r.End())
+
+	cps, err := st.List("s1")
+	require.NoError(t, err)
+	require.Len(t, cps, 1)
+	chs, err := st.Changes(cps[0])
+	require.NoError(t, err)
+	var names []string
+	for _, c := range chs {
+		rel, _ := filepath.Rel(ws, c.Path)
+		names = append(names, rel)
+	}
+	require.Equal(t, []string{"a.txt", "dir/b.sh", "gone.txt", "link", "new.txt", "sub/deep/made.txt"}, names)
+	require.Equal(t, 1, chs[0].Added)
+	require.Equal(t, 1, chs[0].Removed)
+	require.Contains(t, chs[0].Unified(), "-alpha\n+ALPHA\n")
+
+	// The user edits a file the turn wrote.
+	write(t, filepath.Join(ws, "new.txt"), "user's own\n", 0o644)
+	plan, err := st.PlanRewind("s1", 1, []string{ws})
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(ws, "new.txt")}, plan.Conflicts())
+	require.NoError(t, st.Apply(plan, map[string]bool{filepath.Join(ws, "new.txt"): true}))
+	after := snapshotDir(t, ws)
+	require.Equal(t, "-rw-r--r--:user's own\n", after["new.txt"])
+	delete(after, "new.txt")
+	want := map[string]string{}
+	for k, v := range before {
+		want[k] = v
+	}
+	want["build/out.bin"] = "-rw-r--r--:rebuilt" // ignored: never captured, left alone
+	require.Equal(t, want, after)
+
+	// Re-running the rewind changes nothing more and finds only the kept file.
+	plan, err = st.PlanRewind("s1", 1, []string{ws})
+	require.NoError(t, err)
+	require.Len(t, plan.Changes, 1)
+	require.NoError(t, st.Apply(plan, nil))
+	_, err = os.Stat(filepath.Join(ws, "new.txt"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// A big file edited one line per turn costs a chunk per version, not the
+// whole file, and every version reads back whole.
+func TestChunkedVersionsShareContent(t *testing.T) {
+	st, err := Open(t.TempDir())
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	for i := 0; buf.Len() < 1<<20; i++ {
+		buf.WriteString(strings.Repeat("x", i%70) + " line\n")
+	}
+	data := buf.Bytes()
+	id1, err := st.obj.put(data)
+	require.NoError(t, err)
+	size1 := dirSize(t, st.Dir())
+	edited := bytes.Replace(data, []byte("xxx line"), []byte("yyy line"), 1)
+	id2, err := st.obj.put(edited)
+	require.NoError(t, err)
+	require.Less(t, dirSize(t, st.Dir())-size1, int64(32<<10))
+	got, err := st.Content(id1)
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+	got, err = st.Content(id2)
+	require.NoError(t, err)
+	require.Equal(t, edited, got)
+}
+
+func dirSize(t *testing.T, dir string) int64 {
+	var n int64
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			fi, _ := d.Info()
+			n += fi.Size()
+		}
+		return err
+	}))
+	return n
+}
