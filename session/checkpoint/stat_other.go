@@ -5,3 +5,6 @@ package checkpoint
 import "io/fs"
 
 func inode(fs.FileInfo) uint64 { return 0 }
+
+// noFollow: the listing's lstat already told a regular file.
+const noFollow = 0

@@ -13,3 +13,7 @@ func inode(fi fs.FileInfo) uint64 {
 	}
 	return 0
 }
+
+// noFollow opens a file without following a symlink at its name, and
+// without blocking on a FIFO.
+const noFollow = syscall.O_NOFOLLOW | syscall.O_NONBLOCK

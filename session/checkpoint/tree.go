@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/acpd/acpd/session/tools"
@@ -323,7 +322,7 @@ func (s *Store) fileEntry(rc *rootCache, abs, rel string, fi fs.FileInfo, now ti
 // readRegular reads a regular file without following a symlink at its
 // name and without blocking on a FIFO swapped in after the listing.
 func readRegular(abs string) ([]byte, fs.FileInfo, error) {
-	f, err := os.OpenFile(abs, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(abs, os.O_RDONLY|noFollow, 0)
 	if err != nil {
 		return nil, nil, err
 	}
