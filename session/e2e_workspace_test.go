@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,6 +15,8 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/acp/acptest"
+	"github.com/acpd/acpd/session/instructions/gittest"
+	"github.com/acpd/acpd/session/model/modeltest"
 )
 
 // Attacks from inside the workspace, end to end: the built acpd, as an
@@ -153,4 +156,55 @@ func TestE2E_Workspace_MCPServersStartOutsideTheWorkspace(t *testing.T) {
 	assert.Contains(t, e.Message, "mcpServers[0].command must be an absolute path")
 	_, err = os.Stat(marker)
 	assert.ErrorIs(t, err, os.ErrNotExist, "no planted server ran")
+}
+
+// TestE2E_Workspace_FilesStayInTheWorkspace: a cloned repository whose
+// AGENTS.md and .acpd/commands/review.md are symlinks to the user's SSH key,
+// and whose QWEN.md imports ~/.aws/credentials and acpd's own config.toml,
+// in a home folder that is a dotfiles repository (~/.git): none of it
+// reaches the provider — not in the first request's system message, not as
+// the prompt of /review — and the home folder is not taken for the
+// project's git root.
+func TestE2E_Workspace_FilesStayInTheWorkspace(t *testing.T) {
+	gittest.Require(t)
+	t.Parallel()
+	home := t.TempDir()
+	configHome := filepath.Join(home, ".config")
+	writeFile(t, filepath.Join(home, ".ssh", "id_rsa"), "-----BEGIN OPENSSH PRIVATE KEY----- SSH-SECRET")
+	writeFile(t, filepath.Join(home, ".aws", "credentials"), "aws_secret_access_key = AWS-SECRET")
+	writeFile(t, filepath.Join(configHome, "acpd", "config.toml"), "# CONFIG-SECRET\n")
+	writeFile(t, filepath.Join(home, "AGENTS.md"), "HOME-DOTFILES-RULES")
+	gittest.Seed(t, home) // the dotfiles repository tracks all of the above
+	ws := filepath.Join(home, "src", "cloned")
+	writeFile(t, filepath.Join(ws, "QWEN.md"), "Project rules.\n@~/.aws/credentials\n@~/.config/acpd/config.toml\n")
+	require.NoError(t, os.Symlink("../../.ssh/id_rsa", filepath.Join(ws, "AGENTS.md")))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".acpd", "commands"), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(home, ".ssh", "id_rsa"), filepath.Join(ws, ".acpd", "commands", "review.md")))
+	writeFile(t, filepath.Join(ws, ".acpd", "commands", "fine.md"), "a command of the workspace")
+
+	d := startDaemonEnv(t, ws, configHome, []string{"HOME=" + home}, nil,
+		[]modeltest.Response{{Text: "first"}, {Text: "second"}})
+	sid := d.session(t)
+	names := map[string]bool{}
+	for _, c := range waitCommands(t, d, sid, 1) {
+		names[c.Name] = true
+	}
+	assert.True(t, names["fine"], "the workspace's own command loads")
+	assert.False(t, names["review"], "a command file that resolves out of the workspace does not")
+	for _, p := range []string{"hi", "/review"} {
+		_, err := d.cc.Prompt(ctxFor(t), sid, p)
+		require.NoError(t, err)
+	}
+	reqs := d.model.Requests()
+	require.Len(t, reqs, 2)
+	sys := reqs[0].Messages[0].Text()
+	assert.Contains(t, sys, "Project rules.", "the workspace's own instruction file loads")
+	for _, r := range reqs {
+		for _, m := range r.Messages {
+			for _, secret := range []string{"SSH-SECRET", "AWS-SECRET", "CONFIG-SECRET", "HOME-DOTFILES-RULES"} {
+				assert.False(t, strings.Contains(m.Text(), secret), "%s reached the provider", secret)
+			}
+		}
+	}
+	assert.False(t, strings.Contains(sys, "- seed"), "the dotfiles repository's commits are not the project's")
 }

@@ -25,6 +25,7 @@ const (
 // Dir is one folder of agent files.
 type Dir struct {
 	Path   string
+	Root   string // the workspace root of a project folder (deffiles.Folder.Root)
 	Source Source
 }
 
@@ -35,7 +36,7 @@ type Dir struct {
 func Dirs(roots []string, globalDir string) []Dir {
 	var out []Dir
 	for _, f := range deffiles.Folders(roots, globalDir, "agents") {
-		d := Dir{Path: f.Path, Source: SourceProject}
+		d := Dir{Path: f.Path, Root: f.Root, Source: SourceProject}
 		if f.Global {
 			d.Source = SourceGlobal
 		}
@@ -96,7 +97,14 @@ func list(d Dir) ([]candidate, []string) {
 			warns = append(warns, fmt.Sprintf("%s:1: not a regular file; agent left out", p))
 			continue
 		}
-		out = append(out, deffiles.Of(p, info))
+		real, err := deffiles.Resolve(p, d.Root)
+		if err != nil {
+			warns = append(warns, fmt.Sprintf("%s:1: %v; agent left out", p, deffiles.Cause(err)))
+			continue
+		}
+		f := deffiles.Of(p, info)
+		f.Real = real
+		out = append(out, f)
 	}
 	return out, warns
 }

@@ -34,6 +34,7 @@ const (
 // Dir is one folder of command files.
 type Dir struct {
 	Path   string
+	Root   string // the workspace root of a project folder (deffiles.Folder.Root)
 	Source Source
 	format format
 }
@@ -45,7 +46,7 @@ type Dir struct {
 func Dirs(roots []string, globalDir string) []Dir {
 	var out []Dir
 	for _, f := range deffiles.Folders(roots, globalDir, "commands") {
-		d := Dir{Path: f.Path, Source: SourceProject}
+		d := Dir{Path: f.Path, Root: f.Root, Source: SourceProject}
 		if f.Global {
 			d.Source = SourceGlobal
 		}
@@ -108,8 +109,15 @@ func walk(d Dir) ([]candidate, []string) {
 			warns = append(warns, fmt.Sprintf("%s: not a regular file; left out", p))
 			return nil
 		}
+		real, err := deffiles.Resolve(p, d.Root)
+		if err != nil {
+			warns = append(warns, fmt.Sprintf("%s: %v; left out", p, deffiles.Cause(err)))
+			return nil
+		}
 		rel, _ := filepath.Rel(d.Path, p)
-		out = append(out, candidate{File: deffiles.Of(p, info), rel: rel})
+		f := deffiles.Of(p, info)
+		f.Real = real
+		out = append(out, candidate{File: f, rel: rel})
 		return nil
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 // File is a definition file found in a folder.
 type File struct {
 	Path string
+	Real string // Path with its symlinks resolved: what is read; "" reads Path
 	Size int64
 	Mod  int64 // modification time, Unix nanoseconds
 }
@@ -28,6 +29,31 @@ type File struct {
 // Of is the file at path, as info (a stat of it) describes it.
 func Of(path string, info fs.FileInfo) File {
 	return File{Path: path, Size: info.Size(), Mod: info.ModTime().UnixNano()}
+}
+
+// Resolve is path with its symlinks resolved, when that lies inside root
+// (itself resolved); "" for root means the user's own folder, whose files
+// may be anywhere. A workspace's definition file is workspace content: a
+// repository that commits .acpd/commands/review.md as a symlink to
+// ~/.ssh/id_rsa would have the key sent to the provider as the prompt of
+// /review, so a file that resolves out of its workspace root is refused,
+// whether the file itself, or a folder on its way, is the link.
+func Resolve(path, root string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	if root == "" {
+		return real, nil
+	}
+	rr, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	if real != rr && !strings.HasPrefix(real, rr+string(filepath.Separator)) && rr != string(filepath.Separator) {
+		return "", fmt.Errorf("it resolves to %s, outside the workspace", real)
+	}
+	return real, nil
 }
 
 // AppendStamp adds the file's identity (path, size, modification time) to
@@ -49,6 +75,9 @@ func Cause(err error) error {
 // Folder is one definition folder of a session.
 type Folder struct {
 	Path string
+	// Root is the workspace root holding a project folder, whose files
+	// must resolve into it (Resolve); "" for the global folder.
+	Root string
 	// Global is the user's folder; the others are a workspace root's.
 	Global bool
 	// Claude is a .claude folder: it holds the files Claude Code reads.
@@ -69,9 +98,9 @@ func Folders(roots []string, global, sub string) []Folder {
 	for i := len(roots) - 1; i >= 0; i-- {
 		r := roots[i]
 		out = append(out,
-			Folder{Path: filepath.Join(r, ".claude", sub), Claude: true},
-			Folder{Path: filepath.Join(r, ".qwen", sub)},
-			Folder{Path: filepath.Join(r, ".acpd", sub)},
+			Folder{Path: filepath.Join(r, ".claude", sub), Root: r, Claude: true},
+			Folder{Path: filepath.Join(r, ".qwen", sub), Root: r},
+			Folder{Path: filepath.Join(r, ".acpd", sub), Root: r},
 		)
 	}
 	return out
@@ -108,7 +137,11 @@ func ReadText(f File, max int64) ([]byte, error) {
 	if f.Size > max {
 		return nil, tooLarge
 	}
-	fh, err := os.Open(f.Path)
+	p := f.Path
+	if f.Real != "" {
+		p = f.Real
+	}
+	fh, err := os.Open(p)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read: %w", Cause(err))
 	}

@@ -14,10 +14,36 @@ func TestFolders_Precedence(t *testing.T) {
 	got := Folders([]string{"/cwd", "/extra"}, "/home/u/.config/acpd/agents", "agents")
 	assert.Equal(t, []Folder{
 		{Path: "/home/u/.config/acpd/agents", Global: true},
-		{Path: "/extra/.claude/agents", Claude: true}, {Path: "/extra/.qwen/agents"}, {Path: "/extra/.acpd/agents"},
-		{Path: "/cwd/.claude/agents", Claude: true}, {Path: "/cwd/.qwen/agents"}, {Path: "/cwd/.acpd/agents"},
+		{Path: "/extra/.claude/agents", Root: "/extra", Claude: true}, {Path: "/extra/.qwen/agents", Root: "/extra"}, {Path: "/extra/.acpd/agents", Root: "/extra"},
+		{Path: "/cwd/.claude/agents", Root: "/cwd", Claude: true}, {Path: "/cwd/.qwen/agents", Root: "/cwd"}, {Path: "/cwd/.acpd/agents", Root: "/cwd"},
 	}, got)
 	assert.Len(t, Folders([]string{"/cwd"}, "", "commands"), 3, "no global folder")
+}
+
+func TestResolve_StaysInTheRoot(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "id_rsa"), []byte("KEY"), 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, ".acpd", "commands"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "real.md"), []byte("x"), 0o644))
+	link := filepath.Join(root, ".acpd", "commands", "review.md")
+	require.NoError(t, os.Symlink(filepath.Join(outside, "id_rsa"), link))
+	_, err := Resolve(link, root)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "outside the workspace")
+	real, err := Resolve(link, "")
+	require.NoError(t, err, "the user's own folder may link anywhere")
+	assert.Equal(t, filepath.Join(outside, "id_rsa"), real)
+
+	inside := filepath.Join(root, ".acpd", "commands", "ok.md")
+	require.NoError(t, os.Symlink("../../real.md", inside))
+	real, err = Resolve(inside, root)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(root, "real.md"), real)
+
+	// A folder on the way that links out is refused the same way.
+	require.NoError(t, os.Symlink(outside, filepath.Join(root, ".qwen")))
+	_, err = Resolve(filepath.Join(root, ".qwen", "id_rsa"), root)
+	require.Error(t, err)
 }
 
 func TestFile_StampAndCause(t *testing.T) {

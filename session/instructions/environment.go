@@ -76,12 +76,13 @@ func Gather(ctx context.Context, roots []string, timeout time.Duration, sb *sand
 
 func gatherRoot(ctx context.Context, g *gitRunner, root string) RootInfo {
 	ri := RootInfo{Path: root}
-	if !inRepo(root) {
-		// No .git up the tree: no git process is started.
+	top := gitRoot(root)
+	if _, err := os.Lstat(filepath.Join(top, ".git")); err != nil {
+		// No repository of the root's (none up the tree, or one above
+		// that does not track it): no git process is started.
 		ri.Entries, ri.More, ri.ListErr = listing(root)
 		return ri
 	}
-	top := gitRoot(root)
 	gitDir, err := gitFolder(top)
 	if err != nil {
 		// A .git the repository's own git folder does not vouch for
@@ -145,12 +146,6 @@ func gatherRoot(ctx context.Context, g *gitRunner, root string) RootInfo {
 		ri.GitErr = "git log did not answer in time"
 	}
 	return ri
-}
-
-// inRepo reports whether root or a folder above it holds .git.
-func inRepo(root string) bool {
-	_, err := os.Lstat(filepath.Join(gitRoot(root), ".git"))
-	return err == nil
 }
 
 // gitFolder is the git folder of the work tree top: its .git folder, or

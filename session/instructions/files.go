@@ -112,16 +112,20 @@ func Load(ctx context.Context, o Options) Loaded {
 	l := &loader{ctx: ctx, opts: o, included: map[string]bool{}, files: map[string]*fileData{},
 		lookups: map[string]lookup{}, repeats: map[string]int{}, sources: map[string]bool{}}
 	l.readLeft = l.readLimit()
-	l.allowed = l.allowedDirs()
+	chains := make([][]string, len(o.Roots))
+	for i, r := range o.Roots {
+		chains[i] = chain(r)
+	}
+	l.allowed = l.allowedDirs(chains)
 	if o.GlobalDir != "" {
 		for _, n := range names {
-			l.loadFile(filepath.Join(o.GlobalDir, n))
+			l.loadFile(filepath.Join(o.GlobalDir, n), true)
 		}
 	}
-	for _, r := range o.Roots {
-		for _, d := range chain(r) {
+	for _, c := range chains {
+		for _, d := range c {
 			for _, n := range names {
-				l.loadFile(filepath.Join(d, n))
+				l.loadFile(filepath.Join(d, n), false)
 			}
 		}
 	}
@@ -134,12 +138,21 @@ func Load(ctx context.Context, o Options) Loaded {
 }
 
 // chain lists the folders from root's git root (the nearest ancestor
-// holding .git) down to root; just root when it is in no repository.
+// holding .git) down to root; just root when it is in no repository, or
+// when the repository above does not track anything under root (see
+// tracksUnder: a dotfiles repository in the home folder is not the git
+// root of every project below it).
 func chain(root string) []string {
 	root = filepath.Clean(root)
 	dirs := []string{root}
 	for d := root; ; {
 		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			if d != root {
+				rel, err := filepath.Rel(d, root)
+				if err != nil || !tracksUnder(d, filepath.ToSlash(rel)) {
+					return []string{root}
+				}
+			}
 			return dirs
 		}
 		parent := filepath.Dir(d)
@@ -151,7 +164,8 @@ func chain(root string) []string {
 	}
 }
 
-// gitRoot is the first folder of chain(root).
+// gitRoot is the first folder of chain(root): the root's git root, or
+// the root itself.
 func gitRoot(root string) string { return chain(root)[0] }
 
 // fileData is a file's content, read once per load.
@@ -169,7 +183,8 @@ type lookup struct {
 type loader struct {
 	ctx      context.Context
 	opts     Options
-	allowed  []string        // real paths imports must stay under
+	allowed  []string        // the workspace's folders, as real paths (allowedDirs)
+	global   string          // the global folder, as a real path; "" for none
 	included map[string]bool // real paths whose text is in the prompt
 	files    map[string]*fileData
 	lookups  map[string]lookup
@@ -193,35 +208,48 @@ func (l *loader) stop(format string, args ...any) {
 	}
 }
 
-// allowedDirs are the folders imports may read from: each workspace root,
-// its git root (the instruction files there belong to the workspace's
-// repository) and the global folder; as real paths.
-func (l *loader) allowedDirs() []string {
+// allowedDirs are the folders of the workspace, as real paths: each root
+// and its git root (the instruction files there belong to the workspace's
+// repository). Instruction files and their imports must resolve into them
+// — or, for imports, be a Markdown file of the global folder (inGlobal).
+func (l *loader) allowedDirs(chains [][]string) []string {
 	var out []string
-	add := func(p string) {
-		if p == "" {
-			return
-		}
-		if rp, err := filepath.EvalSymlinks(p); err == nil {
-			p = rp
-		}
-		out = append(out, filepath.Clean(p))
+	for i, r := range l.opts.Roots {
+		out = append(out, realDir(r), realDir(chains[i][0]))
 	}
-	add(l.opts.GlobalDir)
-	for _, r := range l.opts.Roots {
-		add(r)
-		add(gitRoot(r))
+	if l.opts.GlobalDir != "" {
+		l.global = realDir(l.opts.GlobalDir)
 	}
 	return out
 }
 
+// realDir is dir with its symlinks resolved (as given when it cannot be).
+func realDir(dir string) string {
+	if rp, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = rp
+	}
+	return filepath.Clean(dir)
+}
+
+// inside reports whether real lies in the workspace.
 func (l *loader) inside(real string) bool {
 	for _, d := range l.allowed {
-		if real == d || strings.HasPrefix(real, d+string(filepath.Separator)) {
+		if within(d, real) {
 			return true
 		}
 	}
 	return false
+}
+
+// inGlobal reports whether real is a Markdown file of the global folder:
+// the user's instruction files, and nothing else kept there
+// (config.toml, whatever a tool stored next to it).
+func (l *loader) inGlobal(real string) bool {
+	return l.global != "" && within(l.global, real) && strings.EqualFold(filepath.Ext(real), ".md")
+}
+
+func within(dir, p string) bool {
+	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator)) || dir == string(filepath.Separator)
 }
 
 // read returns the content of the regular file real, reading it at most
@@ -299,7 +327,12 @@ func readText(path string, limit int) ([]byte, bool, error) {
 	return data, cut, nil
 }
 
-func (l *loader) loadFile(path string) {
+// loadFile loads the instruction file at path: one of the user's global
+// ones, or one of the workspace that must resolve into the workspace. A
+// repository can commit AGENTS.md as a symlink to ../../.ssh/id_rsa; read,
+// it would go to the provider in the first request of every session, with
+// no tool call and no question.
+func (l *loader) loadFile(path string, global bool) {
 	l.sources[path] = true
 	if l.ctx.Err() != nil {
 		return
@@ -312,6 +345,10 @@ func (l *loader) loadFile(path string) {
 		return
 	}
 	l.sources[real] = true
+	if !global && !l.inside(real) {
+		l.warn("%s: instruction file skipped: it resolves to %s, outside the workspace", path, real)
+		return
+	}
 	if l.included[real] {
 		return // already in the prompt (another root, or imported)
 	}
@@ -523,8 +560,8 @@ func (l *loader) importOne(b *capped, tok, dir string, stack []string, f *File) 
 		return b.add(orig) // names no file: ordinary text
 	}
 	real := lk.real
-	if !l.inside(real) {
-		l.warn("%s: import of %s skipped: it is outside the workspace and the global instruction folder", from, p)
+	if !l.inside(real) && !l.inGlobal(real) {
+		l.warn("%s: import of %s skipped: it is outside the workspace and not a Markdown file of the global instruction folder", from, p)
 		return b.add(fmt.Sprintf("<!-- import skipped: %s is outside the workspace -->", p) + rest)
 	}
 	if slices.Contains(stack, real) {

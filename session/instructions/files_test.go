@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpd/acpd/session/instructions/gittest"
 	"github.com/acpd/acpd/session/tools/sandbox/sandboxtest"
 )
 
@@ -29,8 +31,8 @@ func paths(l Loaded) []string {
 }
 
 func TestLoad_Order(t *testing.T) {
+	gittest.Require(t)
 	global, repo := t.TempDir(), t.TempDir()
-	require.NoError(t, os.Mkdir(filepath.Join(repo, ".git"), 0o755))
 	ws := filepath.Join(repo, "svc", "api")
 	other := t.TempDir() // not in a repository
 	write(t, filepath.Join(global, "AGENTS.md"), "global rules")
@@ -40,6 +42,7 @@ func TestLoad_Order(t *testing.T) {
 	write(t, filepath.Join(ws, "AGENTS.md"), "api rules")
 	write(t, filepath.Join(ws, "sub", "AGENTS.md"), "below the root: never read")
 	write(t, filepath.Join(other, "QWEN.md"), "other root")
+	gittest.Seed(t, repo) // the repository tracks the root: it is the root's git root
 
 	l := Load(t.Context(), Options{Roots: []string{ws, other, repo}, GlobalDir: global})
 	assert.Equal(t, []string{
@@ -283,4 +286,73 @@ func TestLoad_StopsWhenCancelled(t *testing.T) {
 	cancel()
 	l := Load(ctx, Options{Roots: []string{ws}})
 	assert.Empty(t, l.Files)
+}
+
+// TestLoad_StaysInTheWorkspace: a symlinked instruction file that resolves
+// outside the workspace is skipped, whatever its name; from the global
+// folder only Markdown files are imported; a repository above a root that
+// tracks nothing under it (a dotfiles repository in the home folder) is not
+// the root's git root, while one that tracks the root is, in every index
+// format.
+func TestLoad_StaysInTheWorkspace(t *testing.T) {
+	gittest.Require(t)
+	home, global, secrets := t.TempDir(), t.TempDir(), t.TempDir()
+	write(t, filepath.Join(secrets, "id_rsa"), "PRIVATE KEY")
+	write(t, filepath.Join(global, "config.toml"), "apiKey = 'GLOBAL SECRET'")
+	write(t, filepath.Join(global, "style.md"), "global style")
+	write(t, filepath.Join(global, "AGENTS.md"), "global rules @./config.toml @./style.md")
+	write(t, filepath.Join(home, ".aws", "credentials"), "AWS SECRET")
+	write(t, filepath.Join(home, "AGENTS.md"), "HOME RULES")
+	write(t, filepath.Join(home, ".bashrc"), "tracked dotfile")
+	gittest.Seed(t, home) // a dotfiles repository: tracks .bashrc, AGENTS.md, .aws
+	ws := filepath.Join(home, "proj")
+	write(t, filepath.Join(ws, "QWEN.md"), "project rules @"+filepath.Join(home, ".aws", "credentials")+" @"+filepath.Join(global, "config.toml")+" @"+filepath.Join(global, "style.md"))
+	require.NoError(t, os.Symlink(filepath.Join(secrets, "id_rsa"), filepath.Join(ws, "AGENTS.md")))
+
+	l := Load(t.Context(), Options{Roots: []string{ws}, GlobalDir: global})
+	text := l.Text()
+	assert.Equal(t, []string{filepath.Join(global, "AGENTS.md"), filepath.Join(ws, "QWEN.md")}, paths(l))
+	for _, secret := range []string{"PRIVATE KEY", "GLOBAL SECRET", "AWS SECRET", "HOME RULES"} {
+		assert.NotContains(t, text, secret)
+	}
+	assert.Contains(t, text, "global style", "a Markdown file of the global folder may be imported")
+	assert.Contains(t, strings.Join(l.Warnings, "\n"), filepath.Join(ws, "AGENTS.md")+": instruction file skipped: it resolves to "+filepath.Join(secrets, "id_rsa")+", outside the workspace")
+	assert.Equal(t, ws, gitRoot(ws), "the dotfiles repository tracks nothing under proj")
+
+	// Once the repository tracks the root, it is the root's repository,
+	// whatever the index format (v2, the extended flags of v3, the
+	// prefix-compressed paths of v4).
+	write(t, filepath.Join(ws, "main.go"), "package main")
+	gittest.Git(t, home, "add", "proj/main.go")
+	for _, v := range []string{"2", "3", "4"} {
+		if v == "3" {
+			gittest.Git(t, home, "add", "--intent-to-add", "proj/QWEN.md") // an extended entry: git writes version 3
+		} else {
+			gittest.Git(t, home, "update-index", "--index-version", v)
+		}
+		idx, err := os.ReadFile(filepath.Join(home, ".git", "index"))
+		require.NoError(t, err)
+		require.Equal(t, v[0], idx[7]+'0', "index version")
+		assert.Equal(t, home, gitRoot(ws), "index version %s", v)
+		assert.Equal(t, filepath.Join(home, "zz"), gitRoot(filepath.Join(home, "zz")), "a folder sorted after every entry, version %s", v)
+	}
+	l = Load(t.Context(), Options{Roots: []string{ws}})
+	assert.Contains(t, l.Text(), "HOME RULES", "the git root's instruction file")
+	assert.Contains(t, l.Text(), "AWS SECRET", "imports reach the whole repository the root belongs to")
+}
+
+func TestTracksUnder_SHA256(t *testing.T) {
+	gittest.Require(t)
+	repo := t.TempDir()
+	cmd := exec.Command("git", "init", "-q", "--object-format=sha256", repo)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("git without SHA-256 repositories: %v %s", err, out)
+	}
+	write(t, filepath.Join(repo, "a", "b", "c.txt"), "x")
+	write(t, filepath.Join(repo, "z.txt"), "x")
+	gittest.Git(t, repo, "add", "-A")
+	assert.True(t, tracksUnder(repo, "a/b"))
+	assert.True(t, tracksUnder(repo, "a"))
+	assert.False(t, tracksUnder(repo, "a/bb"))
+	assert.False(t, tracksUnder(repo, "y"))
 }
