@@ -208,3 +208,42 @@ func TestE2E_Workspace_FilesStayInTheWorkspace(t *testing.T) {
 	}
 	assert.False(t, strings.Contains(sys, "- seed"), "the dotfiles repository's commits are not the project's")
 }
+
+// TestE2E_Workspace_PlanModeRunsOnlyReadOnly: in plan mode, commands that
+// look read-only by name but write or run a program through a flag or an
+// argument — sed's e command, git -c core.fsmonitor, git ls-remote
+// --upload-pack, git log --output, uniq's and xxd's output operand, sort
+// -o, find -fprint — are each asked about or blocked; refused, none of them
+// ran. A read-only command still runs without a question.
+func TestE2E_Workspace_PlanModeRunsOnlyReadOnly(t *testing.T) {
+	gittest.Require(t)
+	t.Parallel()
+	var perms permissionLog
+	fc := perms.client(func(_ int, r *acp.RequestPermissionRequest) string { return optionOf(r, acp.RejectOnce) })
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "f"), "one\ntwo\n")
+	writeFile(t, filepath.Join(ws, "a.hex"), "6869\n")
+	gittest.Seed(t, ws)
+	d := startDaemonIn(t, ws, t.TempDir(), fc, nil, "--approval-mode", "plan")
+	attacks := []string{
+		"sed -n '1e touch made-by-sed' f",
+		"git -c core.fsmonitor='touch made-by-fsmonitor; false' status",
+		"git ls-remote --upload-pack='touch made-by-upload-pack; false' .",
+		"git log --output=made-by-log -1",
+		"uniq f made-by-uniq",
+		"xxd -r -p a.hex made-by-xxd",
+		"sort -o made-by-sort f",
+		"find . -maxdepth 0 -fprint made-by-find",
+	}
+	_, results := shellTurn(t, d, localCaps, append([]string{"sed -n 2p f"}, attacks...))
+	assert.Contains(t, results[0], "Output: two", "a read-only command runs")
+	for i, r := range results[1:] {
+		assert.NotContains(t, r, "Exit Code", "%q ran", attacks[i])
+	}
+	assert.Len(t, perms.requests(), 6, "the unknown ones were asked about; the writes were blocked")
+	ents, err := os.ReadDir(ws)
+	require.NoError(t, err)
+	for _, e := range ents {
+		assert.False(t, strings.HasPrefix(e.Name(), "made-by-"), "%s was made", e.Name())
+	}
+}
