@@ -25,6 +25,9 @@ type Assembler struct {
 	events []model.Event
 
 	content, reasoning textChannel
+	sawReasoning       bool
+	// details are the reasoning_details items, merged by index.
+	details []map[string]json.RawMessage
 
 	slots      map[int]*slot
 	idSlot     map[string]int
@@ -85,12 +88,20 @@ type wireDelta struct {
 	ReasoningContent *string         `json:"reasoning_content"`
 	Reasoning        *string         `json:"reasoning"`
 	ToolCalls        []wireToolDelta `json:"tool_calls"`
+	// ReasoningDetails is OpenRouter's thinking as the model produced it
+	// (text with signatures, encrypted blocks, summaries): pieces of items
+	// that must go back whole for a tool loop with thinking to work.
+	ReasoningDetails []map[string]json.RawMessage `json:"reasoning_details"`
 }
 
 type wireToolDelta struct {
 	Index    *int          `json:"index"`
 	ID       *string       `json:"id"`
 	Function *wireFunction `json:"function"`
+	// ExtraContent is Gemini's OpenAI-compatible endpoint's
+	// {"google":{"thought_signature":…}}: Gemini 3 refuses the next request
+	// unless the call goes back with it.
+	ExtraContent json.RawMessage `json:"extra_content"`
 }
 
 type wireFunction struct {
@@ -299,8 +310,12 @@ func (a *Assembler) choice(ch *wireChoice) error {
 	}
 	if r != nil {
 		if s := a.reasoning.normalize(*r); s != "" {
+			a.sawReasoning = true
 			a.events = append(a.events, model.Event{Kind: model.EventReasoning, Text: s})
 		}
+	}
+	for _, d := range d.ReasoningDetails {
+		a.detail(d)
 	}
 	if d.Content != nil {
 		if s := a.content.normalize(*d.Content); s != "" {
@@ -395,6 +410,8 @@ type slot struct {
 	depth        int
 	inStr, esc   bool
 	nameConflict bool
+	// extra is the call's extra_content, as received.
+	extra json.RawMessage
 }
 
 func (s *slot) append(frag []byte) {
@@ -582,7 +599,51 @@ func (a *Assembler) fragment(f *wireToolDelta) {
 	if hasArgs {
 		s.append(args)
 	}
+	if e := bytes.TrimSpace(f.ExtraContent); len(e) > 0 && !bytes.Equal(e, []byte("null")) {
+		s.extra = bytes.Clone(e)
+	}
 }
+
+// detailText are the reasoning_details fields that stream in pieces: an
+// item's later fragments (same index) carry more of them.
+var detailText = map[string]bool{"text": true, "summary": true, "signature": true, "data": true}
+
+// detail merges one reasoning_details fragment into the items so far: a
+// fragment with the index (and type) of an item extends it, its text-like
+// strings concatenated, other fields taken where the item lacks them.
+func (a *Assembler) detail(d map[string]json.RawMessage) {
+	if len(d) == 0 {
+		return
+	}
+	frag := make(map[string]json.RawMessage, len(d))
+	for k, v := range d {
+		frag[k] = bytes.Clone(v)
+	}
+	idx, hasIdx := frag["index"]
+	for _, it := range a.details {
+		if !hasIdx || !bytes.Equal(it["index"], idx) || !sameType(it["type"], frag["type"]) {
+			continue
+		}
+		for k, v := range frag {
+			old, ok := it[k]
+			switch {
+			case !ok || isNull(old):
+				it[k] = v
+			case detailText[k] && !isNull(v):
+				var x, y string
+				if json.Unmarshal(old, &x) == nil && json.Unmarshal(v, &y) == nil {
+					it[k], _ = json.Marshal(x + y)
+				}
+			}
+		}
+		return
+	}
+	a.details = append(a.details, frag)
+}
+
+func sameType(a, b json.RawMessage) bool { return a == nil || b == nil || bytes.Equal(a, b) }
+
+func isNull(v json.RawMessage) bool { return len(v) == 0 || bytes.Equal(v, []byte("null")) }
 
 // Finish ends the stream (at [DONE] or EOF) and returns the tool calls in
 // index order, the usage (the last one reported) and the finish reason. A
@@ -601,6 +662,28 @@ func (a *Assembler) Finish() ([]model.Event, error) {
 		a.err = model.ErrTruncated
 		return nil, a.err
 	}
+	if len(a.details) > 0 {
+		raw, err := json.Marshal(a.details)
+		if err == nil {
+			if !a.sawReasoning {
+				// Only the details carried the thinking: shown once whole.
+				var text strings.Builder
+				for _, it := range a.details {
+					var t string
+					if json.Unmarshal(it["text"], &t) == nil {
+						text.WriteString(t)
+					} else if json.Unmarshal(it["summary"], &t) == nil {
+						text.WriteString(t)
+					}
+				}
+				if text.Len() > 0 {
+					a.events = append(a.events, model.Event{Kind: model.EventReasoning, Text: text.String()})
+				}
+			}
+			a.events = append(a.events, model.Event{Kind: model.EventThinking, Thinking: model.Thinking{
+				Protocol: Protocol, Type: TypeReasoningDetails, Raw: raw}})
+		}
+	}
 	truncated := false
 	calls := 0
 	for _, k := range slices.Sorted(maps.Keys(a.slots)) {
@@ -609,6 +692,9 @@ func (a *Assembler) Finish() ([]model.Event, error) {
 			continue
 		}
 		tc := model.ToolCall{ID: s.id, Name: s.name}
+		if s.extra != nil {
+			tc.Thinking = []model.Thinking{{Protocol: Protocol, Type: TypeExtraContent, Raw: s.extra}}
+		}
 		var cut bool
 		tc.Arguments, tc.Invalid, cut = model.NormalizeArgs(s.args)
 		if tc.Name == "" {

@@ -31,10 +31,12 @@ type streamOptions struct {
 type chatMessage struct {
 	Role string `json:"role"`
 	// Content is a string, null (assistant with only tool calls) or parts.
-	Content          any            `json:"content"`
-	ReasoningContent *string        `json:"reasoning_content,omitempty"`
-	ToolCalls        []chatToolCall `json:"tool_calls,omitempty"`
-	ToolCallID       string         `json:"tool_call_id,omitempty"`
+	Content          any     `json:"content"`
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
+	// ReasoningDetails goes back exactly as OpenRouter sent it.
+	ReasoningDetails json.RawMessage `json:"reasoning_details,omitempty"`
+	ToolCalls        []chatToolCall  `json:"tool_calls,omitempty"`
+	ToolCallID       string          `json:"tool_call_id,omitempty"`
 }
 
 type chatPart struct {
@@ -52,6 +54,8 @@ type chatToolCall struct {
 	ID       string       `json:"id"`
 	Type     string       `json:"type"`
 	Function chatFunction `json:"function"`
+	// ExtraContent goes back exactly as Gemini's endpoint sent it.
+	ExtraContent json.RawMessage `json:"extra_content,omitempty"`
 }
 
 type chatFunction struct {
@@ -310,7 +314,7 @@ func buildRequest(req model.Request, cache *MessageCache, markers bool) (request
 				cm.Content = parts
 			}
 		case model.RoleAssistant:
-			cm = chatMessage{Role: string(model.RoleAssistant)}
+			cm = chatMessage{Role: string(model.RoleAssistant), ReasoningDetails: thinkingRaw(m.Thinking, TypeReasoningDetails)}
 			if m.Content != "" {
 				cm.Content = m.Content
 			}
@@ -337,7 +341,8 @@ func buildRequest(req model.Request, cache *MessageCache, markers bool) (request
 				}
 				cm.ToolCalls = append(cm.ToolCalls, chatToolCall{
 					ID: id, Type: "function",
-					Function: chatFunction{Name: tc.Name, Arguments: argumentsText(tc)},
+					Function:     chatFunction{Name: tc.Name, Arguments: argumentsText(tc)},
+					ExtraContent: thinkingRaw(tc.Thinking, TypeExtraContent),
 				})
 			}
 		case model.RoleTool:
