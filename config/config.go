@@ -102,7 +102,15 @@ type ModelConfig struct {
 	// StuckWindow narrows the adaptive cap's stuck signal to the turn's
 	// last StuckWindow tool calls; 0 (the default) keeps the reference's
 	// whole-turn signal (loopdetect.Cap.StuckWindow).
-	StuckWindow    int
+	StuckWindow int
+	// StuckSignal is what counts as a repeat for the stuck signal and the
+	// global duplicate: "calls" (the reference) or "results"
+	// (loopdetect.Cap.Signal).
+	StuckSignal string
+	// LoopRecovery is what they do when they fire: "stop" (the reference)
+	// or "warn" (warn the model once, stop at the next firing;
+	// loopdetect.Cap.Recovery).
+	LoopRecovery   string
 	MaxRetries     int
 	RequestTimeout time.Duration
 	// MaxTokens bounds a completion; 0 leaves it to the provider.
@@ -245,6 +253,8 @@ func Default() Config {
 			APIKeyEnv:           "OPENAI_API_KEY",
 			MaxToolCallsPerTurn: DefaultMaxToolCallsPerTurn,
 			SkipLoopDetection:   true,
+			StuckSignal:         "calls",
+			LoopRecovery:        "stop",
 			MaxRetries:          3,
 			RequestTimeout:      120 * time.Second,
 			Models:              []string{},

@@ -192,6 +192,8 @@ baseUrl = "http://localhost:1234/v1"
 apiKeyEnv = "K"
 maxToolCallsPerTurn = 7
 skipLoopDetection = false
+stuckSignal = "results"
+loopRecovery = "warn"
 maxRetries = 0
 requestTimeout = "30s"
 maxTokens = 4096
@@ -241,7 +243,7 @@ shutdownGrace = "10s"
 			zero := 0.0
 			assert.Equal(t, Config{
 				Model: ModelConfig{Provider: ProviderScript, Name: "m", BaseURL: "http://localhost:1234/v1", APIKeyEnv: "K",
-					MaxToolCallsPerTurn: 7, MaxToolCallsPerTurnExplicit: true, SkipLoopDetection: false, MaxRetries: 0,
+					MaxToolCallsPerTurn: 7, MaxToolCallsPerTurnExplicit: true, SkipLoopDetection: false, StuckSignal: "results", LoopRecovery: "warn", MaxRetries: 0,
 					RequestTimeout: 30 * time.Second, MaxTokens: 4096, Temperature: &zero,
 					Script: filepath.Join(dir, "scripts", "turns.json"), SystemPrompt: "be brief",
 					Models: []string{"m-large", "m-small"}, ContextWindow: 65536,

@@ -16,7 +16,41 @@ type Cap struct {
 	// global-duplicate halt still count the whole turn. It is read only by
 	// CapTracker; ShouldHaltOnTurnToolCallCap takes the signal as computed.
 	StuckWindow int
+	// Signal (model.stuckSignal) is what counts as a repeat for the stuck
+	// signal and the global duplicate: "" or SignalCalls, the reference's
+	// (every call of a key), or SignalResults (a call of a key only when
+	// its result equals an earlier result of that key; see ObserveResult).
+	Signal StuckSignal
+	// Recovery (model.loopRecovery) is what the stuck signal and the global
+	// duplicate do when they fire: "" or RecoveryStop, the reference's
+	// (halt), or RecoveryWarn (the first firing of the turn warns, the next
+	// one halts; see Verdict). Explicit caps and the backstop always halt.
+	Recovery LoopRecovery
 }
+
+// StuckSignal is model.stuckSignal.
+type StuckSignal string
+
+// The StuckSignal values ("" is SignalCalls).
+const (
+	SignalCalls   StuckSignal = "calls"
+	SignalResults StuckSignal = "results"
+)
+
+// LoopRecovery is model.loopRecovery.
+type LoopRecovery string
+
+// The LoopRecovery values ("" is RecoveryStop).
+const (
+	RecoveryStop LoopRecovery = "stop"
+	RecoveryWarn LoopRecovery = "warn"
+)
+
+// Results reports whether the cap counts result repeats.
+func (c Cap) Results() bool { return c.Signal == SignalResults }
+
+// Warns reports whether the first stuck or duplicate firing only warns.
+func (c Cap) Warns() bool { return c.Recovery == RecoveryWarn }
 
 // DefaultCap is the cap used when none is configured: adaptive, soft 100,
 // backstop 1000.
@@ -36,6 +70,9 @@ const (
 	CapStuck CapReason = "stuck"
 	// CapBackstop: past Max × AdaptiveCapHardMultiplier.
 	CapBackstop CapReason = "backstop"
+	// CapStuckAfterWarning: the stuck signal fired again after the turn's
+	// warning (model.loopRecovery = "warn").
+	CapStuckAfterWarning CapReason = "stuck_after_warning"
 )
 
 // TurnToolCallCapReason is ShouldHaltOnTurnToolCallCap with the reason: ""
@@ -95,11 +132,36 @@ type CapTracker struct {
 	winCounts map[string]int
 	winHist   []int // winHist[c] = number of keys counted c times in the window
 	winMax    int
+
+	// The result signal (Cap.Signal results): the result digests seen per
+	// key, each key's result count (1 for its first call, +1 for each call
+	// whose result repeated an earlier one of the key) and their maximum.
+	resSeen   map[resultKey]struct{}
+	resCount  map[string]int
+	resMax    int
+	resMaxKey string
+	noResults bool // FallBackToCalls: the results are not visible
+
+	// Warn-before-stop (Cap.Recovery warn): events counts the calls of a
+	// key at or past the threshold (in the active signal); a warning
+	// records it, and only a later event fires again.
+	events   int
+	warned   bool
+	warnedAt int
+}
+
+type resultKey struct {
+	key string
+	h   uint64
 }
 
 // NewCapTracker returns an empty tracker for cap.
 func NewCapTracker(cap Cap) *CapTracker {
 	t := &CapTracker{cap: cap, counts: make(map[string]int)}
+	if cap.Results() {
+		t.resSeen = make(map[resultKey]struct{})
+		t.resCount = make(map[string]int)
+	}
 	if cap.StuckWindow > 0 {
 		t.ring = make([]string, cap.StuckWindow)
 		t.winCounts = make(map[string]int)
@@ -120,7 +182,65 @@ func (t *CapTracker) ObserveKey(key string) int {
 	if t.ring != nil {
 		t.observeWindow(key)
 	}
+	if t.results() {
+		r := t.resCount[key]
+		if r == 0 {
+			r = 1
+			t.resCount[key] = 1
+			if r > t.resMax {
+				t.resMax, t.resMaxKey = r, key
+			}
+		}
+		if r >= GlobalDuplicateThreshold {
+			t.events++ // a call again of a key whose results repeat
+		}
+	} else if n >= GlobalDuplicateThreshold {
+		t.events++
+	}
 	return n
+}
+
+func (t *CapTracker) results() bool { return t.resCount != nil && !t.noResults }
+
+// ObserveResult adds the result digest (ResultHash) of a call of key that
+// has run. With the result signal, a result equal to an earlier result of
+// the same key is a repeat: the key's result count goes up. Results of any
+// kind alternate freely (A, B, A, B: the second A and the second B are
+// repeats). Without the result signal it does nothing.
+func (t *CapTracker) ObserveResult(key string, h uint64) {
+	if !t.results() {
+		return
+	}
+	rk := resultKey{key, h}
+	if _, ok := t.resSeen[rk]; !ok {
+		t.resSeen[rk] = struct{}{}
+		if t.resCount[key] == 0 {
+			t.resCount[key] = 1 // a result of a call the tracker did not see
+		}
+		return
+	}
+	r := t.resCount[key] + 1
+	t.resCount[key] = r
+	if r > t.resMax {
+		t.resMax, t.resMaxKey = r, key
+	}
+	if r == GlobalDuplicateThreshold {
+		t.events++ // a key newly at the threshold
+	}
+}
+
+// FallBackToCalls makes a result-signal tracker count calls for the rest of
+// the turn: used where the calls' results cannot be seen (an agent behind
+// acpd guard that reports none).
+func (t *CapTracker) FallBackToCalls() { t.noResults = true }
+
+// ResultRepeat is the highest result count of one key (0 without the
+// result signal).
+func (t *CapTracker) ResultRepeat() int {
+	if !t.results() {
+		return 0
+	}
+	return t.resMax
 }
 
 func (t *CapTracker) observeWindow(key string) {
@@ -167,11 +287,35 @@ func (t *CapTracker) MaxRepeatKey() string { return t.maxKey }
 
 // StuckRepeat is the adaptive cap's stuck signal: MaxKeyRepeat, or with a
 // StuckWindow the highest count of one key among the last StuckWindow calls.
+// With the result signal it is the highest result count (never above the
+// call count); with both, the lower of the two, so each narrows the other.
 func (t *CapTracker) StuckRepeat() int {
+	n := t.maxRepeat
 	if t.ring != nil {
-		return t.winMax
+		n = t.winMax
+	}
+	if t.results() {
+		n = min(n, t.resMax)
+	}
+	return n
+}
+
+// dupRepeat is the global duplicate's count: the highest key repeat, or
+// with the result signal the highest result count.
+func (t *CapTracker) dupRepeat() int {
+	if t.results() {
+		return t.resMax
 	}
 	return t.maxRepeat
+}
+
+// SignalKey is a key holding the signal's highest count: MaxRepeatKey, or
+// with the result signal the key with the highest result count.
+func (t *CapTracker) SignalKey() string {
+	if t.results() {
+		return t.resMaxKey
+	}
+	return t.maxKey
 }
 
 // Cap returns the cap the tracker checks against.
@@ -185,15 +329,30 @@ func (t *CapTracker) HaltReason() CapReason {
 	return TurnToolCallCapReason(t.total, t.StuckRepeat(), t.cap)
 }
 
+// Verdict is the daemon guard's decision on a batch: Loop is "" when the
+// turn goes on. With Warn set the turn also goes on, but the model is to be
+// told it repeats itself (the first firing of the stuck signal or the
+// global duplicate under Cap.Recovery warn); AfterWarning marks a halt that
+// came after such a warning.
+type Verdict struct {
+	Loop         LoopType
+	Reason       CapReason // for LoopTurnToolCallCap
+	Warn         bool
+	AfterWarning bool
+}
+
+// Stops reports whether the verdict halts the turn.
+func (v Verdict) Stops() bool { return v.Loop != "" && !v.Warn }
+
 // RecordBatch is the daemon guard's per-batch decision
 // (recordDaemonToolCalls, loop-detection.md §7.2): it counts every call of
 // one model response (keys are their repeat keys) before any runs, then
 // checks once: the cap first, then, unless skipLoopDetection, the global
 // duplicate (one key GlobalDuplicateThreshold times in the whole turn). A
-// non-empty loop type means the whole batch is skipped and the turn stops;
-// the cap reason is set for LoopTurnToolCallCap. The daemon and `acpd stats`
-// replaying a transcript both decide through it.
-func (t *CapTracker) RecordBatch(keys []string, skipLoopDetection bool) (LoopType, CapReason) {
+// verdict that Stops means the whole batch is skipped and the turn stops.
+// The daemon and `acpd stats` replaying a transcript both decide through
+// it.
+func (t *CapTracker) RecordBatch(keys []string, skipLoopDetection bool) Verdict {
 	for _, k := range keys {
 		t.ObserveKey(k)
 	}
@@ -205,16 +364,51 @@ func (t *CapTracker) RecordBatch(keys []string, skipLoopDetection bool) (LoopTyp
 // cap first, then, unless skipLoopDetection, the global duplicate. A guard
 // that sees calls one at a time, and learns a call's key only after it
 // counted the call (`acpd guard`), checks after each AddCalls and each
-// ObserveKey.
-func (t *CapTracker) Check(skipLoopDetection bool) (LoopType, CapReason) {
-	if r := t.HaltReason(); r != "" {
-		return LoopTurnToolCallCap, r
+// ObserveKey. Under Cap.Recovery warn, the first firing of the stuck signal
+// or the global duplicate in the turn is a warning; after it, they halt
+// only when a call of a key at or past the threshold comes again (the
+// model did not change approach), not because the old count still stands.
+func (t *CapTracker) Check(skipLoopDetection bool) Verdict {
+	switch r := t.HaltReason(); r {
+	case "":
+	case CapStuck:
+		if v, ok := t.recovery(Verdict{Loop: LoopTurnToolCallCap, Reason: r}); ok {
+			return v
+		}
+	default:
+		return Verdict{Loop: LoopTurnToolCallCap, Reason: r}
 	}
-	if !skipLoopDetection && t.maxRepeat >= GlobalDuplicateThreshold {
-		return LoopGlobalToolCallDuplicate, ""
+	if !skipLoopDetection && t.dupRepeat() >= GlobalDuplicateThreshold {
+		if v, ok := t.recovery(Verdict{Loop: LoopGlobalToolCallDuplicate}); ok {
+			return v
+		}
 	}
-	return "", ""
+	return Verdict{}
 }
+
+// recovery applies Cap.Recovery to a firing; ok false: it does not count
+// (warned already, and nothing repeated since).
+func (t *CapTracker) recovery(v Verdict) (Verdict, bool) {
+	if !t.cap.Warns() {
+		return v, true
+	}
+	if !t.warned {
+		t.warned, t.warnedAt = true, t.events
+		v.Warn = true
+		return v, true
+	}
+	if t.events > t.warnedAt {
+		v.AfterWarning = true
+		if v.Reason == CapStuck {
+			v.Reason = CapStuckAfterWarning
+		}
+		return v, true
+	}
+	return Verdict{}, false
+}
+
+// Warned reports whether the turn has had its warning.
+func (t *CapTracker) Warned() bool { return t.warned }
 
 // Finished commits the current total as the rollback floor: a model
 // response completed, so its calls stay counted even if a later one retries.
@@ -231,12 +425,17 @@ func (t *CapTracker) Retry() {
 // Reset clears everything for a new turn.
 func (t *CapTracker) Reset() {
 	t.total, t.committed = 0, 0
+	t.noResults = false
 	t.clearCounts()
 }
 
 func (t *CapTracker) clearCounts() {
 	clear(t.counts)
 	t.maxRepeat, t.maxKey = 0, ""
+	clear(t.resSeen)
+	clear(t.resCount)
+	t.resMax, t.resMaxKey = 0, ""
+	t.events, t.warned, t.warnedAt = 0, false, 0
 	if t.ring != nil {
 		clear(t.ring)
 		clear(t.winCounts)

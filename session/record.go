@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 )
@@ -110,8 +111,34 @@ func (t *turn) close(ctx context.Context, p pcall, u acp.ToolCallUpdate, llm str
 	t.rec(store.Record{Kind: store.KindToolResult, Tool: &store.ToolCallRecord{
 		ToolCallID: u.ToolCallID, Name: p.Name, Kind: u.Kind, Status: u.Status, Locations: u.Locations,
 		RawOutput: rawJSON(u.RawOutput), Content: u.Content, ModelText: llm,
+		ResultHash: t.resultHash(u.ToolCallID, u.Status == acp.StatusFailed, llm),
 	}})
 	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &u})
+}
+
+// resultHash digests a call's result for the result signal
+// (loopdetect.ResultHash), keeps it for the batch loop to give the guard
+// (resultOf), and returns it as the transcript writes it. Decision: it is
+// computed whatever model.stuckSignal says, so `acpd stats --what-if
+// --stuck-signal results` can replay turns recorded under "calls".
+func (t *turn) resultHash(id string, failed bool, llm string) string {
+	h := loopdetect.ResultHash(failed, llm)
+	t.mu.Lock()
+	if t.results == nil {
+		t.results = map[string]uint64{}
+	}
+	t.results[id] = h
+	t.mu.Unlock()
+	return loopdetect.FormatResultHash(h)
+}
+
+// resultOf hands out the digest resultHash kept for the call id.
+func (t *turn) resultOf(id string) (uint64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h, ok := t.results[id]
+	delete(t.results, id)
+	return h, ok
 }
 
 // recordPlan records and shows a plan update.

@@ -169,6 +169,7 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 		t.rec(store.Record{Kind: store.KindToolResult, Tool: &store.ToolCallRecord{
 			ToolCallID: id, Name: p.Name, Title: title, Kind: tool.Kind(), Status: st,
 			RawInput: rawJSON(p.args), ModelText: res.LLMContent,
+			ResultHash: t.resultHash(id, st == acp.StatusFailed, res.LLMContent),
 		}})
 		if res.Plan != nil {
 			t.recordPlan(ctx, res.Plan)

@@ -66,6 +66,9 @@ type turn struct {
 	// cpErr is why the store could not be opened (checkpoints.go).
 	cp    *checkpoint.Recorder
 	cpErr error
+	// results holds the result digests of the batch's calls that ran, by
+	// toolCallId, until the batch loop gives them to the guard (mu).
+	results map[string]uint64
 }
 
 var cancelled = &acp.PromptResponse{StopReason: acp.StopCancelled}
@@ -550,10 +553,32 @@ func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 		out.permissionStop = out.permissionStop || r.permissionStop
 		i++
 	}
+	// The results go to the result signal in call order, after the batch
+	// ran, as the guard would have seen them one by one.
+	for _, p := range ps {
+		if h, ok := t.resultOf(p.acpID); ok && !p.dup {
+			t.g.ObserveResult(p.key, h)
+		}
+	}
 	if ctx.Err() == nil && !t.g.Detected() && !out.permissionStop {
 		out.reminder = failureVerdict(t.g, obs)
 	}
+	if w := t.g.TakeWarning(); w != "" && ctx.Err() == nil && !t.g.Detected() {
+		// model.loopRecovery = "warn": the model reads the warning after
+		// the results of the batch that fired; the editor is shown it.
+		out.reminder = joinReminders(out.reminder, w)
+		b := acp.TextBlock("\n\n" + w + "\n\n")
+		t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b})
+	}
 	return out
+}
+
+// joinReminders puts two user-role reminders in one message.
+func joinReminders(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "\n\n" + b
 }
 
 // call runs one call of a batch, or shows it skipped once the turn was

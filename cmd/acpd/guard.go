@@ -112,7 +112,8 @@ func cmdGuard(ctx context.Context, a *app) int {
 	m := cfg.Model
 	return agentguard.Run(ctx, agentguard.RunOptions{
 		Options: agentguard.Options{
-			Cap:               loopdetect.Cap{Max: m.MaxToolCallsPerTurn, Explicit: m.MaxToolCallsPerTurnExplicit, StuckWindow: m.StuckWindow},
+			Cap: loopdetect.Cap{Max: m.MaxToolCallsPerTurn, Explicit: m.MaxToolCallsPerTurnExplicit, StuckWindow: m.StuckWindow,
+				Signal: loopdetect.StuckSignal(m.StuckSignal), Recovery: loopdetect.LoopRecovery(m.LoopRecovery)},
 			SkipLoopDetection: m.SkipLoopDetection,
 			FailureGuard:      loopdetect.FailureMode(cfg.Tools.RepeatedToolFailureGuard),
 			CancelGrace:       cfg.Guard.CancelGrace,

@@ -18,8 +18,8 @@ import (
 )
 
 // statsFlags are `acpd stats`'s own flags; the what-if settings are the
-// global config flags --max-tool-calls-per-turn, --skip-loop-detection and
-// --stuck-window, plus --explicit.
+// global config flags --max-tool-calls-per-turn, --skip-loop-detection,
+// --stuck-window, --stuck-signal and --loop-recovery, plus --explicit.
 type statsFlags struct {
 	session, since, cwd, agent, format string
 	explicit                           bool
@@ -29,7 +29,7 @@ var statsOpts statsFlags
 
 func statsCommand() command {
 	return command{
-		summary: "one row per prompt turn from the transcripts in session.dataDir; --max-tool-calls-per-turn, --explicit, --skip-loop-detection, --stuck-window replay the loop guard (what-if)",
+		summary: "one row per prompt turn from the transcripts in session.dataDir; --max-tool-calls-per-turn, --explicit, --skip-loop-detection, --stuck-window, --stuck-signal, --loop-recovery replay the loop guard (what-if)",
 		run:     cmdStats,
 		flags: func(fs *flag.FlagSet) {
 			statsOpts = statsFlags{}
@@ -47,10 +47,12 @@ Reads the session transcripts in session.dataDir (read-only; safe while acpd run
 prompt turn, acpd's own and those of the agents acpd guard watched (AGENT): tool calls, distinct (tool, args) calls, the highest repeat of one call, the longest same-tool
 streak, the outcome (loop type and cap reason for loop stops) and the duration; then a summary.
 
-What-if replay: given any of --max-tool-calls-per-turn N, --explicit, --skip-loop-detection=false or
---stuck-window W, the loop guard is re-run over every recorded turn, batch by batch as the daemon counts, with
-the configuration changed by those flags, and the turns whose outcome would change are listed with the call at
-which they would stop (or go on) and why. A cap given on this command line is adaptive unless --explicit.
+What-if replay: given any of --max-tool-calls-per-turn N, --explicit, --skip-loop-detection=false,
+--stuck-window W, --stuck-signal calls|results or --loop-recovery stop|warn, the loop guard is re-run over every
+recorded turn, batch by batch as the daemon counts (with each call's recorded result for --stuck-signal
+results), with the configuration changed by those flags; the turns whose outcome would change are listed with
+the call at which they would stop, warn or go on and why, and every turn is counted as stopped, warned or
+finished. A cap given on this command line is adaptive unless --explicit.
 
 Flags:
 `)
@@ -89,7 +91,7 @@ func cmdStats(_ context.Context, a *app) int {
 	whatIf := statsOpts.explicit
 	a.flags.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "max-tool-calls-per-turn", "skip-loop-detection", "stuck-window":
+		case "max-tool-calls-per-turn", "skip-loop-detection", "stuck-window", "stuck-signal", "loop-recovery":
 			whatIf = true
 		}
 	})
@@ -98,7 +100,8 @@ func cmdStats(_ context.Context, a *app) int {
 		k := a.src.Of("model.maxToolCallsPerTurn").Kind
 		o.WhatIf = &stats.Settings{
 			Cap: loopdetect.Cap{Max: m.MaxToolCallsPerTurn, StuckWindow: m.StuckWindow,
-				Explicit: statsOpts.explicit || k == config.SourceFile || k == config.SourceEnv},
+				Explicit: statsOpts.explicit || k == config.SourceFile || k == config.SourceEnv,
+				Signal:   loopdetect.StuckSignal(m.StuckSignal), Recovery: loopdetect.LoopRecovery(m.LoopRecovery)},
 			SkipLoopDetection: m.SkipLoopDetection,
 		}
 	}

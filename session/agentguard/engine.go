@@ -82,6 +82,8 @@ type Engine struct {
 	// forwarding them; the editor's late answer is dropped.
 	withdrawn map[string]bool
 	closed    bool // the agent is gone: no more timers
+	// saidNoResults: the fallback from "results" to "calls" was logged.
+	saidNoResults bool
 }
 
 type editorReq struct {
@@ -430,6 +432,10 @@ func frame(obj []byte, permission, update bool) (f turnguard.Frame, ok bool) {
 			f.Locations = v
 		case "_meta":
 			f.Meta = v
+		case "content":
+			f.Content = v
+		case "rawOutput":
+			f.RawOutput = v
 		}
 		return true
 	})
@@ -495,6 +501,7 @@ func (e *Engine) observe(t *turn, f turnguard.Frame) {
 	case ev.Final:
 		stop = t.g.RecordKey(c.Key, c.Name)
 	}
+	resultHash := ""
 	if ev.Ended != "" && !stop {
 		if span := t.tools[c.ID]; span != nil {
 			errType := ""
@@ -504,12 +511,44 @@ func (e *Engine) observe(t *turn, f turnguard.Frame) {
 			span.End(errType)
 			delete(t.tools, c.ID)
 		}
+		resultHash = e.result(t, c, ev.Ended == "failed")
 		stop = e.failure(t, c, ev.Ended)
 	}
 	e.recordReady(t)
+	if resultHash != "" {
+		e.record(t.s, store.Record{Kind: store.KindToolResult, Tool: &store.ToolCallRecord{
+			ToolCallID: c.ID, Name: c.Name, Status: acp.ToolCallStatus(ev.Ended), ResultHash: resultHash}})
+	}
+	if w := t.g.TakeWarning(); w != "" && !stop {
+		// model.loopRecovery = "warn": the guard cannot speak to the
+		// agent's model, so the warning is the editor's; the next firing
+		// stops the turn.
+		e.p.Send(proxy.Editor, messageLine(t.s.id, w))
+	}
 	if stop {
 		e.stop(t)
 	}
+}
+
+// result gives an ended call's result to the result signal and returns its
+// digest for the transcript ("" when the agent reported no result). The
+// first call without one makes a "results" turn count calls instead, and
+// the guard says so once.
+func (e *Engine) result(t *turn, c *turnguard.Call, failed bool) string {
+	h, ok := t.obs.Result(c, failed)
+	if !ok {
+		if e.opts.Cap.Results() {
+			t.g.FallBackToCalls()
+			if !e.saidNoResults {
+				e.saidNoResults = true
+				e.log.Warn("the agent reports no tool results: model.stuckSignal \"results\" falls back to \"calls\" for its turns",
+					"agent", e.agentName, "tool", c.Name)
+			}
+		}
+		return ""
+	}
+	t.g.ObserveResult(c.Key, h)
+	return loopdetect.FormatResultHash(h)
 }
 
 // resolvePending carries out the stop held for t's pending call: the call
@@ -786,6 +825,18 @@ func cancelledAnswer(id []byte) []byte {
 
 func cancelRequestLine(id []byte) []byte {
 	return concat(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":`, id, `}}`)
+}
+
+// messageLine is an agent_message_chunk update holding text, to the
+// editor.
+func messageLine(sessionID, text string) []byte {
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": acp.MethodSessionUpdate, "params": map[string]any{
+		"sessionId": sessionID, "update": map[string]any{"sessionUpdate": acp.UpdateAgentMessageChunk,
+			"content": map[string]any{"type": "text", "text": "\n\n" + text + "\n\n"}}}})
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 func sessionCancelLine(sessionID string) []byte {

@@ -13,6 +13,7 @@ import (
 
 	segjson "github.com/segmentio/encoding/json"
 
+	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/usage"
 )
 
@@ -53,7 +54,7 @@ var csvHeader = []string{"session", "turn", "cwd", "start", "tool_calls", "disti
 	"max_repeat_tool", "max_name_streak", "streak_tool", "outcome", "loop_type", "cap_reason", "duration_ms",
 	"whatif_outcome", "whatif_at_call", "whatif_why", "run", "agent", "parent_tool_call_id",
 	"requests", "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "estimated_requests",
-	"summary_input_tokens", "summary_output_tokens", "subagent_input_tokens", "subagent_output_tokens", "cost", "currency", "agent_session"}
+	"summary_input_tokens", "summary_output_tokens", "subagent_input_tokens", "subagent_output_tokens", "cost", "currency", "agent_session", "replay", "whatif_warned_at"}
 
 func (rep *Report) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
@@ -86,7 +87,12 @@ func (rep *Report) writeCSV(w io.Writer) error {
 		} else {
 			row = append(row, "", "")
 		}
-		row = append(row, t.AgentSession)
+		row = append(row, t.AgentSession, t.Replay)
+		if c := t.WhatIf; c != nil && c.WarnedAt > 0 {
+			row = append(row, strconv.Itoa(c.WarnedAt))
+		} else {
+			row = append(row, "")
+		}
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -167,8 +173,16 @@ func (rep *Report) writeTable(w io.Writer) error {
 		if c.Explicit {
 			mode = "explicit"
 		}
-		fmt.Fprintf(w, "\nwhat-if: maxToolCallsPerTurn %d (%s), skipLoopDetection %t, stuckWindow %d: %d turns would change (%d would stop, %d would go on)\n",
-			c.Max, mode, wi.Settings.SkipLoopDetection, c.StuckWindow, wi.Changed, wi.WouldStop, wi.WouldNotStop)
+		signal, recovery := c.Signal, c.Recovery
+		if signal == "" {
+			signal = loopdetect.SignalCalls
+		}
+		if recovery == "" {
+			recovery = loopdetect.RecoveryStop
+		}
+		fmt.Fprintf(w, "\nwhat-if: maxToolCallsPerTurn %d (%s), skipLoopDetection %t, stuckWindow %d, stuckSignal %s, loopRecovery %s: %d turns would change (%d would stop, %d would go on)\n",
+			c.Max, mode, wi.Settings.SkipLoopDetection, c.StuckWindow, signal, recovery, wi.Changed, wi.WouldStop, wi.WouldNotStop)
+		fmt.Fprintf(w, "replayed: %d stopped, %d warned and went on, %d finished as recorded\n", wi.Stopped, wi.Warned, wi.Finished)
 		for _, t := range rep.Turns {
 			if t.WhatIf == nil {
 				continue

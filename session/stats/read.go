@@ -47,6 +47,7 @@ func (tc *turnCalls) dropReplays(dups map[uint64]bool) {
 	tc.calls, tc.ids = tc.calls[:n], tc.ids[:n]
 }
 
+// reader turns one session's records into turns; one per worker.
 type reader struct {
 	sc     *store.Scanner
 	whatIf *Settings
@@ -63,6 +64,9 @@ type reader struct {
 	keyBuf []string
 	// tracker is the replay's, reset per turn.
 	tracker *loopdetect.CapTracker
+	// results are the session's result digests by toolCallId hash, for a
+	// replay under the result signal (nil otherwise); cleared per session.
+	results map[uint64]uint64
 }
 
 func newReader(whatIf *Settings) *reader {
@@ -70,6 +74,9 @@ func newReader(whatIf *Settings) *reader {
 		counts: map[string]int{}}
 	if whatIf != nil {
 		r.tracker = loopdetect.NewCapTracker(whatIf.Cap)
+		if whatIf.Cap.Results() {
+			r.results = map[uint64]uint64{}
+		}
 	}
 	return r
 }
@@ -98,7 +105,10 @@ func (r *reader) key(c store.ToolCall) (key, name string) {
 	return key, name
 }
 
-var dupMarker = []byte(`"modelText":"Duplicate provider tool call id `)
+var (
+	dupMarker        = []byte(`"modelText":"Duplicate provider tool call id `)
+	resultHashMarker = []byte(`"resultHash":"`)
+)
 
 // run is a subagent run being read: a turn of its own, with its calls.
 type run struct {
@@ -117,6 +127,7 @@ func (r *reader) session(dataDir, id string) (turns []Turn, loose Turn, skipped 
 	r.tc.reset()
 	clear(r.names)
 	clear(r.keys)
+	clear(r.results)
 	err = r.sc.ScanFile(dataDir, id, s.line)
 	s.finish(nil)
 	if cap(s.turns) > len(s.turns) {
@@ -172,6 +183,15 @@ func (s *sessionRead) line(kind store.Kind, line []byte) error {
 		s.batch(parent, calls)
 		return nil
 	case store.KindToolResult:
+		if r.results != nil && bytes.Contains(line, resultHashMarker) {
+			// The digest the result signal compared, for a "results"
+			// replay; a line that does not decode only loses it.
+			if id, h, err := store.DecodeResultHash(line); err == nil {
+				if d, ok := loopdetect.ParseResultHash(h); ok {
+					r.results[idHash(id)] = d
+				}
+			}
+		}
 		if !bytes.Contains(line, dupMarker) {
 			return nil
 		}
@@ -328,7 +348,7 @@ func (r *reader) complete(t *Turn, tc *turnCalls, dups map[uint64]bool, loop *st
 	t.finish(tc, r.counts, loop, end)
 	if r.whatIf != nil {
 		r.tracker.Reset()
-		t.WhatIf = r.replay(t, tc, *r.whatIf)
+		t.WhatIf, t.Replay = r.replay(t, tc, *r.whatIf)
 	}
 }
 
@@ -396,5 +416,3 @@ func (t *Turn) finish(tc *turnCalls, counts map[string]int, loop *store.LoopStop
 	}
 	t.Duration = end.T.Sub(t.Start)
 }
-
-// replay runs the daemon guard's per-batch decision over the turn's batches

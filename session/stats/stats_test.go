@@ -293,8 +293,8 @@ func TestReport_Formats(t *testing.T) {
 	assert.Equal(t, csvHeader, rows[0])
 	assert.Equal(t, []string{"sessA", "1", "/w/a", "2026-11-30T09:00:00Z", "8", "5", "3", "read_file", "3", "read_file",
 		"end_turn", "", "", "2000", "turn_tool_call_cap/explicit", "3", "3 calls past the hard cap of 2", "0", "", "",
-		"4", "5600", "1824", "560", "20", "1", "3000", "400", "500", "100", "0.005400", "USD", ""}, rows[1])
-	assert.Equal(t, []string{"0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "", "", ""}, rows[2][20:])
+		"4", "5600", "1824", "560", "20", "1", "3000", "400", "500", "100", "0.005400", "USD", "", "stopped", ""}, rows[1])
+	assert.Equal(t, []string{"0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "", "", "", "finished", ""}, rows[2][20:])
 
 	require.ErrorContains(t, rep.Write(&cs, "xml"), `unknown format "xml"`)
 }

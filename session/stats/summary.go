@@ -43,6 +43,11 @@ type WhatIfSummary struct {
 	Changed      int      `json:"changed"`
 	WouldStop    int      `json:"wouldStop"`    // turns the replay stops that did not stop so
 	WouldNotStop int      `json:"wouldNotStop"` // recorded stops the replay lets through
+	// Stopped, Warned and Finished count the replay's verdicts on every
+	// turn (Turn.Replay).
+	Stopped  int `json:"stopped"`
+	Warned   int `json:"warned"`
+	Finished int `json:"finished"`
 }
 
 func (rep *Report) summarise(whatIf *Settings) {
@@ -68,11 +73,22 @@ func (rep *Report) summarise(whatIf *Settings) {
 			// A run's usage is in its prompt turn's already.
 			s.addUsage(t)
 		}
+		if s.WhatIf != nil {
+			switch t.Replay {
+			case ReplayStopped:
+				s.WhatIf.Stopped++
+			case ReplayWarned:
+				s.WhatIf.Warned++
+			case ReplayFinished:
+				s.WhatIf.Finished++
+			}
+		}
 		if t.WhatIf != nil {
 			s.WhatIf.Changed++
-			if t.WhatIf.Stops {
+			switch {
+			case t.WhatIf.Stops:
 				s.WhatIf.WouldStop++
-			} else {
+			case t.stoppedByGuard():
 				s.WhatIf.WouldNotStop++
 			}
 		}

@@ -47,8 +47,11 @@ type Turn struct {
 	Outcome   string `json:"outcome"`
 	LoopType  string `json:"loopType,omitempty"`
 	CapReason string `json:"capReason,omitempty"`
-	// WhatIf is set when a replay changes the outcome.
+	// WhatIf is set when a replay changes the outcome; Replay is the
+	// replay's verdict on every turn (ReplayStopped, ReplayWarned or
+	// ReplayFinished; "" without a replay).
 	WhatIf *Change `json:"whatIf,omitempty"`
+	Replay string  `json:"replay,omitempty"`
 
 	// Usage is the tokens of every model request made for the turn, as
 	// the provider reported them (or acpd estimated them, counted in
@@ -131,9 +134,7 @@ func (t *Turn) OutcomeText() string {
 	return t.LoopType
 }
 
-// stoppedByGuard reports whether the turn ended in a stop the per-batch
-// guard decides (the cap or the global duplicate), which a replay can
-
+// durationMillis is a Turn's duration for json and csv.
 func (t *Turn) durationMillis() int64 { return t.Duration.Milliseconds() }
 
 // MarshalJSON adds durationMs.

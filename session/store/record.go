@@ -119,11 +119,15 @@ type ToolCall struct {
 // ToolCallRecord is a tool call as shown to the client (KindToolCall) and,
 // in KindToolResult, its outcome including the text the model received.
 type ToolCallRecord struct {
-	ToolCallID string                 `json:"toolCallId"`
-	Name       string                 `json:"name,omitempty"`
-	Title      string                 `json:"title,omitempty"`
-	Kind       acp.ToolKind           `json:"kind,omitempty"`
-	Status     acp.ToolCallStatus     `json:"status,omitempty"`
+	ToolCallID string             `json:"toolCallId"`
+	Name       string             `json:"name,omitempty"`
+	Title      string             `json:"title,omitempty"`
+	Kind       acp.ToolKind       `json:"kind,omitempty"`
+	Status     acp.ToolCallStatus `json:"status,omitempty"`
+	// ResultHash is what the result signal compared for this call (in a
+	// tool_result): loopdetect.ResultHash of the normalised result, as 16
+	// hex digits, so acpd stats can replay model.stuckSignal = "results".
+	ResultHash string                 `json:"resultHash,omitempty"`
 	Locations  []acp.ToolCallLocation `json:"locations,omitempty"`
 	RawInput   json.RawMessage        `json:"rawInput,omitempty"`
 	RawOutput  json.RawMessage        `json:"rawOutput,omitempty"`
@@ -151,6 +155,12 @@ type LoopStop struct {
 	// global-duplicate or stuck stop.
 	RepeatedTool string `json:"repeatedTool,omitempty"`
 	RepeatCount  int    `json:"repeatCount,omitempty"`
+	// StuckSignal is "results" when model.stuckSignal was, with the
+	// highest result count of one key; Warned marks a stop that came after
+	// the turn's warning (model.loopRecovery = "warn").
+	StuckSignal  string `json:"stuckSignal,omitempty"`
+	ResultRepeat int    `json:"resultRepeat,omitempty"`
+	Warned       bool   `json:"warned,omitempty"`
 }
 
 // Usage is token accounting: one model response's tokens and, when known,

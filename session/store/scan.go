@@ -213,6 +213,30 @@ func DecodeToolCalls(line []byte, dst []ToolCall) (calls []ToolCall, parent stri
 	return v.ToolCalls, v.Parent, nil
 }
 
+// toolResultLine is the part of a tool_result record DecodeResultHash
+// reads.
+type toolResultLine struct {
+	V    int `json:"v"`
+	Tool struct {
+		ToolCallID string `json:"toolCallId"`
+		ResultHash string `json:"resultHash"`
+	} `json:"tool"`
+}
+
+// DecodeResultHash decodes only a tool_result record line's toolCallId and
+// resultHash ("" when the record has none). Without copying: both alias
+// line.
+func DecodeResultHash(line []byte) (id, hash string, err error) {
+	var v toolResultLine
+	if _, err := segjson.Parse(line, &v, segjson.ZeroCopy); err != nil {
+		return "", "", fmt.Errorf("%w: %v", ErrInvalidRecord, err)
+	}
+	if v.V > Version {
+		return "", "", fmt.Errorf("%w: record version %d is newer than %d", ErrInvalidRecord, v.V, Version)
+	}
+	return v.Tool.ToolCallID, v.Tool.ResultHash, nil
+}
+
 // DecodeTime decodes only a record line's version and time, for records
 // whose payload the caller does not need (a prompt's blocks).
 func DecodeTime(line []byte) (time.Time, error) {

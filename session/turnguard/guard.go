@@ -40,8 +40,11 @@ type Guard struct {
 
 	// pending is a stop RecordOpenCall found on a call whose key is not
 	// final yet; RecordKey latches it with the key counted.
-	pendingType   loopdetect.LoopType
-	pendingReason loopdetect.CapReason
+	pending loopdetect.Verdict
+
+	// warning is the text of a warning the last check gave
+	// (model.loopRecovery warn), until TakeWarning hands it out.
+	warning string
 
 	failureMode  loopdetect.FailureMode
 	failureState loopdetect.FailureState
@@ -92,6 +95,11 @@ type Facts struct {
 	// global-duplicate stop or a stuck cap stop.
 	RepeatedTool string
 	RepeatCount  int
+	// ResultRepeat is the highest result count of one key when the stuck
+	// signal is "results" (Cap.Signal); Warned is set on a stop that came
+	// after the turn's warning (Cap.Recovery warn).
+	ResultRepeat int
+	Warned       bool
 }
 
 // LogAttrs are the facts as slog attributes, after loop_type.
@@ -107,6 +115,12 @@ func (f Facts) LogAttrs(t loopdetect.LoopType) []any {
 	}
 	if f.RepeatedTool != "" {
 		a = append(a, "repeated_tool", f.RepeatedTool, "repeat_count", f.RepeatCount)
+	}
+	if f.Cap.Results() {
+		a = append(a, "stuck_signal", string(f.Cap.Signal), "result_repeat", f.ResultRepeat)
+	}
+	if f.Warned {
+		a = append(a, "warned", true)
 	}
 	return a
 }
@@ -129,6 +143,13 @@ func (f Facts) data(d map[string]any) {
 		d["repeatedTool"] = f.RepeatedTool
 		d["repeatCount"] = f.RepeatCount
 	}
+	if f.Cap.Results() {
+		d["stuckSignal"] = string(f.Cap.Signal)
+		d["resultRepeat"] = f.ResultRepeat
+	}
+	if f.Warned {
+		d["warned"] = true
+	}
 }
 
 // Record is the facts as the transcript's loop_stop record holds them.
@@ -141,6 +162,10 @@ func (f Facts) Record(t loopdetect.LoopType) *store.LoopStop {
 	if f.Cap.StuckWindow > 0 {
 		st.StuckWindow, st.WindowKeyRepeat = f.Cap.StuckWindow, f.WindowRepeat
 	}
+	if f.Cap.Results() {
+		st.StuckSignal, st.ResultRepeat = string(f.Cap.Signal), f.ResultRepeat
+	}
+	st.Warned = f.Warned
 	return st
 }
 
@@ -168,7 +193,7 @@ func (g *Guard) Err() *acp.Error {
 func (g *Guard) currentFacts(reason loopdetect.CapReason) Facts {
 	return Facts{
 		CapReason: reason, ToolCalls: g.cap.Total(), MaxKeyRepeat: g.cap.MaxKeyRepeat(),
-		Cap: g.cap.Cap(), WindowRepeat: g.cap.StuckRepeat(),
+		Cap: g.cap.Cap(), WindowRepeat: g.cap.StuckRepeat(), ResultRepeat: g.cap.ResultRepeat(),
 	}
 }
 
@@ -221,11 +246,11 @@ func (g *Guard) RecordOpenCall() bool {
 		return true
 	}
 	g.cap.AddCalls(1)
-	lt, r := g.cap.Check(g.skipLoop)
-	if lt == "" {
-		return false
+	v := g.cap.Check(g.skipLoop)
+	if !v.Stops() {
+		return g.decide(v)
 	}
-	g.pendingType, g.pendingReason = lt, r
+	g.pending = v
 	return true
 }
 
@@ -240,12 +265,30 @@ func (g *Guard) RecordKey(key, name string) bool {
 	}
 	g.nameKey(key, name)
 	g.cap.ObserveKey(key)
-	lt, r := g.cap.Check(g.skipLoop)
-	if lt == "" && g.pendingType != "" {
-		lt, r = g.pendingType, g.pendingReason
+	v := g.cap.Check(g.skipLoop)
+	if !v.Stops() && g.pending.Stops() {
+		v = g.pending
 	}
-	g.pendingType, g.pendingReason = "", ""
-	return g.decide(lt, r)
+	g.pending = loopdetect.Verdict{}
+	return g.decide(v)
+}
+
+// ObserveResult adds the result of a call that ran (its repeat key and
+// loopdetect.ResultHash) to the result signal; without it, it does
+// nothing.
+func (g *Guard) ObserveResult(key string, h uint64) { g.cap.ObserveResult(key, h) }
+
+// FallBackToCalls makes a "results" guard count calls for the rest of the
+// turn (the agent reports no results).
+func (g *Guard) FallBackToCalls() { g.cap.FallBackToCalls() }
+
+// TakeWarning returns the warning the last check gave, once, or "" (see
+// loopdetect.Verdict.Warn). The daemon gives it to the model after the
+// batch's results; the editor is shown it.
+func (g *Guard) TakeWarning() string {
+	w := g.warning
+	g.warning = ""
+	return w
 }
 
 func (g *Guard) nameKey(key, name string) {
@@ -254,21 +297,43 @@ func (g *Guard) nameKey(key, name string) {
 	}
 }
 
-// decide latches a stop the tracker found.
-func (g *Guard) decide(lt loopdetect.LoopType, r loopdetect.CapReason) bool {
-	switch lt {
+// decide latches a stop the tracker found, or holds its warning.
+func (g *Guard) decide(v loopdetect.Verdict) bool {
+	if v.Warn {
+		name, n := g.repeated()
+		g.warning = WarningText(name, n, g.cap.Cap().Results())
+		f := g.currentFacts(v.Reason)
+		f.RepeatedTool, f.RepeatCount = name, n
+		g.logger.Warn("loop protection: warning the model before stopping the turn", f.LogAttrs(v.Loop)...)
+		return false
+	}
+	switch v.Loop {
 	case loopdetect.LoopTurnToolCallCap:
-		f := g.currentFacts(r)
-		if r == loopdetect.CapStuck {
+		f := g.currentFacts(v.Reason)
+		if v.Reason == loopdetect.CapStuck || v.Reason == loopdetect.CapStuckAfterWarning {
 			f.RepeatedTool, f.RepeatCount = g.repeated()
 		}
-		return g.latch(lt, f, fmt.Sprintf("Stopping ACP turn after %d tool calls in one turn.", g.cap.Total()))
+		f.Warned = v.AfterWarning
+		return g.latch(v.Loop, f, fmt.Sprintf("Stopping ACP turn after %d tool calls in one turn.", g.cap.Total()))
 	case loopdetect.LoopGlobalToolCallDuplicate:
 		f := g.currentFacts("")
 		f.RepeatedTool, f.RepeatCount = g.repeated()
-		return g.latch(lt, f, fmt.Sprintf("Stopping ACP turn after the same tool call repeated %d times.", g.cap.MaxKeyRepeat()))
+		f.Warned = v.AfterWarning
+		return g.latch(v.Loop, f, fmt.Sprintf("Stopping ACP turn after the same tool call repeated %d times.", f.RepeatCount))
 	}
 	return false
+}
+
+// WarningText is the notice a model gets, with the results of the batch
+// that fired the stuck signal or the global duplicate, under
+// model.loopRecovery = "warn"; the editor is shown the same text.
+func WarningText(tool string, n int, results bool) string {
+	same := fmt.Sprintf("the same %s call %d times in this turn", tool, n)
+	if results {
+		same = fmt.Sprintf("the same %s call %d times with the same result", tool, n)
+	}
+	return "System: you have made " + same + ". Repeating it again will stop this turn. " +
+		"Change your approach: read the result above, try something different, or explain what blocks you."
 }
 
 // repeated names the most repeated call of the turn and its count. A call
@@ -277,11 +342,15 @@ func (g *Guard) decide(lt loopdetect.LoopType, r loopdetect.CapReason) bool {
 // the window found is almost always the same call; the window's own highest
 // count is reported as windowKeyRepeat).
 func (g *Guard) repeated() (string, int) {
-	name := g.keyNames[g.cap.MaxRepeatKey()]
+	key, n := g.cap.MaxRepeatKey(), g.cap.MaxKeyRepeat()
+	if r := g.cap.ResultRepeat(); r > 0 {
+		key, n = g.cap.SignalKey(), r
+	}
+	name := g.keyNames[key]
 	if name == "" {
 		name = UnknownTool
 	}
-	return name, g.cap.MaxKeyRepeat()
+	return name, n
 }
 
 // RecordInvalidParams is recordDaemonInvalidToolParams: counted per tool

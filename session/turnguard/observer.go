@@ -49,6 +49,9 @@ type Frame struct {
 	RawInput   json.RawMessage
 	Locations  json.RawMessage
 	Meta       json.RawMessage
+	// Content and RawOutput are what the frame says the call returned.
+	Content   json.RawMessage
+	RawOutput json.RawMessage
 	// Permission marks the toolCall of a session/request_permission.
 	Permission bool
 }
@@ -78,6 +81,9 @@ type Call struct {
 	name, metaName, title, kind string
 	input, locations            json.RawMessage
 	ended                       bool
+	// content and output are the latest non-empty content and rawOutput
+	// the frames carried, until Result digests them.
+	content, output json.RawMessage
 }
 
 // Event is what one frame changed.
@@ -155,6 +161,14 @@ func (o *Observer) Observe(f Frame) Event {
 			ev.Final = true
 		}
 	}
+	if !c.ended {
+		if !emptyJSON(f.Content) {
+			c.content = bytes.Clone(f.Content)
+		}
+		if !emptyJSON(f.RawOutput) {
+			c.output = bytes.Clone(f.RawOutput)
+		}
+	}
 	if !c.ended && (f.Status == statusCompleted || f.Status == statusFailed) {
 		c.ended = true
 		ev.Ended = f.Status
@@ -219,6 +233,63 @@ func (o *Observer) finalize(c *Call) {
 	}
 	c.Key = k
 	c.input, c.locations = nil, nil
+}
+
+// Result digests what an ended call returned for the result signal
+// (loopdetect.ResultHash): the text of its content (text blocks, and a
+// diff's path and new text), else its rawOutput with volatile members
+// dropped as from an input. ok is false when the agent reported neither
+// (a terminal's output stays with the editor). It frees what it read.
+func (o *Observer) Result(c *Call, failed bool) (h uint64, ok bool) {
+	text, ok := resultText(c.content)
+	if !ok && len(c.output) > 0 {
+		text, ok = string(dropVolatile(c.output, c.ID, o.now())), true
+	}
+	c.content, c.output = nil, nil
+	if !ok {
+		return 0, false
+	}
+	return loopdetect.ResultHash(failed, text), true
+}
+
+// resultText is the text of ACP tool-call content; ok is false when it
+// holds none (only terminals, or nothing).
+func resultText(content json.RawMessage) (string, bool) {
+	if len(content) == 0 {
+		return "", false
+	}
+	var blocks []struct {
+		Type    string `json:"type"`
+		Content struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+		Path    string `json:"path"`
+		NewText string `json:"newText"`
+	}
+	if json.Unmarshal(content, &blocks) != nil {
+		return string(content), true
+	}
+	var b strings.Builder
+	ok := false
+	for _, bl := range blocks {
+		switch bl.Type {
+		case "content":
+			if bl.Content.Type == "text" {
+				b.WriteString(bl.Content.Text)
+			} else {
+				b.WriteString(bl.Content.Type)
+			}
+			ok = true
+		case "diff":
+			b.WriteString(bl.Path)
+			b.WriteByte('\n')
+			b.WriteString(bl.NewText)
+			ok = true
+		}
+		b.WriteByte('\n')
+	}
+	return b.String(), ok
 }
 
 // ToolName is the call's tool name: Name once final, else the name the
