@@ -566,9 +566,14 @@ func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
 	if w := t.g.TakeWarning(); w != "" && ctx.Err() == nil && !t.g.Detected() {
 		// model.loopRecovery = "warn": the model reads the warning after
 		// the results of the batch that fired; the editor is shown it.
+		// A client without notices gets the text as agent text at once
+		// (the notice's own fallback for this kind is the log only).
 		out.reminder = joinReminders(out.reminder, w)
-		b := acp.TextBlock("\n\n" + w + "\n\n")
-		t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b})
+		t.s.notify(ctx, notice.LoopWarning, w)
+		if !t.s.base().notes.Enabled() {
+			b := acp.TextBlock("\n\n" + w + "\n\n")
+			t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b})
+		}
 	}
 	return out
 }
