@@ -140,3 +140,37 @@ func TestE2E_Escape_DeviceNodes(t *testing.T) {
 		assert.ErrorIs(t, err, os.ErrNotExist, p)
 	}
 }
+
+// TestE2E_Escape_InheritedFiles: a descriptor acpd's parent left open (fd
+// 7, a log outside the workspace) does not reach commands, confined or
+// not: `echo … >&7` fails and the log is unchanged.
+func TestE2E_Escape_InheritedFiles(t *testing.T) {
+	sandboxtest.Require(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{{"confined", nil}, {"sandbox off", []string{"--sandbox", "off"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := newSbxLayout(t)
+			logPath := filepath.Join(l.sibling, "parent.log")
+			writeFile(t, logPath, "parent log\n")
+			logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
+			require.NoError(t, err)
+			t.Cleanup(func() { logf.Close() })
+			leak := func(cmd *exec.Cmd) { cmd.ExtraFiles = []*os.File{nil, nil, nil, nil, logf} } // fd 7
+			d := startDaemonCmd(t, l.ws, t.TempDir(), l.env(), nil, nil, leak, tc.flags...)
+			_, results := shellTurn(t, d, localCaps, []string{
+				"echo leaked >&7 && echo wrote",
+				"ls /proc/self/fd | sort -n | tr '\\n' ' '",
+			})
+			assert.Contains(t, results[0], "Bad file descriptor", results[0])
+			assert.NotContains(t, results[0], "\nwrote")
+			assert.NotContains(t, results[1], " 7 ", results[1])
+			b, err := os.ReadFile(logPath)
+			require.NoError(t, err)
+			assert.Equal(t, "parent log\n", string(b))
+		})
+	}
+}

@@ -28,6 +28,7 @@ const (
 
 func main() {
 	sandboxHelper() // the hidden `acpd __sandbox-exec`: never returns there
+	inheritNoFiles()
 	// Only the protocol may reach stdout: keep the real file for serve and
 	// send anything else printing to os.Stdout to stderr.
 	stdout := os.Stdout

@@ -22,6 +22,12 @@ func sandboxHelper() {
 	}
 }
 
+// inheritNoFiles keeps what acpd's own parent left open from every program
+// acpd starts (commands, MCP servers, git, a guarded agent). A failure is
+// not fatal: the sandbox helper and spawn server do it again and refuse to
+// run a command when they cannot.
+func inheritNoFiles() { _ = sbx.InheritNoFiles() }
+
 // newSandboxPolicy is the shell sandbox the configuration asks for ([tools]
 // sandbox, sandboxWritable, sandboxNetwork), for the daemon and for `acpd
 // doctor` alike: what doctor reports is what commands get.

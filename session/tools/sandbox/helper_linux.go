@@ -82,6 +82,11 @@ func HelperMain(args []string) int {
 	if err := confine(h, st, false); err != nil {
 		return fail("sandbox set-up failed: %v", err)
 	}
+	// Descriptors the helper inherited (from acpd's parent, or an editor
+	// that leaks its own into terminal/create) do not reach the command.
+	if err := InheritNoFiles(); err != nil {
+		return fail("sandbox set-up failed: closing inherited files: %v", err)
+	}
 	leaveTerminal()
 	err = syscall.Exec(path, h.argv, os.Environ())
 	return fail("exec %s: %v", path, err)

@@ -93,6 +93,11 @@ func serve(h helperArgs) int {
 		defer wmu.Unlock()
 		_, _ = conn.Write(b)
 	}
+	// What the server inherited does not reach the commands it forks.
+	if err := InheritNoFiles(); err != nil {
+		reply(spawnReply{Err: fmt.Sprintf("sandbox set-up failed: closing inherited files: %v", err)})
+		return ExitUnavailable
+	}
 	st := Probe()
 	switch {
 	case !st.Usable():
