@@ -45,6 +45,20 @@ type Options struct {
 	IncludeThoughts bool
 	ThinkingBudget  *int
 	ThinkingLevel   string
+	// Models are per-model settings, by model id.
+	Models map[string]Model
+}
+
+// Model is one model's settings.
+type Model struct {
+	// MaxTokens is maxOutputTokens when the request sets none.
+	MaxTokens int
+	// Thinking is "budget" (Levels give each level's thinkingBudget) or
+	// "effort" (a level is sent by name as Gemini 3's thinkingLevel).
+	Thinking string
+	Levels   map[string]int
+	// DefaultLevel is the level of a request that names none.
+	DefaultLevel string
 }
 
 // Client streams from the Gemini API.
@@ -86,7 +100,14 @@ var budgets = map[string]int{"minimal": 512, "low": 1024, "medium": 8192, "high"
 // on 2.5); a number a budget in tokens.
 func (c *Client) thinking(level, modelName string) *thinkingConfig {
 	o := c.opts
+	m, known := o.Models[modelName]
+	if level == "" && known {
+		level = m.DefaultLevel
+	}
 	gemini3 := strings.Contains(modelName, "gemini-3")
+	if b, ok := m.Levels[level]; ok && known && m.Thinking == "budget" && level != "off" {
+		return &thinkingConfig{IncludeThoughts: true, ThinkingBudget: &b}
+	}
 	switch {
 	case level == "":
 		include := o.IncludeThoughts || thinks(modelName)
@@ -123,6 +144,9 @@ func thinks(name string) bool {
 // Stream implements model.Provider.
 func (c *Client) Stream(ctx context.Context, req model.Request) iter.Seq2[model.Event, error] {
 	return func(yield func(model.Event, error) bool) {
+		if m, ok := c.opts.Models[req.Model]; ok && req.MaxTokens == 0 {
+			req.MaxTokens = m.MaxTokens
+		}
 		body, err := buildRequest(req, buildInput{thinking: c.thinking(req.ThinkingLevel, req.Model)})
 		if err != nil {
 			yield(model.Event{}, fmt.Errorf("build %s request: %w", c.streamer.Name(), err))

@@ -259,3 +259,31 @@ func TestBuildRequest_InvalidArgumentsWrapped(t *testing.T) {
 	assert.Contains(t, string(b), `"args":{"invalid_arguments":"{\"a\":"}`)
 	assert.Contains(t, string(b), `"thoughtSignature":"`+SkipSignature+`"`)
 }
+
+func TestClient_ThinkingLevels(t *testing.T) {
+	c := New(Options{Models: map[string]Model{
+		"gemini-2.5-pro":       {Thinking: "budget", Levels: map[string]int{"low": 2048, "high": 30000}, DefaultLevel: "high"},
+		"gemini-3-pro-preview": {Thinking: "effort", DefaultLevel: "low"},
+	}})
+	enc := func(tc *thinkingConfig) string {
+		if tc == nil {
+			return "none"
+		}
+		b, _ := json.Marshal(tc)
+		return string(b)
+	}
+	for _, tc := range []struct{ level, model, want string }{
+		{"", "gemini-2.5-pro", `{"includeThoughts":true,"thinkingBudget":30000}`},
+		{"low", "gemini-2.5-pro", `{"includeThoughts":true,"thinkingBudget":2048}`},
+		{"off", "gemini-2.5-pro", `{"thinkingBudget":0}`},
+		{"medium", "gemini-2.5-pro", `{"includeThoughts":true,"thinkingBudget":8192}`},
+		{"", "gemini-3-pro-preview", `{"includeThoughts":true,"thinkingLevel":"low"}`},
+		{"high", "gemini-3-pro-preview", `{"includeThoughts":true,"thinkingLevel":"high"}`},
+		{"off", "gemini-3-pro-preview", `{"thinkingLevel":"low"}`},
+		{"4096", "gemini-2.5-flash", `{"includeThoughts":true,"thinkingBudget":4096}`},
+		{"", "gemini-2.5-flash", `{"includeThoughts":true}`},
+		{"", "gemini-2.0-flash", "none"},
+	} {
+		assert.Equal(t, tc.want, enc(c.thinking(tc.level, tc.model)), "%s on %s", tc.level, tc.model)
+	}
+}

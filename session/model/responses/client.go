@@ -39,6 +39,17 @@ type Options struct {
 	// ReasoningSummary is reasoning.summary (default "auto" whenever an
 	// effort is sent): the summaries are what the editor shows as thought.
 	ReasoningSummary string
+	// Models are per-model settings, by model id.
+	Models map[string]Model
+}
+
+// Model is one model's settings.
+type Model struct {
+	// MaxTokens is max_output_tokens when the request sets none.
+	MaxTokens int
+	// DefaultLevel is the thinking level (an effort) of a request that
+	// names none.
+	DefaultLevel string
 }
 
 // Client streams from the Responses API.
@@ -66,7 +77,10 @@ func New(opts Options) *Client {
 // effort maps the request's thinking level to reasoning.effort: "" is the
 // configured default, "off" sends no reasoning parameter, and any other
 // level is the effort of that name.
-func (c *Client) effort(level string) string {
+func (c *Client) effort(level, modelName string) string {
+	if level == "" {
+		level = c.opts.Models[modelName].DefaultLevel
+	}
 	switch level {
 	case "":
 		return c.opts.ReasoningEffort
@@ -96,10 +110,13 @@ func (c *Client) Stream(ctx context.Context, req model.Request) iter.Seq2[model.
 			yield(model.Event{}, errors.New(c.streamer.Name()+": baseUrl is required"))
 			return
 		}
-		in := buildInput{reasoning: replayed, cacheKey: req.CacheHints.Key, effort: c.effort(req.ThinkingLevel)}
+		if m, ok := c.opts.Models[req.Model]; ok && req.MaxTokens == 0 {
+			req.MaxTokens = m.MaxTokens
+		}
+		in := buildInput{reasoning: replayed, cacheKey: req.CacheHints.Key, effort: c.effort(req.ThinkingLevel, req.Model)}
 		// A reasoning model asks for its summary even at its default
 		// effort, so the editor sees its thought.
-		if in.effort != "" || (req.ThinkingLevel == "" && reasoningModel(req.Model)) {
+		if in.effort != "" || (req.ThinkingLevel == "" && c.opts.Models[req.Model].DefaultLevel == "" && reasoningModel(req.Model)) {
 			in.summary = c.opts.ReasoningSummary
 		}
 		body, err := buildRequest(req, in)

@@ -269,3 +269,29 @@ func TestBuildRequest_MissingIDsArePaired(t *testing.T) {
 	assert.Equal(t, "call_1_0", body.Input[4]["call_id"])
 	assert.Equal(t, "call_1_1", body.Input[5]["call_id"])
 }
+
+func TestClient_ThinkingLevels(t *testing.T) {
+	srv := responsestest.NewServer(t)
+	srv.SetResponder(func(responsestest.Request) (responsestest.Response, bool) {
+		return responsestest.Response{Text: "ok"}, true
+	})
+	c := newClient(srv, Options{Models: map[string]Model{"gpt-5": {DefaultLevel: "high", MaxTokens: 777}}})
+	for _, tc := range []struct{ level, model, want string }{
+		{"", "gpt-5", `{"effort":"high","summary":"auto"}`},
+		{"low", "gpt-5", `{"effort":"low","summary":"auto"}`},
+		{"off", "gpt-5", ``},
+		{"", "o4-mini", `{"summary":"auto"}`},
+		{"", "gpt-4o", ``},
+	} {
+		got := collect(t, c, model.Request{Model: tc.model, ThinkingLevel: tc.level, Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+		require.NoError(t, got.err)
+		reqs := srv.Requests()
+		last := reqs[len(reqs)-1]
+		if tc.want == "" {
+			assert.Empty(t, last.Reasoning, "%s on %s", tc.level, tc.model)
+		} else {
+			assert.JSONEq(t, tc.want, string(last.Reasoning), "%s on %s", tc.level, tc.model)
+		}
+	}
+	assert.Equal(t, 777, srv.Requests()[0].MaxOutputTokens, "the model's default max tokens")
+}

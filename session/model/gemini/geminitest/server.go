@@ -392,8 +392,12 @@ func (s *Server) check(req Request) string {
 			if c.Role != "model" {
 				return fmt.Sprintf("* GenerateContentRequest.contents[%d]: a function call must come from the model", i)
 			}
-			key := callKey(p.FunctionCall.ID, p.FunctionCall.Name, p.FunctionCall.Args)
-			want, issued := s.signed[key]
+			// A call issued without an id comes back with the client's own:
+			// it is known by its name and arguments then.
+			want, issued := s.signed[callKey(p.FunctionCall.ID, p.FunctionCall.Name, p.FunctionCall.Args)]
+			if !issued {
+				want, issued = s.signed[callKey("", p.FunctionCall.Name, p.FunctionCall.Args)]
+			}
 			switch {
 			case p.Signature == SkipSignature:
 			case p.Signature != "" && issued && p.Signature != want:
