@@ -11,6 +11,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/checkpoint"
 	"github.com/acpd/acpd/session/commands"
+	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
@@ -187,6 +188,8 @@ func (h sessionHost) Rewind(ctx context.Context, n int, code, conversation bool)
 		keep := map[string]bool{}
 		if conflicts := plan.Conflicts(); len(conflicts) > 0 {
 			res.Conflicts = conflicts
+			s.notify(ctx, notice.RewindConflict, fmt.Sprintf("rewinding to before turn %d: %d file(s) changed since the turn: %s",
+				n, len(conflicts), strings.Join(conflicts, ", ")))
 			replace, err := s.askRewindConflicts(ctx, n, conflicts)
 			if err != nil {
 				return res, err

@@ -363,6 +363,11 @@ func (s *Session) free() error {
 		s.stopCommands()
 		s.closeMCP()
 		s.rootCache.Close()
+		if cs, err := s.m.checkpoints(); err == nil && cs != nil && s.parent == nil {
+			if err := cs.Release(s.id); err != nil {
+				s.log.Warn("closing the checkpoint pack", "err", err)
+			}
+		}
 		if err := s.sandbox.Close(); err != nil {
 			s.log.Warn("removing the sandbox temp folder", "err", err)
 		}

@@ -13,39 +13,35 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
-// Layout under <dataDir>/checkpoints:
-//
-//	objects/<2 hex>/<62 hex>      content (see objects.go)
-//	sessions/<session id>/<turn>.json  one manifest per checkpointed turn
+// Layout under <dataDir>/checkpoints: one pack per session that has
+// checkpoints, <session id>.pack (see objects.go).
 const manifestVersion = 1
 
 // Store is the checkpoint store of one data folder.
 type Store struct {
 	dir string
-	obj *objects
 
 	mu     sync.Mutex
 	caches map[string]*rootCache
+	packs  map[string]*pack
 }
 
 // Open opens (creating) the store under dataDir.
 func Open(dataDir string) (*Store, error) {
 	dir := filepath.Join(dataDir, "checkpoints")
-	for _, d := range []string{dir, filepath.Join(dir, "objects"), filepath.Join(dir, "sessions")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("checkpoint store: %w", err)
-		}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("checkpoint store: %w", err)
 	}
-	return &Store{dir: dir, obj: newObjects(filepath.Join(dir, "objects")), caches: map[string]*rootCache{}}, nil
+	return &Store{dir: dir, caches: map[string]*rootCache{}, packs: map[string]*pack{}}, nil
 }
 
 // Dir is the store's folder.
@@ -76,74 +72,92 @@ type Checkpoint struct {
 	Rewound *time.Time `json:"rewound,omitempty"`
 }
 
-func (s *Store) sessionDir(sid string) string { return filepath.Join(s.dir, "sessions", sid) }
-
-func (s *Store) manifestPath(sid string, turn int) string {
-	return filepath.Join(s.sessionDir(sid), fmt.Sprintf("%06d.json", turn))
+func manifestTurn(data []byte) (int, bool) {
+	var m struct {
+		Turn int `json:"turn"`
+	}
+	if json.Unmarshal(data, &m) != nil || m.Turn < 1 {
+		return 0, false
+	}
+	return m.Turn, true
 }
 
 // validSession refuses ids that could name a path outside the store.
 func validSession(sid string) error {
-	if sid == "" || strings.ContainsAny(sid, `/\`) || sid == "." || sid == ".." || len(sid) > 128 {
+	if sid == "" || strings.ContainsAny(sid, `/\`) || strings.HasPrefix(sid, ".") || len(sid) > 128 {
 		return fmt.Errorf("checkpoint store: invalid session id %q", sid)
 	}
 	return nil
 }
 
-// save writes the manifest durably: the objects it names first, then the
-// manifest (temporary file, fsync, rename, fsync of the folder).
+func (s *Store) packPath(sid string) string { return filepath.Join(s.dir, sid+".pack") }
+
+// pack returns the session's pack, opened (created when create is set) at
+// first use; nil without error when it does not exist and create is unset.
+func (s *Store) pack(sid string, create bool) (*pack, error) {
+	if err := validSession(sid); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.packs[sid]; p != nil {
+		return p, nil
+	}
+	p, err := openPack(s.packPath(sid), create)
+	if errors.Is(err, os.ErrNotExist) && !create {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.packs[sid] = p
+	return p, nil
+}
+
+// Release closes a session's pack (the session ended in this process).
+func (s *Store) Release(sid string) error {
+	s.mu.Lock()
+	p := s.packs[sid]
+	delete(s.packs, sid)
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.close()
+}
+
+// save appends the manifest after the objects it names and fsyncs the
+// pack: the checkpoint is on disk when save returns.
 func (s *Store) save(cp *Checkpoint) error {
-	if err := s.obj.flush(); err != nil {
-		return fmt.Errorf("checkpoint store: syncing objects: %w", err)
+	p, err := s.pack(cp.Session, true)
+	if err != nil {
+		return err
 	}
 	data, err := json.Marshal(cp)
 	if err != nil {
 		return err
 	}
-	dir := s.sessionDir(cp.Session)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, s.manifestPath(cp.Session, cp.Turn))
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
+	if err := p.putManifest(cp.Turn, data); err != nil {
 		return fmt.Errorf("checkpoint store: writing the checkpoint of turn %d: %w", cp.Turn, err)
 	}
-	return syncPathDir(dir)
-}
-
-func syncPathDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
 
 // Load returns the checkpoint of a session's turn; fs.ErrNotExist when the
 // turn has none.
 func (s *Store) Load(sid string, turn int) (*Checkpoint, error) {
-	if err := validSession(sid); err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(s.manifestPath(sid, turn))
+	p, err := s.pack(sid, false)
 	if err != nil {
 		return nil, err
+	}
+	if p == nil {
+		return nil, fs.ErrNotExist
+	}
+	p.mu.Lock()
+	data, ok := p.mans[turn]
+	p.mu.Unlock()
+	if !ok {
+		return nil, fs.ErrNotExist
 	}
 	var cp Checkpoint
 	if err := json.Unmarshal(data, &cp); err != nil {
@@ -154,46 +168,38 @@ func (s *Store) Load(sid string, turn int) (*Checkpoint, error) {
 
 // List returns a session's checkpoints in turn order.
 func (s *Store) List(sid string) ([]*Checkpoint, error) {
-	if err := validSession(sid); err != nil {
+	p, err := s.pack(sid, false)
+	if err != nil || p == nil {
 		return nil, err
 	}
-	ents, err := os.ReadDir(s.sessionDir(sid))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	p.mu.Lock()
+	turns := make([]int, 0, len(p.mans))
+	for t := range p.mans {
+		turns = append(turns, t)
 	}
-	if err != nil {
-		return nil, err
-	}
-	var out []*Checkpoint
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || strings.HasPrefix(name, ".") {
-			continue
-		}
-		n, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
-		cp, err := s.Load(sid, n)
+	p.mu.Unlock()
+	slices.Sort(turns)
+	out := make([]*Checkpoint, 0, len(turns))
+	for _, t := range turns {
+		cp, err := s.Load(sid, t)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, cp)
 	}
-	slices.SortFunc(out, func(a, b *Checkpoint) int { return a.Turn - b.Turn })
 	return out, nil
 }
 
 // Sessions lists the ids of the sessions that have checkpoints.
 func (s *Store) Sessions() ([]string, error) {
-	ents, err := os.ReadDir(filepath.Join(s.dir, "sessions"))
+	ents, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, e := range ents {
-		if e.IsDir() && validSession(e.Name()) == nil {
-			out = append(out, e.Name())
+		if id, ok := strings.CutSuffix(e.Name(), ".pack"); ok && e.Type().IsRegular() && validSession(id) == nil {
+			out = append(out, id)
 		}
 	}
 	return out, nil
@@ -222,6 +228,7 @@ func (s *Store) MarkRewound(sid string, turn int, at time.Time) error {
 // subagent runs of a response record for the same turn at once).
 type Recorder struct {
 	s      *Store
+	p      *pack
 	mu     sync.Mutex
 	cp     *Checkpoint
 	saved  bool
@@ -252,7 +259,11 @@ func (r *Recorder) Files(paths []string) error {
 		if _, ok := r.cp.Files[p]; ok || r.inTree(p) {
 			continue
 		}
-		e, err := r.s.state(p, true)
+		pk, err := r.pack()
+		if err != nil {
+			return err
+		}
+		e, err := r.s.state(p, pk)
 		if err != nil {
 			return fmt.Errorf("checkpoint: capturing %s: %w", p, err)
 		}
@@ -274,7 +285,7 @@ func (r *Recorder) inTree(p string) bool {
 	if !ok || r.cp.Trees[root] == "" {
 		return false
 	}
-	t, err := r.s.loadTree(r.cp.Trees[root])
+	t, err := loadTree(r.p, r.cp.Trees[root])
 	if err != nil {
 		return false
 	}
@@ -293,13 +304,17 @@ func (r *Recorder) Tree() error {
 	if r.cp.Trees != nil {
 		return nil
 	}
+	pk, err := r.pack()
+	if err != nil {
+		return err
+	}
 	trees := map[string]string{}
 	for _, root := range r.cp.Roots {
-		t, err := r.s.walk(root, true)
+		t, err := r.s.walk(root, pk)
 		if err != nil {
 			return fmt.Errorf("checkpoint: snapshot of %s: %w", root, err)
 		}
-		id, err := r.s.obj.put(t.encode())
+		id, err := pk.put(t.encode())
 		if err != nil {
 			return err
 		}
@@ -336,8 +351,9 @@ func (r *Recorder) End() error {
 		return nil
 	}
 	after := map[string]Entry{}
+	pk := r.p
 	for p := range r.cp.Files {
-		e, err := r.s.state(p, true)
+		e, err := r.s.state(p, pk)
 		if err != nil {
 			return err
 		}
@@ -345,11 +361,11 @@ func (r *Recorder) End() error {
 	}
 	trees := map[string]string{}
 	for root := range r.cp.Trees {
-		t, err := r.s.walk(root, true)
+		t, err := r.s.walk(root, pk)
 		if err != nil {
 			return err
 		}
-		id, err := r.s.obj.put(t.encode())
+		id, err := pk.put(t.encode())
 		if err != nil {
 			return err
 		}
@@ -362,9 +378,21 @@ func (r *Recorder) End() error {
 	return r.saveLocked()
 }
 
+// pack is the turn's session pack, created at the first capture.
+func (r *Recorder) pack() (*pack, error) {
+	if r.p == nil {
+		p, err := r.s.pack(r.cp.Session, true)
+		if err != nil {
+			return nil, err
+		}
+		r.p = p
+	}
+	return r.p, nil
+}
+
 // state is the current state of an absolute path, never following a
-// symlink at it; with store set a file's content is stored.
-func (s *Store) state(p string, store bool) (Entry, error) {
+// symlink at it; with a pack a file's content is stored in it.
+func (s *Store) state(p string, pk *pack) (Entry, error) {
 	fi, err := os.Lstat(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return absent, nil
@@ -392,24 +420,36 @@ func (s *Store) state(p string, store bool) (Entry, error) {
 		return Entry{}, err
 	}
 	id := hashID(data)
-	if store {
-		if id, err = s.obj.put(data); err != nil {
+	if pk != nil {
+		if id, err = pk.put(data); err != nil {
 			return Entry{}, err
 		}
 	}
 	return Entry{Type: TypeFile, Mode: fi.Mode().Perm(), Size: int64(len(data)), ID: id}, nil
 }
 
-func (s *Store) loadTree(id string) (tree, error) {
-	data, err := s.obj.get(id)
+func loadTree(p *pack, id string) (tree, error) {
+	if p == nil {
+		return nil, fmt.Errorf("checkpoint store: no pack holds tree %s", id)
+	}
+	data, err := p.get(id)
 	if err != nil {
 		return nil, err
 	}
 	return decodeTree(data)
 }
 
-// Content returns a stored file's bytes.
-func (s *Store) Content(id string) ([]byte, error) { return s.obj.get(id) }
+// Content returns the bytes of a file stored for a session.
+func (s *Store) Content(sid, id string) ([]byte, error) {
+	p, err := s.pack(sid, false)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, fs.ErrNotExist
+	}
+	return p.get(id)
+}
 
 // rootOf finds the root holding absolute path p (the longest one) and p
 // relative to it, slash-separated.

@@ -123,17 +123,21 @@ func TestChunkedVersionsShareContent(t *testing.T) {
 		buf.WriteString(strings.Repeat("x", i%70) + " line\n")
 	}
 	data := buf.Bytes()
-	id1, err := st.obj.put(data)
+	pk, err := st.pack("s", true)
 	require.NoError(t, err)
+	id1, err := pk.put(data)
+	require.NoError(t, err)
+	require.NoError(t, pk.w.Flush())
 	size1 := dirSize(t, st.Dir())
 	edited := bytes.Replace(data, []byte("xxx line"), []byte("yyy line"), 1)
-	id2, err := st.obj.put(edited)
+	id2, err := pk.put(edited)
 	require.NoError(t, err)
+	require.NoError(t, pk.w.Flush())
 	require.Less(t, dirSize(t, st.Dir())-size1, int64(32<<10))
-	got, err := st.Content(id1)
+	got, err := st.Content("s", id1)
 	require.NoError(t, err)
 	require.Equal(t, data, got)
-	got, err = st.Content(id2)
+	got, err = st.Content("s", id2)
 	require.NoError(t, err)
 	require.Equal(t, edited, got)
 }
@@ -148,4 +152,51 @@ func dirSize(t *testing.T, dir string) int64 {
 		return err
 	}))
 	return n
+}
+
+// A pack cut in the middle of a record (the process died while writing)
+// opens with every whole checkpoint before the cut, and the next one is
+// written after them.
+func TestPackTornTail(t *testing.T) {
+	ws, dataDir := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(ws, "a.txt"), "one\n", 0o644)
+	st, err := Open(dataDir)
+	require.NoError(t, err)
+	r := st.Begin("s1", 1, "p", []string{ws})
+	require.NoError(t, r.Files([]string{filepath.Join(ws, "a.txt")}))
+	require.NoError(t, st.Release("s1"))
+	path := filepath.Join(st.Dir(), "s1.pack")
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.Write([]byte{recMan, 0, 0, 1, 0, '{', '"'})
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	st2, err := Open(dataDir)
+	require.NoError(t, err)
+	cps, err := st2.List("s1")
+	require.NoError(t, err)
+	require.Len(t, cps, 1)
+	require.Equal(t, "one\n", string(must(st2.Content("s1", cps[0].Files[filepath.Join(ws, "a.txt")].ID))))
+	write(t, filepath.Join(ws, "b.txt"), "two\n", 0o644)
+	r = st2.Begin("s1", 2, "p", []string{ws})
+	require.NoError(t, r.Files([]string{filepath.Join(ws, "b.txt")}))
+	require.NoError(t, st2.Release("s1"))
+	fi2, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Greater(t, fi2.Size(), fi.Size())
+	st3, err := Open(dataDir)
+	require.NoError(t, err)
+	cps, err = st3.List("s1")
+	require.NoError(t, err)
+	require.Len(t, cps, 2, "the torn record was overwritten, not kept before the new one")
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

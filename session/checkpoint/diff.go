@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,27 +23,31 @@ type FileChange struct {
 // against its after state (or, for a turn cut off by a crash, the state
 // now).
 func (s *Store) Changes(cp *Checkpoint) ([]FileChange, error) {
+	pk, err := s.pack(cp.Session, false)
+	if err != nil {
+		return nil, err
+	}
 	befores := map[string]Entry{}
 	afters := map[string]Entry{}
 	for p, e := range cp.Files {
 		befores[p] = e
 		if a, ok := cp.AfterFiles[p]; ok && cp.Ended {
 			afters[p] = a
-		} else if a, err := s.state(p, false); err == nil {
+		} else if a, err := s.state(p, nil); err == nil {
 			afters[p] = a
 		}
 	}
 	for root, id := range cp.Trees {
-		bt, err := s.loadTree(id)
+		bt, err := loadTree(pk, id)
 		if err != nil {
 			return nil, err
 		}
 		var at tree
 		if aid := cp.AfterTrees[root]; cp.Ended && aid != "" {
-			if at, err = s.loadTree(aid); err != nil {
+			if at, err = loadTree(pk, aid); err != nil {
 				return nil, err
 			}
-		} else if at, err = s.walk(root, false); err != nil {
+		} else if at, err = s.walk(root, nil); err != nil {
 			return nil, err
 		}
 		for rel, e := range bt {
@@ -73,8 +78,8 @@ func (s *Store) Changes(cp *Checkpoint) ([]FileChange, error) {
 			continue // folders are listed through their files
 		}
 		fc := FileChange{Path: p, Before: b, After: a, Created: b.Type == TypeAbsent, Deleted: a.Type == TypeAbsent}
-		bd, err1 := s.entryText(b)
-		ad, err2 := s.entryText(a)
+		bd, err1 := entryText(pk, b)
+		ad, err2 := entryText(pk, a)
 		if err1 != nil || err2 != nil {
 			fc.Binary = true
 		} else if isBinary(bd) || isBinary(ad) {
@@ -90,10 +95,13 @@ func (s *Store) Changes(cp *Checkpoint) ([]FileChange, error) {
 	return out, nil
 }
 
-func (s *Store) entryText(e Entry) ([]byte, error) {
+func entryText(pk *pack, e Entry) ([]byte, error) {
 	switch e.Type {
 	case TypeFile:
-		return s.obj.get(e.ID)
+		if pk == nil {
+			return nil, fs.ErrNotExist
+		}
+		return pk.get(e.ID)
 	case TypeSymlink:
 		return []byte("-> " + e.Target + "\n"), nil
 	}

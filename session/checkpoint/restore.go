@@ -30,6 +30,7 @@ type Plan struct {
 	// Skipped are paths the checkpoints hold that lie outside the
 	// session's roots now; they are left alone.
 	Skipped []string
+	pk      *pack
 }
 
 // Conflicts lists the paths changed since the turns (by the user, or
@@ -58,7 +59,11 @@ func (s *Store) PlanRewind(sid string, turn int, roots []string) (*Plan, error) 
 			live = append(live, cp)
 		}
 	}
-	plan := &Plan{Turn: turn}
+	pk, err := s.pack(sid, false)
+	if err != nil {
+		return nil, err
+	}
+	plan := &Plan{Turn: turn, pk: pk}
 	target := map[string]Entry{}   // the state before the turn, by absolute path
 	expected := map[string]Entry{} // the state the last turn touching it left
 	known := map[string]bool{}     // expected is known (that turn ended)
@@ -68,7 +73,7 @@ func (s *Store) PlanRewind(sid string, turn int, roots []string) (*Plan, error) 
 		if t, ok := trees[id]; ok {
 			return t, nil
 		}
-		t, err := s.loadTree(id)
+		t, err := loadTree(pk, id)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +141,7 @@ func (s *Store) PlanRewind(sid string, turn int, roots []string) (*Plan, error) 
 			}
 			if !treeRoots[root] {
 				treeRoots[root] = true
-				now, err := s.walk(root, false)
+				now, err := s.walk(root, nil)
 				if err != nil {
 					return nil, err
 				}
@@ -167,7 +172,7 @@ func (s *Store) PlanRewind(sid string, turn int, roots []string) (*Plan, error) 
 		root, rel, _ := rootOf(roots, p)
 		now, ok := current[p]
 		if !ok {
-			now, err = s.state(p, false)
+			now, err = s.state(p, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -252,7 +257,7 @@ func (s *Store) Apply(p *Plan, keep map[string]bool) error {
 		}
 		switch c.To.Type {
 		case TypeFile, TypeSymlink:
-			if err := s.restoreOne(r, c); err != nil {
+			if err := restoreOne(p.pk, r, c); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
 			}
 		case TypeAbsent:
@@ -279,7 +284,7 @@ func (s *Store) Apply(p *Plan, keep map[string]bool) error {
 }
 
 // restoreOne writes a file or symlink back through r.
-func (s *Store) restoreOne(r *os.Root, c Change) error {
+func restoreOne(pk *pack, r *os.Root, c Change) error {
 	rel := filepath.FromSlash(c.rel)
 	if dir := path.Dir(c.rel); dir != "." {
 		if err := r.MkdirAll(filepath.FromSlash(dir), 0o755); err != nil {
@@ -299,7 +304,10 @@ func (s *Store) restoreOne(r *os.Root, c Change) error {
 		}
 		return r.Rename(tmp, rel)
 	}
-	data, err := s.obj.get(c.To.ID)
+	if pk == nil {
+		return fmt.Errorf("no checkpoint holds its content")
+	}
+	data, err := pk.get(c.To.ID)
 	if err != nil {
 		return err
 	}

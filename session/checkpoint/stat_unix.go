@@ -4,6 +4,7 @@ package checkpoint
 
 import (
 	"io/fs"
+	"os"
 	"syscall"
 )
 
@@ -17,3 +18,11 @@ func inode(fi fs.FileInfo) uint64 {
 // noFollow opens a file without following a symlink at its name, and
 // without blocking on a FIFO.
 const noFollow = syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+
+// allocated is the disk space a file takes (its blocks).
+func allocated(fi os.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int64(st.Blocks) * 512
+	}
+	return fi.Size()
+}

@@ -105,13 +105,26 @@ func (t tree) encode() []byte {
 	slices.Sort(paths)
 	var b bytes.Buffer
 	b.Grow(len(paths) * 100)
+	var line []byte
 	for _, p := range paths {
 		e := t[p]
 		id := e.ID
 		if id == "" {
 			id = "-"
 		}
-		fmt.Fprintf(&b, "%s %o %d %s %s %s\n", e.Type, uint32(e.Mode.Perm()), e.Size, id, strconv.Quote(e.Target), strconv.Quote(p))
+		line = append(line[:0], e.Type...)
+		line = append(line, ' ')
+		line = strconv.AppendUint(line, uint64(e.Mode.Perm()), 8)
+		line = append(line, ' ')
+		line = strconv.AppendInt(line, e.Size, 10)
+		line = append(line, ' ')
+		line = append(line, id...)
+		line = append(line, ' ')
+		line = strconv.AppendQuote(line, e.Target)
+		line = append(line, ' ')
+		line = strconv.AppendQuote(line, p)
+		line = append(line, '\n')
+		b.Write(line)
 	}
 	return b.Bytes()
 }
@@ -153,9 +166,9 @@ func skipName(name string) bool { return name == ".git" }
 
 // walk snapshots root: every directory, regular file (up to MaxTreeFile)
 // and symlink that .gitignore does not ignore, reading and storing only
-// the files whose stat data changed since the cache last saw them. With
-// store false nothing is written (a rewind's look at the current state).
-func (s *Store) walk(root string, store bool) (tree, error) {
+// the files whose stat data changed since the cache last saw them, into pk.
+// With pk nil nothing is written (a rewind's look at the current state).
+func (s *Store) walk(root string, pk *pack) (tree, error) {
 	rc := s.cache(root)
 	rr, err := os.OpenRoot(root)
 	if err != nil {
@@ -243,7 +256,7 @@ func (s *Store) walk(root string, store bool) (tree, error) {
 				if fi.Size() > MaxTreeFile {
 					continue
 				}
-				e, err := s.fileEntry(rc, filepath.Join(abs, name), rel, fi, now, store)
+				e, err := s.fileEntry(rc, filepath.Join(abs, name), rel, fi, now, pk)
 				if err != nil {
 					if errors.Is(err, fs.ErrNotExist) {
 						continue
@@ -290,12 +303,12 @@ func (s *Store) walk(root string, store bool) (tree, error) {
 
 // fileEntry is the entry of a regular file, from the stat cache when its
 // stat data is unchanged, else read (and stored when store is set).
-func (s *Store) fileEntry(rc *rootCache, abs, rel string, fi fs.FileInfo, now time.Time, store bool) (Entry, error) {
+func (s *Store) fileEntry(rc *rootCache, abs, rel string, fi fs.FileInfo, now time.Time, pk *pack) (Entry, error) {
 	key := statKey{size: fi.Size(), mtime: fi.ModTime().UnixNano(), ino: inode(fi), mode: fi.Mode()}
 	rc.mu.Lock()
 	c, ok := rc.files[rel]
 	rc.mu.Unlock()
-	if ok && c.key == key && !c.racy && (!store || s.obj.has(c.id)) {
+	if ok && c.key == key && !c.racy && (pk == nil || pk.has(c.id)) {
 		return Entry{Type: TypeFile, Mode: fi.Mode().Perm(), Size: fi.Size(), ID: c.id}, nil
 	}
 	data, fi2, err := readRegular(abs)
@@ -303,8 +316,8 @@ func (s *Store) fileEntry(rc *rootCache, abs, rel string, fi fs.FileInfo, now ti
 		return Entry{}, err
 	}
 	var id string
-	if store {
-		id, err = s.obj.put(data)
+	if pk != nil {
+		id, err = pk.put(data)
 		if err != nil {
 			return Entry{}, err
 		}

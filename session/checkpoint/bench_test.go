@@ -1,0 +1,156 @@
+package checkpoint
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// benchWorkspace makes 10,000 text files of about 3 KB in 100 folders.
+func benchWorkspace(b *testing.B) string {
+	b.Helper()
+	ws := b.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	line := make([]byte, 60)
+	for d := range 100 {
+		dir := filepath.Join(ws, fmt.Sprintf("pkg%03d", d))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := range 100 {
+			var buf bytes.Buffer
+			for buf.Len() < 3000 {
+				for i := range line {
+					line[i] = 'a' + byte(rng.IntN(26))
+				}
+				buf.Write(line)
+				buf.WriteByte('\n')
+			}
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d.go", f)), buf.Bytes(), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return ws
+}
+
+// The checkpoint before a turn's first shell command in a 10,000-file
+// workspace: the first of a session's process (every file read, hashed,
+// compressed and stored) and the next ones (stat walk; one file changed
+// between turns).
+func BenchmarkCheckpointTree10k(b *testing.B) {
+	ws := benchWorkspace(b)
+	b.Run("first", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			st, err := Open(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if err := st.Begin("bench", 1, "p", []string{ws}).Tree(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("next", func(b *testing.B) {
+		st, err := Open(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := st.Begin("bench", 1, "p", []string{ws}).Tree(); err != nil {
+			b.Fatal(err)
+		}
+		turn := 1
+		victim := filepath.Join(ws, "pkg050", "f050.go")
+		for b.Loop() {
+			b.StopTimer()
+			turn++
+			if err := os.WriteFile(victim, fmt.Appendf(nil, "turn %d\n", turn), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if err := st.Begin("bench", turn, "p", []string{ws}).Tree(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// The store's growth over 100 turns that each edit one line of a 1 MB
+// file through the file tools (before-image, then the state after).
+func BenchmarkStoreGrowth100Edits(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		ws := b.TempDir()
+		dataDir := b.TempDir()
+		st, err := Open(dataDir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(3, 4))
+		var lines [][]byte
+		size := 0
+		for size < 1<<20 {
+			l := make([]byte, 40+rng.IntN(60))
+			for i := range l {
+				l[i] = 'a' + byte(rng.IntN(26))
+			}
+			l = append(l, '\n')
+			lines = append(lines, l)
+			size += len(l)
+		}
+		p := filepath.Join(ws, "big.txt")
+		if err := os.WriteFile(p, bytes.Join(lines, nil), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		base := storeBytes(b, st.Dir())
+		b.StartTimer()
+		for turn := 1; turn <= 100; turn++ {
+			r := st.Begin("growth", turn, "edit", []string{ws})
+			if err := r.Files([]string{p}); err != nil {
+				b.Fatal(err)
+			}
+			lines[rng.IntN(len(lines))] = fmt.Appendf(nil, "edited in turn %d\n", turn)
+			if err := os.WriteFile(p, bytes.Join(lines, nil), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			if err := r.End(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(storeBytes(b, st.Dir())-base)/(1<<20), "MiB-store")
+		b.ReportMetric(float64(diskBytes(b, st.Dir()))/(1<<20), "MiB-disk")
+		b.StartTimer()
+	}
+}
+
+func storeBytes(b *testing.B, dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func diskBytes(b *testing.B, dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += allocated(fi)
+			}
+		}
+		return nil
+	})
+	return n
+}
