@@ -339,15 +339,17 @@ type SetSessionModeRequest struct {
 	Meta      Meta   `json:"_meta,omitempty"`
 }
 
-// SessionConfigOption is a select option (acpd never sends boolean options).
+// SessionConfigOption is a select option (Type "select": CurrentValue
+// among Options) or a boolean one (Type "boolean": Bool).
 type SessionConfigOption struct {
 	ID           string                      `json:"id"`
 	Name         string                      `json:"name"`
 	Description  string                      `json:"description,omitempty"`
 	Category     string                      `json:"category,omitempty"`
-	Type         string                      `json:"type"` // "select"
+	Type         string                      `json:"type"` // "select" | "boolean"
 	CurrentValue string                      `json:"currentValue"`
 	Options      []SessionConfigSelectOption `json:"options"`
+	Bool         bool                        `json:"-"` // a boolean option's value
 }
 
 // SessionConfigSelectOption is one value of a select config option.

@@ -51,6 +51,7 @@ func TestTypes_MarshalMatchesSchema(t *testing.T) {
 		{"compaction started", "SessionUpdate", acp.SessionUpdate{Kind: acp.UpdateCompaction, Compaction: &acp.CompactionUpdate{CompactionID: "c1", Status: acp.CompactionInProgress}}, `{"sessionUpdate":"compaction_update","compactionId":"c1","status":"in_progress"}`},
 		{"compaction failed", "SessionUpdate", acp.SessionUpdate{Kind: acp.UpdateCompaction, Compaction: &acp.CompactionUpdate{CompactionID: "c1", Status: acp.CompactionFailed, Error: "boom"}}, `{"sessionUpdate":"compaction_update","compactionId":"c1","status":"failed","error":"boom"}`},
 		{"compaction summary chunk", "SessionUpdate", acp.SessionUpdate{Kind: acp.UpdateCompactionChunk, CompactionID: "c1", Content: &block}, `{"sessionUpdate":"compaction_summary_chunk","compactionId":"c1","content":{"type":"text","text":""}}`},
+		{"boolean config option", "SessionConfigOption", acp.SessionConfigOption{ID: "auto_approve", Name: "Auto-approve", Type: "boolean", Bool: true}, `{"id":"auto_approve","name":"Auto-approve","type":"boolean","currentValue":true}`},
 		{"permission selected", "RequestPermissionOutcome", acp.PermissionOutcome{Outcome: "selected", OptionID: "a"}, `{"outcome":"selected","optionId":"a"}`},
 		{"permission cancelled", "RequestPermissionOutcome", acp.PermissionOutcome{Outcome: "cancelled"}, `{"outcome":"cancelled"}`},
 	}
@@ -106,6 +107,19 @@ func TestSessionUpdate_RoundTrip(t *testing.T) {
 	}
 	var u acp.SessionUpdate
 	assert.Error(t, json.Unmarshal([]byte(`{"sessionUpdate":"plan_update","entries":[]}`), &u))
+}
+
+func TestSessionConfigOption_RoundTrip(t *testing.T) {
+	for _, o := range []acp.SessionConfigOption{
+		{ID: "auto_approve", Name: "Auto-approve", Type: "boolean", Bool: true},
+		{ID: "mode", Name: "Mode", Type: "select", CurrentValue: "plan", Options: []acp.SessionConfigSelectOption{{Value: "plan", Name: "Plan"}}},
+	} {
+		b, err := json.Marshal(o)
+		require.NoError(t, err)
+		var got acp.SessionConfigOption
+		require.NoError(t, json.Unmarshal(b, &got))
+		assert.Equal(t, o, got)
+	}
 }
 
 func TestDecodeParams(t *testing.T) {

@@ -209,12 +209,43 @@ func (s SessionModeState) MarshalJSON() ([]byte, error) {
 	return json.Marshal(p)
 }
 
-// MarshalJSON writes options as an array even when empty.
+// MarshalJSON writes options as an array even when empty, and a boolean
+// option with its boolean currentValue and no options.
 func (o SessionConfigOption) MarshalJSON() ([]byte, error) {
+	if o.Type == "boolean" {
+		return json.Marshal(struct {
+			ID           string `json:"id"`
+			Name         string `json:"name"`
+			Description  string `json:"description,omitempty"`
+			Category     string `json:"category,omitempty"`
+			Type         string `json:"type"`
+			CurrentValue bool   `json:"currentValue"`
+		}{o.ID, o.Name, o.Description, o.Category, o.Type, o.Bool})
+	}
 	type plain SessionConfigOption
 	p := plain(o)
 	p.Options = nonNil(p.Options)
 	return json.Marshal(p)
+}
+
+// UnmarshalJSON reads a select or a boolean option.
+func (o *SessionConfigOption) UnmarshalJSON(data []byte) error {
+	type plain SessionConfigOption
+	var v struct {
+		plain
+		CurrentValue json.RawMessage `json:"currentValue"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*o = SessionConfigOption(v.plain)
+	if o.Type == "boolean" {
+		return json.Unmarshal(v.CurrentValue, &o.Bool)
+	}
+	if len(v.CurrentValue) > 0 {
+		return json.Unmarshal(v.CurrentValue, &o.CurrentValue)
+	}
+	return nil
 }
 
 // MarshalJSON writes sessions as an array even when empty.

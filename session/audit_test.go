@@ -464,7 +464,8 @@ func TestUnofferedOptionStopsBatch(t *testing.T) {
 // answers protocol version 1 whatever the client asks, names itself, and
 // advertises only what works: images and embedded text context (no audio),
 // MCP over HTTP (no SSE), close and additionalDirectories always, load,
-// list, resume and delete only with a store; one agent-type auth method.
+// list, resume and delete only with a store; logout; one agent-type auth
+// method.
 func TestInitializeExactResult(t *testing.T) {
 	const auth = `"authMethods":[{"id":"openai","name":"Use OpenAI API key","description":"Requires setting the ` + "`OPENAI_API_KEY`" + ` environment variable"}],
 		"agentInfo":{"name":"acpd","title":"acpd","version":"1.2.3"}}`
@@ -475,9 +476,9 @@ func TestInitializeExactResult(t *testing.T) {
 		want    string
 	}{
 		{"in memory", false, `{"protocolVersion":1,"agentCapabilities":{"loadSession":false,` + prompt + `,
-			"sessionCapabilities":{"additionalDirectories":{},"close":{}}},` + auth},
+			"sessionCapabilities":{"additionalDirectories":{},"close":{}},"auth":{"logout":{}}},` + auth},
 		{"durable", true, `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` + prompt + `,
-			"sessionCapabilities":{"additionalDirectories":{},"close":{},"list":{},"resume":{},"delete":{}}},` + auth},
+			"sessionCapabilities":{"additionalDirectories":{},"close":{},"list":{},"resume":{},"delete":{}},"auth":{"logout":{}}},` + auth},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -230,7 +230,9 @@ func TestE2E_ContextCommand(t *testing.T) {
 	assert.Equal(t, used, system+toolTok)
 	assert.Contains(t, text, "- Automatic compaction at 98072 tokens")
 	assert.Contains(t, text, filepath.Join(cwd, "AGENTS.md")+": about 3 tokens")
-	assert.Contains(t, text, fmt.Sprintf("Tools: %d offered", len(tools.Builtin())+1)) // and the agent tool
+	// The built-ins and the agent tool, but not ask_user_question: the
+	// client offers no elicitation.
+	assert.Contains(t, text, fmt.Sprintf("Tools: %d offered", len(tools.Builtin())))
 	assert.Contains(t, text, "MCP servers\n- none")
 	assert.Contains(t, text, "Compaction\n- none in this session")
 	assert.Zero(t, d.model.Served(), "/context asked the model")

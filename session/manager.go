@@ -234,6 +234,7 @@ func (m *Manager) Initialize(_ context.Context, req *acp.InitializeRequest) (*ac
 			Close:                 &acp.Capability{},
 			AdditionalDirectories: &acp.Capability{},
 		},
+		Auth: &acp.AgentAuthCapabilities{Logout: &acp.Capability{}},
 	}
 	if m.opts.Store != nil {
 		caps.LoadSession = true
@@ -263,6 +264,28 @@ func (m *Manager) Authenticate(_ context.Context, req *acp.AuthenticateRequest) 
 	}
 	m.mu.Lock()
 	m.authed = true
+	m.mu.Unlock()
+	return &acp.Empty{}, nil
+}
+
+// newMessageID is the messageId of one message's chunks: every chunk of a
+// model response (its reasoning and text), of a prompt, of a message acpd
+// writes itself, shares one; the next message has another.
+func newMessageID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "msg_" + hex.EncodeToString(b[:])
+}
+
+var _ acp.Logouter = (*Manager)(nil)
+
+// Logout forgets what authenticate set for this connection: with
+// authentication required, session/new, load and resume answer -32000
+// again until the next authenticate. Sessions already open stay open
+// (ACP leaves it to the agent; closing them would lose running turns).
+func (m *Manager) Logout(_ context.Context, _ *acp.LogoutRequest) (*acp.Empty, error) {
+	m.mu.Lock()
+	m.authed = false
 	m.mu.Unlock()
 	return &acp.Empty{}, nil
 }
@@ -372,6 +395,10 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 	caps := m.clientCaps
 	m.mu.Unlock()
 	s.notes = notice.New(s.log, caps.Notices(), s.update)
+	if t, ok := s.tools.Get(tools.NameAskUserQuestion); ok && tools.AsksUser(t) && !tools.CanAsk(m.client, caps) {
+		// Offered to the model only when the user can be asked.
+		s.tools.Remove(tools.NameAskUserQuestion)
+	}
 	s.allowAlways = map[string]bool{}
 	s.toolCallIDs = map[string]bool{}
 	s.newPrep()
@@ -431,6 +458,37 @@ func (m *Manager) SetSessionConfigOption(_ context.Context, req *acp.SetSessionC
 	s := m.session(req.SessionID)
 	if s == nil {
 		return nil, errUnknownSession(req.SessionID)
+	}
+	if req.ConfigID == configAutoApprove && s.clientCaps().BooleanOptions() {
+		var on bool
+		if req.Type != "boolean" || jsonUnmarshal(req.Value, &on) != nil {
+			return nil, acp.ErrInvalidParams("value", "value must be a boolean (type \"boolean\") for configId "+req.ConfigID)
+		}
+		mode := s.getMode()
+		next := mode
+		switch {
+		case on && mode != ModeYolo:
+			next = ModeYolo
+		case !on && mode == ModeYolo:
+			s.mu.Lock()
+			next = s.beforeYolo
+			s.mu.Unlock()
+			if next == "" || next == ModeYolo {
+				next = ModeDefault
+			}
+		}
+		if next != mode {
+			if err := s.record(store.Record{Kind: store.KindMode, ModeID: next}); err != nil {
+				return nil, storeError(s.id, err)
+			}
+			s.mu.Lock()
+			if on {
+				s.beforeYolo = mode
+			}
+			s.mu.Unlock()
+			s.setMode(next)
+		}
+		return &acp.SetSessionConfigOptionResponse{ConfigOptions: s.configOptions()}, nil
 	}
 	var value string
 	if req.Type == "boolean" || jsonUnmarshal(req.Value, &value) != nil {

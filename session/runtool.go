@@ -51,6 +51,7 @@ func (t *turn) env(id string) *tools.Env {
 	s.m.mu.Unlock()
 	return &tools.Env{
 		SessionID:      s.id,
+		ToolCallID:     id,
 		Roots:          s.roots,
 		RootCache:      &s.base().rootCache,
 		Client:         s.m.client,

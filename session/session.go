@@ -94,7 +94,10 @@ type Session struct {
 	mode        string
 	model       string
 	allowAlways map[string]bool // "always allow" labels remembered for this session
-	prompts     []*promptHandle // every prompt admitted and not yet answered
+	// beforeYolo is the mode auto_approve turned into yolo, for turning
+	// it off.
+	beforeYolo string
+	prompts    []*promptHandle // every prompt admitted and not yet answered
 	// closed is set by session/close, session/delete and Manager.Close: a
 	// prompt that finds it set is refused, so none can start after the
 	// close cancelled the admitted ones.
@@ -163,13 +166,26 @@ func (s *Session) configOptions() []acp.SessionConfigOption {
 	opts := []acp.SessionConfigOption{
 		{ID: "mode", Name: "Mode", Category: "mode", Type: "select", CurrentValue: mode, Options: modeOpts},
 	}
-	if mdl == "" {
-		// No model configured (a first run): a selector would have no
-		// value; the first prompt says how to set one.
-		return opts
+	if mdl != "" {
+		// Without a model configured (a first run) a selector would have
+		// no value; the first prompt says how to set one.
+		opts = append(opts, acp.SessionConfigOption{ID: "model", Name: "Model", Category: "model", Type: "select", CurrentValue: mdl, Options: modelOpts})
 	}
-	return append(opts, acp.SessionConfigOption{ID: "model", Name: "Model", Category: "model", Type: "select", CurrentValue: mdl, Options: modelOpts})
+	if s.clientCaps().BooleanOptions() {
+		opts = append(opts, acp.SessionConfigOption{ID: configAutoApprove, Name: "Auto-approve",
+			Description: "Run every tool without asking (the YOLO mode); off returns to the mode before",
+			Type:        "boolean", Bool: mode == ModeYolo})
+	}
+	return opts
 }
+
+// configAutoApprove is the boolean config option offered to clients that
+// accept boolean options: the editor's auto-approve toggle. Decision: it
+// is a view of the mode, not a setting beside it (two settings would let
+// "plan" and "approve everything" be on at once): on is mode yolo, and off
+// goes back to the mode the session had before it was turned on (default
+// when it started in yolo).
+const configAutoApprove = "auto_approve"
 
 // announceMode tells the client that the agent changed the session's mode
 // itself: current_mode_update for the modes API and config_option_update

@@ -190,7 +190,7 @@ func (s *Session) runCommand(ctx context.Context, blocks []acp.ContentBlock) (re
 		text = "Command executed."
 	}
 	b := acp.TextBlock(text)
-	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b, Meta: acp.Meta{"source": "slash_command"}})
+	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b, MessageID: newMessageID(), Meta: acp.Meta{"source": "slash_command"}})
 	return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil, true, nil
 }
 

@@ -266,8 +266,9 @@ func (t *turn) maxTokens() int {
 // recorded and kept in the conversation, and the prompt answers max_tokens.
 func (t *turn) stopForBudget(ctx context.Context, b *budgetStop) *acp.PromptResponse {
 	t.s.log.Info("turn stopped at a token budget", "budget", b.budget, "msg", b.text)
-	t.appendAssistant(streamResult{text: b.text}, nil)
+	r := streamResult{text: b.text, msgID: newMessageID()}
+	t.appendAssistant(r, nil)
 	c := acp.TextBlock(b.text)
-	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &c})
+	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &c, MessageID: r.msgID})
 	return &acp.PromptResponse{StopReason: acp.StopMaxTokens, Meta: acp.Meta{"acpd": map[string]any{"budget": b.budget}}}
 }

@@ -87,7 +87,7 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 	if s.w != nil {
 		// A prompt that cannot be recorded is refused before anything runs,
 		// so the conversation in memory and on disk stay the same.
-		if err := s.record(store.Record{Kind: store.KindUser, Prompt: blocks}); err != nil {
+		if err := s.record(store.Record{Kind: store.KindUser, Prompt: blocks, MessageID: newMessageID()}); err != nil {
 			return nil, storeError(s.id, err)
 		}
 		defer func() { resp, err = t.end(resp, err) }()
@@ -121,7 +121,7 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 	}
 	for _, n := range s.notes.TakeText() {
 		b := acp.TextBlock(n)
-		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b})
+		s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b, MessageID: newMessageID()})
 	}
 	return t.loop(ctx, hadLoopContext)
 }
@@ -253,6 +253,8 @@ func (t *turn) request(ctx context.Context) (streamResult, error) {
 
 // streamResult is one model response after its stream ended.
 type streamResult struct {
+	// msgID is the messageId of the response's chunks (recorded with it).
+	msgID           string
 	text, reasoning string
 	thinking        []model.Thinking // the provider's thinking blocks, in order
 	calls           []model.ToolCall
@@ -279,10 +281,10 @@ func (t *turn) appendAssistant(r streamResult, ps []pcall) {
 	if r.reasoning != "" || len(r.thinking) > 0 {
 		// The blocks ride with the text so a reloaded session sends them
 		// back exactly as the provider returned them.
-		t.rec(store.Record{Kind: store.KindReasoning, Text: r.reasoning, Thinking: r.thinking})
+		t.rec(store.Record{Kind: store.KindReasoning, Text: r.reasoning, Thinking: r.thinking, MessageID: r.msgID})
 	}
 	if r.text != "" {
-		t.rec(store.Record{Kind: store.KindText, Text: r.text})
+		t.rec(store.Record{Kind: store.KindText, Text: r.text, MessageID: r.msgID})
 	}
 	if len(calls) > 0 {
 		t.rec(store.Record{Kind: store.KindToolCalls, ToolCalls: recordedCalls(calls)})
@@ -350,7 +352,7 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 	t.capped = req.MaxTokens > 0 && req.MaxTokens != s.m.opts.MaxTokens
 	s.used() // the accounting knows what this request carries
 	s.cm.acct.Sent()
-	var r streamResult
+	r := streamResult{msgID: newMessageID()}
 	var text, reasoning strings.Builder
 	var reported *model.Usage
 	for ev, err := range s.m.opts.Provider.Stream(s.watchRetries(ctx), req) {
@@ -362,11 +364,11 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 		case model.EventText:
 			text.WriteString(ev.Text)
 			b := acp.TextBlock(ev.Text)
-			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b})
+			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b, MessageID: r.msgID})
 		case model.EventReasoning:
 			reasoning.WriteString(ev.Text)
 			b := acp.TextBlock(ev.Text)
-			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentThoughtChunk, Content: &b})
+			s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentThoughtChunk, Content: &b, MessageID: r.msgID})
 		case model.EventToolCall:
 			r.calls = append(r.calls, ev.ToolCall)
 		case model.EventThinking:
@@ -379,6 +381,9 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 		case model.EventRetry:
 			s.log.Warn("model stream retried", "err", ev.RetryErr, "discarded_calls", len(r.calls))
 			r.calls, r.thinking = nil, nil
+			// What follows is a new message: the client must not append
+			// it to the discarded attempt's text.
+			r.msgID = newMessageID()
 			text.Reset()
 			reasoning.Reset()
 		}

@@ -16,22 +16,27 @@ import (
 	"github.com/acpd/acpd/acp"
 )
 
-// InteropClient returns a folder holding dir's client.mjs and package.json
-// next to a node_modules installed from dir's committed lock (NPMInstall):
-// the official ACP TypeScript SDK, ready for `node client.mjs`.
+// InteropClient returns a folder holding dir's client scripts (*.mjs) and
+// package.json next to a node_modules installed from dir's committed lock
+// (NPMInstall): the official ACP TypeScript SDK, ready for `node client.mjs`.
 func InteropClient(t testing.TB, npm, dir string) string {
 	t.Helper()
 	modules := NPMInstall(t, npm, dir, filepath.Join("@agentclientprotocol", "sdk", "package.json"),
 		"ci", "--no-audit", "--no-fund", "--ignore-scripts")
 	manifest, err := os.ReadFile(filepath.Join(dir, "package.json"))
 	require.NoError(t, err)
-	client, err := os.ReadFile(filepath.Join(dir, "client.mjs"))
+	scripts, err := filepath.Glob(filepath.Join(dir, "*.mjs"))
 	require.NoError(t, err)
+	require.NotEmpty(t, scripts, "no client script in %s", dir)
 
 	// ES modules ignore NODE_PATH; a node_modules link beside the script
 	// makes the SDK resolvable while the install stays shared.
 	out := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(out, "client.mjs"), client, 0o644))
+	for _, p := range scripts {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(out, filepath.Base(p)), b, 0o644))
+	}
 	require.NoError(t, os.WriteFile(filepath.Join(out, "package.json"), manifest, 0o644))
 	require.NoError(t, os.Symlink(modules, filepath.Join(out, "node_modules")))
 	return out
@@ -132,9 +137,22 @@ func (s InteropStep) FinalStatuses() []string {
 // fails, the client's and the agent's stderr and the summary are logged.
 func RunInteropClient(t testing.TB, node, clientDir, workspace string, env []string, agent ...string) (InteropSummary, []string) {
 	t.Helper()
+	out, lines := RunInteropScript(t, node, clientDir, "client.mjs", workspace, env, agent...)
+	var sum InteropSummary
+	require.NoError(t, json.Unmarshal(out, &sum), "summary from client.mjs:\n%s", out)
+	require.Empty(t, sum.Fatal, "client.mjs failed")
+	return sum, lines
+}
+
+// RunInteropScript is RunInteropClient for any script of clientDir: it
+// returns the script's stdout (its one JSON summary line, which must have
+// no "fatal" member) and the agent's lines of the wire, each checked
+// against the schema and the protocol's rules (CheckWire).
+func RunInteropScript(t testing.TB, node, clientDir, script, workspace string, env []string, agent ...string) ([]byte, []string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(clientDir, "client.mjs"), workspace}, agent...)...)
+	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(clientDir, script), workspace}, agent...)...)
 	wire := filepath.Join(t.TempDir(), "wire.jsonl")
 	cmd.Env = append(append(os.Environ(), env...), "ACPD_INTEROP_WIRE="+wire)
 	var stdout bytes.Buffer
@@ -142,14 +160,16 @@ func RunInteropClient(t testing.TB, node, clientDir, workspace string, env []str
 	cmd.Stdout, cmd.Stderr = &stdout, stderr
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("interop client summary: %s\nstderr:\n%s", bytes.TrimSpace(stdout.Bytes()), stderr.String())
+			t.Logf("%s summary: %s\nstderr:\n%s", script, bytes.TrimSpace(stdout.Bytes()), stderr.String())
 		}
 	})
 	runErr := cmd.Run()
-
-	var sum InteropSummary
-	require.NoError(t, json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &sum), "summary from client.mjs (run error: %v):\n%s", runErr, stdout.String())
-	require.Empty(t, sum.Fatal, "client.mjs failed")
+	out := bytes.TrimSpace(stdout.Bytes())
+	var head struct {
+		Fatal string `json:"fatal"`
+	}
+	require.NoError(t, json.Unmarshal(out, &head), "summary from %s (run error: %v):\n%s", script, runErr, out)
+	require.Empty(t, head.Fatal, "%s failed", script)
 	require.NoError(t, runErr)
-	return sum, CheckWire(t, wire)
+	return out, CheckWire(t, wire)
 }

@@ -29,6 +29,13 @@ type Handler interface {
 	Permission(params json.RawMessage) *acp.RequestPermissionResponse
 }
 
+// Eliciter is implemented by a Handler that answers elicitation/create;
+// without it the request is answered "method not found". A non-nil error
+// is sent as the request's error.
+type Eliciter interface {
+	Elicit(params json.RawMessage) (*acp.CreateElicitationResponse, *jsonrpc2.Error)
+}
+
 // Conn is one editor-side connection.
 type Conn struct {
 	rpc *jsonrpc2.Conn
@@ -41,8 +48,9 @@ type Conn struct {
 }
 
 // NewConn starts a connection over stream (the agent's stdout to read, its
-// stdin to write). Agent requests other than session/update and
-// session/request_permission are answered "method not found".
+// stdin to write). Agent requests other than session/update,
+// session/request_permission and (for an Eliciter) elicitation/create are
+// answered "method not found".
 func NewConn(ctx context.Context, stream io.ReadWriteCloser, h Handler, logger *slog.Logger) *Conn {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -77,6 +85,20 @@ func (d dispatcher) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrp
 			return
 		}
 		d.c.reply(ctx, conn, req.ID, d.h.Permission(params))
+	case acp.MethodElicitationCreate:
+		if req.Notif {
+			return
+		}
+		e, ok := d.h.(Eliciter)
+		if !ok {
+			d.c.replyError(ctx, conn, req.ID, &jsonrpc2.Error{Code: acp.CodeMethodNotFound, Message: "Method not found: " + req.Method})
+			return
+		}
+		if r, err := e.Elicit(params); err != nil {
+			d.c.replyError(ctx, conn, req.ID, err)
+		} else {
+			d.c.reply(ctx, conn, req.ID, r)
+		}
 	default:
 		if !req.Notif {
 			d.c.replyError(ctx, conn, req.ID, &jsonrpc2.Error{Code: acp.CodeMethodNotFound, Message: "Method not found: " + req.Method})

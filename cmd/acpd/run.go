@@ -54,6 +54,16 @@ func runFlags(fs *flag.FlagSet) {
 	fs.String("session", "", "continue the stored session with this id (the sessionId of an earlier run) instead of starting a new one")
 	fs.Bool("yolo", false, "run every tool without asking (same as --approval-mode yolo)")
 	fs.Var(&outputFormat{}, "output-format", "output format: text, json or stream-json")
+	fs.Var(&answerList{}, "answer", "answer to a question the model asks (ask_user_question), repeatable, used in order: an option's label or number, several separated by commas, or free text")
+}
+
+// answerList collects the repeated --answer flags.
+type answerList struct{ v []string }
+
+func (l *answerList) String() string { return strings.Join(l.v, "\x00") }
+func (l *answerList) Set(s string) error {
+	l.v = append(l.v, s)
+	return nil
 }
 
 const runHelp = `Usage: acpd run [flags] [PROMPT]
@@ -64,7 +74,9 @@ absent or "-".
 
 Tools that would ask for permission are refused in approval mode "default"
 (the model is told the user declined); use --approval-mode auto-edit to allow
-edits, or --yolo to allow everything.
+edits, or --yolo to allow everything. Questions the model asks the user are
+answered from --answer flags, one per question in order; without one left the
+question fails and the model is told acpd run cannot ask.
 
 Output (--output-format):
   text         the assistant's text on stdout as it streams; one line per
@@ -120,6 +132,9 @@ func parseRunOptions(a *app, cfg *config.Config) (headless.Options, error) {
 		SessionID:     flagString(a.flags, "session"),
 		Format:        flagString(a.flags, "output-format"),
 		ClientVersion: versionString(),
+	}
+	if f := lookupFlag(a.flags, "answer"); f != nil {
+		o.Answers = f.Value.(*answerList).v
 	}
 	if o.Format == "" {
 		o.Format = headless.FormatText
@@ -243,4 +258,12 @@ func cmdRun(ctx context.Context, a *app) int {
 
 	env := headless.Env{Stdout: a.stdout, Stderr: a.stderr, Logger: logger, Trace: cfg.Log.Trace, Signals: sigs}
 	return headless.Run(ctx, env, o, func(c acp.Client) headless.Agent { return session.NewManager(c, opts) })
+}
+
+// lookupFlag is fs.Lookup(name), nil without fs.
+func lookupFlag(fs *flag.FlagSet, name string) *flag.Flag {
+	if fs == nil {
+		return nil
+	}
+	return fs.Lookup(name)
 }

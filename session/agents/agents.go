@@ -74,7 +74,7 @@ func (a *Agent) ReadOnly() bool {
 // exit_plan_mode, since only the user's conversation can leave plan mode.
 func SubagentTool(name string) bool {
 	switch name {
-	case ToolName, legacyToolName, "todo_write", "exit_plan_mode":
+	case ToolName, legacyToolName, "todo_write", "exit_plan_mode", "ask_user_question":
 		return false
 	}
 	return true

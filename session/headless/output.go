@@ -59,6 +59,8 @@ type Output struct {
 	format         string
 	mode           string
 	stdout, stderr io.Writer
+	// answers answer the model's questions (answers.go).
+	answers answers
 
 	// mu guards everything below: the read loop writes it and Finish reads
 	// it on the main goroutine.

@@ -55,6 +55,8 @@ type Options struct {
 	Mode      string // approval mode, for the refusal message
 	// ClientVersion is clientInfo.version in initialize.
 	ClientVersion string
+	// Answers answer the model's questions (--answer), in order.
+	Answers []string
 }
 
 // Agent is the agent a run drives: session.Manager, or a fake in tests.
@@ -87,6 +89,7 @@ func Run(ctx context.Context, env Env, o Options, newAgent func(acp.Client) Agen
 	go func() { served <- agentConn.Serve(serveCtx, agent) }()
 
 	out := NewOutput(env.Stdout, env.Stderr, o.Format, o.Mode)
+	out.answers.left = append([]string(nil), o.Answers...)
 	conn := client.NewConn(ctx, clientEnd, out, logger)
 
 	turnCtx, cancelTurn := context.WithCancel(ctx)
@@ -259,6 +262,9 @@ func (c *runClient) run(ctx context.Context) Outcome {
 	init, err := c.conn.Initialize(ctx, &acp.InitializeRequest{
 		ProtocolVersion: acp.ProtocolVersion,
 		ClientInfo:      &acp.Implementation{Name: "acpd-run", Version: c.opts.ClientVersion},
+		// The model may ask questions: they are answered from --answer,
+		// or fail saying so (Output.Elicit).
+		ClientCapabilities: acp.ClientCapabilities{Elicitation: &acp.ElicitationCapabilities{Form: &acp.Capability{}}},
 	})
 	if err != nil {
 		return failed("", "initialize", err)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/acpd/acpd/acp"
@@ -71,8 +72,9 @@ func (tr *Transcript) UpdatesFor(o ReplayOptions) []acp.SessionUpdate {
 		switch r.Kind {
 		case KindUser:
 			closeOpen()
+			id := tr.messageID(i)
 			for j := range r.Prompt {
-				out = append(out, acp.SessionUpdate{Kind: acp.UpdateUserMessageChunk, Content: &r.Prompt[j]})
+				out = append(out, acp.SessionUpdate{Kind: acp.UpdateUserMessageChunk, Content: &r.Prompt[j], MessageID: id})
 			}
 		case KindText, KindReasoning:
 			if r.Text == "" {
@@ -83,7 +85,7 @@ func (tr *Transcript) UpdatesFor(o ReplayOptions) []acp.SessionUpdate {
 				kind = acp.UpdateAgentThoughtChunk
 			}
 			b := acp.TextBlock(r.Text)
-			out = append(out, acp.SessionUpdate{Kind: kind, Content: &b, MessageID: r.MessageID})
+			out = append(out, acp.SessionUpdate{Kind: kind, Content: &b, MessageID: tr.messageID(i)})
 		case KindToolCall:
 			t := r.Tool
 			if !open[t.ToolCallID] {
@@ -307,4 +309,19 @@ func plainUserMessage(blocks []acp.ContentBlock) model.Message {
 	}
 	msg.Content = strings.Join(parts, "\n")
 	return msg
+}
+
+// messageID is the messageId of record i's chunks: the one recorded, or,
+// for a transcript written before messages had ids, one made from the
+// record's place (the same at every load); a response's text after its
+// reasoning shares the reasoning's.
+func (tr *Transcript) messageID(i int) string {
+	r := &tr.Records[i]
+	if r.MessageID != "" {
+		return r.MessageID
+	}
+	if r.Kind == KindText && i > 0 && tr.Records[i-1].Kind == KindReasoning && tr.Records[i-1].MessageID == "" {
+		i--
+	}
+	return fmt.Sprintf("msg_r%d", i)
 }

@@ -36,10 +36,10 @@ func TestTranscript_Updates(t *testing.T) {
 	tr := transcript(everyKind("r")...)
 	got := updatesJSON(t, tr.Updates())
 	want := []string{
-		`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"fix the bug\nin main.go"}}`,
-		`{"sessionUpdate":"user_message_chunk","content":{"type":"resource_link","uri":"file:///w/main.go","name":"main.go"}}`,
-		`{"sessionUpdate":"user_message_chunk","content":{"type":"resource","resource":{"uri":"file:///w/a.txt","text":"hello"}}}`,
-		`{"sessionUpdate":"user_message_chunk","content":{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}}`,
+		`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"fix the bug\nin main.go"},"messageId":"msg_r1"}`,
+		`{"sessionUpdate":"user_message_chunk","content":{"type":"resource_link","uri":"file:///w/main.go","name":"main.go"},"messageId":"msg_r1"}`,
+		`{"sessionUpdate":"user_message_chunk","content":{"type":"resource","resource":{"uri":"file:///w/a.txt","text":"hello"}},"messageId":"msg_r1"}`,
+		`{"sessionUpdate":"user_message_chunk","content":{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"},"messageId":"msg_r1"}`,
 		`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"look at main.go first"},"messageId":"m1"}`,
 		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Reading the file."},"messageId":"m1"}`,
 		`{"sessionUpdate":"tool_call","toolCallId":"call_1","title":"Read main.go","name":"read_file","kind":"read","status":"pending","locations":[{"path":"/w/main.go","line":3}],"rawInput":{"path":"main.go"}}`,

@@ -38,12 +38,12 @@ func TestTranscript_SubagentRecordsReplayNested(t *testing.T) {
 	assert.Nil(t, tr.PendingLoop, "a subagent's loop stop ends its run, not the turn")
 	got := updatesJSON(t, tr.Updates())
 	want := []string{
-		`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"find the config"}}`,
+		`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"find the config"},"messageId":"msg_r1"}`,
 		`{"sessionUpdate":"tool_call","toolCallId":"call_a","title":"Find it","name":"agent","kind":"other","status":"in_progress"}`,
 		`{"sessionUpdate":"tool_call","toolCallId":"call_s","title":"Read a","name":"read_file","kind":"read","status":"in_progress","_meta":{"acpd.parentToolCallId":"call_a"}}`,
 		`{"sessionUpdate":"tool_call_update","toolCallId":"call_s","status":"completed","_meta":{"acpd.parentToolCallId":"call_a"}}`,
 		`{"sessionUpdate":"tool_call_update","toolCallId":"call_a","status":"failed"}`,
-		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"The subagent looped."}}`,
+		`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"The subagent looped."},"messageId":"msg_r13"}`,
 	}
 	require.Len(t, got, len(want), "%q", got)
 	for i := range want {

@@ -26,6 +26,7 @@ func Builtin() []Tool {
 		&todoWriteTool{todoWriteSpec},
 		&exitPlanModeTool{exitPlanModeSpec},
 		&webFetchTool{webFetchSpec},
+		&askUserQuestionTool{askUserQuestionSpec},
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 // Env is the session context a tool call runs in. The session host fills it.
 type Env struct {
 	SessionID string
+	// ToolCallID is the ACP id of the call being run.
+	ToolCallID string
 	// Roots are the absolute workspace roots: the session cwd first, then
 	// additionalDirectories. Paths outside them are refused.
 	Roots []string
@@ -214,6 +216,20 @@ func (r *Registry) Add(t Tool) {
 		}
 	}
 	r.byName[t.Name()] = t
+}
+
+// Remove takes the tool named name out of the registry, if it is there.
+func (r *Registry) Remove(name string) {
+	if _, ok := r.byName[name]; !ok {
+		return
+	}
+	delete(r.byName, name)
+	for i, t := range r.order {
+		if t.Name() == name {
+			r.order = append(r.order[:i:i], r.order[i+1:]...)
+			break
+		}
+	}
 }
 
 // Get returns the tool named name.

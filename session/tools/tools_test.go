@@ -21,7 +21,7 @@ func TestBuiltin_NamesKindsAndSchemas(t *testing.T) {
 		NameReadFile: acp.KindRead, NameWriteFile: acp.KindEdit, NameEdit: acp.KindEdit,
 		NameListDirectory: acp.KindSearch, NameGlob: acp.KindSearch, NameGrepSearch: acp.KindSearch,
 		NameRunShellCommand: acp.KindExecute, NameTodoWrite: acp.KindThink,
-		NameExitPlanMode: acp.KindSwitchMode, NameWebFetch: acp.KindFetch,
+		NameExitPlanMode: acp.KindSwitchMode, NameWebFetch: acp.KindFetch, NameAskUserQuestion: acp.KindOther,
 	}
 	specs := NewBuiltinRegistry(nil).Specs()
 	require.Len(t, specs, len(want))
