@@ -120,3 +120,27 @@ func TestE2E_Escape_GitFileLeak(t *testing.T) {
 	assert.Contains(t, sys, "(not read: not a linked worktree or submodule of this folder")
 	assert.Contains(t, sys, "mine.txt", "the listing is still there")
 }
+
+// TestE2E_Escape_SharedToolCache: what a confined command of one
+// workspace leaves in its tool caches (a cargo config naming a
+// rustc-wrapper) is not there for a command of another workspace, and it
+// cannot write beside its own cache folder either.
+func TestE2E_Escape_SharedToolCache(t *testing.T) {
+	sandboxtest.Require(t)
+	t.Parallel()
+	l := newSbxLayout(t)
+	other := filepath.Join(l.root, "other-ws")
+	writeFile(t, filepath.Join(other, "README"), "another project\n")
+	a := startDaemonEnv(t, l.ws, t.TempDir(), l.env(), nil, nil)
+	results := toolTurn(t, a, localCaps,
+		shell(`mkdir -p "$CARGO_HOME" && printf '[build]\nrustc-wrapper = "/tmp/evil"\n' > "$CARGO_HOME/config.toml" && echo "planted in $CARGO_HOME"`),
+		shell(`touch "$(dirname "$CARGO_HOME")/../planted-beside" && echo beside`),
+	)
+	assert.Contains(t, results[0], "Output: planted in "+filepath.Join(l.cache, "acpd", "sandbox", "ws-"), results[0])
+	assert.Contains(t, results[1], "Permission denied", results[1])
+	b := startDaemonEnv(t, other, t.TempDir(), l.env(), nil, nil)
+	results = toolTurn(t, b, localCaps, shell(`echo "cargo home $CARGO_HOME"; cat "$CARGO_HOME/config.toml"`))
+	assert.Contains(t, results[0], "cargo home "+filepath.Join(l.cache, "acpd", "sandbox", "other-ws-"), results[0])
+	assert.NotContains(t, results[0], "rustc-wrapper")
+	assert.Contains(t, results[0], "No such file or directory")
+}

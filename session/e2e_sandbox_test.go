@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -248,21 +249,38 @@ func TestE2E_Sandbox_GoTest(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	require.NoError(t, err)
 	l := newSbxLayout(t)
-	mod := filepath.Join(l.ws, "mod")
+	// The tool caches are one folder per workspace, so the workspace is
+	// one folder that stays, and the daemon's real cache home is kept:
+	// acpd's sandbox cache (…/acpd/sandbox/acpd-e2e-gotest-…/go-build)
+	// stays warm between test runs, where a cold one costs minutes of
+	// compiling the standard library. HOME is the test's own, and
+	// unwritable to the command. The files are written only when they
+	// differ, by rename, so concurrent runs never see half a file.
+	ws := filepath.Join(os.TempDir(), "acpd-e2e-gotest-"+strconv.Itoa(os.Getuid()))
+	mod := filepath.Join(ws, "mod")
 	require.NoError(t, os.MkdirAll(mod, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/m\n\ngo 1.22\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(mod, "m.go"), []byte("package m\n\nfunc Add(a, b int) int { return a + b }\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(mod, "m_test.go"), []byte("package m\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(\"no\")\n\t}\n}\n"), 0o644))
-	// The daemon's real cache home is kept, so acpd's sandbox cache
-	// (…/acpd/sandbox/go-build) stays warm between test runs; HOME is the
-	// test's own, and unwritable to the command.
-	d := startDaemonEnv(t, l.ws, t.TempDir(), []string{"HOME=" + l.home, "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local"}, nil, nil)
+	for name, text := range map[string]string{
+		"go.mod":    "module example.com/m\n\ngo 1.22\n",
+		"m.go":      "package m\n\nfunc Add(a, b int) int { return a + b }\n",
+		"m_test.go": "package m\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal(\"no\")\n\t}\n}\n",
+	} {
+		p := filepath.Join(mod, name)
+		if b, err := os.ReadFile(p); err == nil && string(b) == text {
+			continue
+		}
+		f, err := os.CreateTemp(mod, ".tmp-")
+		require.NoError(t, err)
+		_, err = f.WriteString(text)
+		require.NoError(t, errors.Join(err, f.Close()))
+		require.NoError(t, os.Rename(f.Name(), p))
+	}
+	d := startDaemonEnv(t, ws, t.TempDir(), []string{"HOME=" + l.home, "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local"}, nil, nil)
 	_, results := shellTurn(t, d, localCaps, []string{
 		"cd mod && " + goBin + " env GOCACHE && " + goBin + " test -count=1 ./...",
 	})
 	assert.Equal(t, 0, exitCode(results[0]), results[0])
 	assert.Contains(t, results[0], "ok  \texample.com/m")
-	assert.Contains(t, results[0], filepath.Join("acpd", "sandbox", "go-build"), "GOCACHE is acpd's")
+	assert.Regexp(t, `/acpd/sandbox/acpd-e2e-gotest-\d+-[0-9a-f]{16}/go-build\n`, results[0], "GOCACHE is acpd's, the workspace's own")
 }
 
 // TestE2E_Sandbox_Network: with sandboxNetwork = false a TCP connect and a

@@ -161,3 +161,28 @@ func TestSession_GitDirsOnce(t *testing.T) {
 	_, err = ReadGitLink(ws)
 	assert.NoError(t, err, "the control: a new session would take it")
 }
+
+// TestSession_CacheDir: the tool-cache folder is one per workspace and
+// confinement: the same roots (by real path) share one;
+// other roots, another writable folder or the network make another.
+func TestSession_CacheDir(t *testing.T) {
+	base := realPath(t, t.TempDir())
+	a, b := filepath.Join(base, "a"), filepath.Join(base, "b")
+	require.NoError(t, os.MkdirAll(a, 0o755))
+	require.NoError(t, os.MkdirAll(b, 0o755))
+	require.NoError(t, os.Symlink(a, filepath.Join(base, "link")))
+	p := &Policy{CacheDir: filepath.Join(base, "cache")}
+	dir := func(p *Policy, roots ...string) string { return p.NewSession(roots).CacheDir() }
+	ab := dir(p, a, b)
+	assert.Equal(t, ab, dir(p, filepath.Join(base, "link"), b), "by real path")
+	assert.Equal(t, filepath.Join(base, "cache"), filepath.Dir(ab))
+	for name, other := range map[string]string{
+		"another workspace":   dir(p, b),
+		"fewer roots":         dir(p, a),
+		"another writable":    dir(&Policy{CacheDir: p.CacheDir, Writable: []string{base}}, a, b),
+		"without the network": dir(&Policy{CacheDir: p.CacheDir, DenyNetwork: true}, a, b),
+	} {
+		assert.NotEqual(t, ab, other, name)
+	}
+	assert.Empty(t, dir(&Policy{}, a), "no cache folder, none per session")
+}

@@ -1,10 +1,13 @@
 package sandbox
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,9 +22,11 @@ type Policy struct {
 	Writable []string
 	// DenyNetwork refuses IP sockets (tools.sandboxNetwork = false).
 	DenyNetwork bool
-	// CacheDir is the acpd-owned folder the tool caches (Go build cache,
-	// npm, pip, cargo, XDG_CACHE_HOME) are pointed at; writable for
-	// commands. Empty: no cache redirection.
+	// CacheDir is the acpd-owned folder holding the tool caches (Go
+	// build cache, npm, pip, cargo, XDG_CACHE_HOME) commands are pointed
+	// at: one subfolder per workspace (see Session.CacheDir), and only
+	// that one is writable for a session's commands. Empty: no cache
+	// redirection.
 	CacheDir string
 	// Helper is the executable that understands Subcommand: acpd itself
 	// (os.Executable). Tests inject a binary they built.
@@ -115,7 +120,7 @@ func (p *Policy) Describe() string {
 	}
 	b.WriteString("\n  writable: the session's workspace roots, a private per-session TMPDIR")
 	if p.CacheDir != "" {
-		fmt.Fprintf(&b, ", tool caches in %s", p.CacheDir)
+		fmt.Fprintf(&b, ", tool caches in %s (one folder per workspace)", p.CacheDir)
 	}
 	b.WriteString(", /dev/null, /dev/zero, /dev/full, /dev/tty, /dev/ptmx, /dev/pts, /dev/shm")
 	extra, missing := p.extraWritable()
@@ -155,6 +160,9 @@ type Session struct {
 	// the session starts: a ".git" file a command plants later changes
 	// nothing for this session.
 	gitDirs []string
+	// cache is the session's tool-cache folder in the policy's CacheDir
+	// ("" without one), named after what its commands may write.
+	cache string
 
 	mu     sync.Mutex
 	tmp    string
@@ -181,7 +189,51 @@ func (p *Policy) NewSession(roots []string) *Session {
 	for _, r := range roots {
 		s.gitDirs = append(s.gitDirs, linkedGitDirs(r)...)
 	}
+	if p.CacheDir != "" && len(roots) > 0 {
+		s.cache = filepath.Join(p.CacheDir, cacheKey(roots, s.gitDirs, p.Writable, p.DenyNetwork))
+	}
 	return s
+}
+
+// CacheDir is the session's tool-cache folder ("" when there is none).
+func (s *Session) CacheDir() string { return s.cache }
+
+// cacheKey names the tool-cache folder of sessions that may write exactly
+// these folders, with or without network. A cache is code other builds
+// trust — a cargo config naming a rustc-wrapper, a Go build cache entry, an
+// npm or pip package — so a command that plants one must not reach a
+// session that may do more than it: another workspace, or the same one
+// with more folders or the network. Sessions of one workspace, alike in
+// both, share their caches; one confined differently starts cold. The
+// name starts with the first root's name, for whoever looks in the folder.
+func cacheKey(roots, gitDirs, extra []string, denyNet bool) string {
+	realPath := func(d string) string {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			return r
+		}
+		return filepath.Clean(d)
+	}
+	var parts []string
+	for _, group := range [][]string{roots, gitDirs, extra} {
+		var real []string
+		for _, d := range group {
+			real = append(real, realPath(d))
+		}
+		slices.Sort(real)
+		parts = append(parts, strings.Join(slices.Compact(real), "\x00"))
+	}
+	parts = append(parts, strconv.FormatBool(denyNet))
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x01")))
+	name := strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, filepath.Base(realPath(roots[0])))
+	if len(name) > 32 {
+		name = name[:32]
+	}
+	return strings.TrimLeft(name, ".") + "-" + hex.EncodeToString(sum[:8])
 }
 
 // Close stops the session's spawn server and removes its temp folder.
@@ -291,9 +343,10 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 	writable := append(append([]string(nil), s.roots...), s.gitDirs...)
 	writable = append(writable, tmp)
 	env := []string{"TMPDIR=" + tmp, "TMP=" + tmp, "TEMP=" + tmp}
-	if c := s.p.CacheDir; c != "" {
-		// Gone since start-up (cleaned by the user): made again, or the
-		// command runs without it, confined all the same.
+	if c := s.cache; c != "" {
+		// Made at the first command, and again when gone since (cleaned
+		// by the user); if it cannot be, the command runs without it,
+		// confined all the same.
 		if err := os.MkdirAll(c, 0o700); err == nil {
 			writable = append(writable, c)
 			env = append(env, CacheEnv(c)...)

@@ -120,13 +120,15 @@ func TestWrap_Confined(t *testing.T) {
 	assert.True(t, plan.Confined)
 	assert.Equal(t, []string{
 		p.Helper, sandbox.Subcommand, "--status-fd", "3",
-		"--rw", "/ws", "--rw", "/ws2", "--rw", tmp, "--rw", p.CacheDir, "--rw", extra,
+		"--rw", "/ws", "--rw", "/ws2", "--rw", tmp, "--rw", s.CacheDir(), "--rw", extra,
 		"--no-net", "--", "/bin/sh", "-c", "true",
 	}, plan.Argv, "a folder that does not exist is left out")
 	assert.Contains(t, plan.Env, "TMPDIR="+tmp)
-	assert.Contains(t, plan.Env, "GOCACHE="+filepath.Join(p.CacheDir, "go-build"))
-	assert.Contains(t, plan.Env, "npm_config_cache="+filepath.Join(p.CacheDir, "npm"))
-	assert.DirExists(t, p.CacheDir)
+	assert.Equal(t, p.CacheDir, filepath.Dir(s.CacheDir()), "the session's own folder in acpd's cache folder")
+	assert.Regexp(t, `^ws-[0-9a-f]{16}$`, filepath.Base(s.CacheDir()))
+	assert.Contains(t, plan.Env, "GOCACHE="+filepath.Join(s.CacheDir(), "go-build"))
+	assert.Contains(t, plan.Env, "npm_config_cache="+filepath.Join(s.CacheDir(), "npm"))
+	assert.DirExists(t, s.CacheDir())
 	assert.Contains(t, plan.Explain(), "/ws, /ws2, "+tmp)
 	assert.Contains(t, plan.Explain(), "Network access is denied")
 	d := p.Describe()
