@@ -43,6 +43,7 @@ func (r *Record) encode(b []byte) ([]byte, error) {
 	str("title", t.Title)
 	str("kind", string(t.Kind))
 	str("status", string(t.Status))
+	str("resultHash", t.ResultHash)
 	if len(t.Locations) > 0 {
 		b = append(b, `,"locations":`...)
 		b = acp.AppendToolCallLocations(b, t.Locations)

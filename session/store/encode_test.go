@@ -40,7 +40,7 @@ func TestEncode_MatchesMarshal(t *testing.T) {
 		}
 		rec := Record{V: Version, T: times[rng.IntN(len(times))], Kind: []Kind{KindToolCall, KindToolResult}[rng.IntN(2)], Tool: &ToolCallRecord{
 			ToolCallID: pick(), Name: pick(), Title: pick(), Kind: acp.ToolKind(pick()), Status: acp.ToolCallStatus(pick()),
-			Locations: locs, RawInput: raws[rng.IntN(len(raws))], RawOutput: raws[rng.IntN(len(raws))], Content: content, ModelText: pick(),
+			Locations: locs, RawInput: raws[rng.IntN(len(raws))], RawOutput: raws[rng.IntN(len(raws))], Content: content, ModelText: pick(), ResultHash: pick(),
 		}}
 		if rng.IntN(3) == 0 {
 			rec.Parent = pick() // a subagent run's record: still the fast path

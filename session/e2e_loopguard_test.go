@@ -1,0 +1,272 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/model/modeltest"
+)
+
+// pollScript is n responses of one read_file call each on path, then a
+// final text. With changing set, the model server rewrites the file before
+// answering each request, so every read returns something new (a status
+// polled until it changes); otherwise every read returns the same.
+func pollScript(d *daemon, path string, n int, changing bool) {
+	var step atomic.Int64
+	if changing {
+		d.model.SetResponder(func(modeltest.Request) (modeltest.Response, bool) {
+			s := step.Add(1)
+			_ = os.WriteFile(path, []byte(fmt.Sprintf("build step %d of %d running\n", s, n)), 0o644)
+			return modeltest.Response{}, false // the queue answers
+		})
+	}
+	for i := range n {
+		c := readCall(path)
+		c.ID = fmt.Sprintf("call_poll_%d", i)
+		d.model.Add(modeltest.Response{ToolCalls: []modeltest.ToolCall{c}, WholeArguments: true})
+	}
+	d.model.Add(modeltest.Response{Text: "done"})
+}
+
+func promptLoop(t *testing.T, d *daemon, sid string) (*acp.PromptResponse, map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	resp, err := d.cc.Prompt(ctx, sid, "go")
+	if err == nil {
+		return resp, nil
+	}
+	var e *acp.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, loopdetect.LoopDetectedTurnErrorMessage, e.Message)
+	b, _ := json.Marshal(e.Data)
+	var data map[string]any
+	require.NoError(t, json.Unmarshal(b, &data))
+	return nil, data
+}
+
+// TestE2E_StuckSignalResults: a status polled 130 times whose result
+// changes is stopped at call 101 by the default ("calls") and finishes
+// under "results"; the same poll with an unchanging result is stopped at
+// call 101 under both. acpd stats replays the default's transcript under
+// "results" and lets the polling turn through.
+func TestE2E_StuckSignalResults(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		flags    []string
+		changing bool
+		stops    bool
+	}{
+		{"calls, changing", nil, true, true},
+		{"results, changing", []string{"--stuck-signal", "results"}, true, false},
+		{"results, unchanging", []string{"--stuck-signal", "results"}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cwd := t.TempDir()
+			status := filepath.Join(cwd, "status.txt")
+			require.NoError(t, os.WriteFile(status, []byte("build step 0 queued\n"), 0o644))
+			d := startDaemonIn(t, cwd, t.TempDir(), nil, nil, tc.flags...)
+			pollScript(d, status, 130, tc.changing)
+			sid := d.session(t)
+			resp, data := promptLoop(t, d, sid)
+			completed, _ := statusCounts(d.cc.Updates())
+			if !tc.stops {
+				require.NotNil(t, resp, "%v", data)
+				assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+				assert.Equal(t, 130, completed)
+				return
+			}
+			require.NotNil(t, data)
+			assert.Equal(t, "stuck", data["capReason"])
+			assert.EqualValues(t, 101, data["toolCalls"])
+			assert.Equal(t, 100, completed)
+			if slicesContain(tc.flags, "results") {
+				assert.Equal(t, "results", data["stuckSignal"])
+				assert.EqualValues(t, 100, data["resultRepeat"], "the results of calls 1-100 are known at call 101")
+			}
+			if tc.changing {
+				// The what-if replay over the recorded turn: "results" would
+				// have let it go on.
+				out, err := exec.Command(acpdBin, "stats", "--config", os.DevNull, "--data-dir", d.dataDir,
+					"--format", "json", "--stuck-signal", "results").Output()
+				require.NoError(t, err)
+				var rep struct {
+					Turns []struct {
+						Replay string
+						WhatIf *struct{ Stops bool }
+					}
+				}
+				require.NoError(t, json.Unmarshal(out, &rep))
+				require.Len(t, rep.Turns, 1)
+				assert.Equal(t, "finished", rep.Turns[0].Replay)
+				require.NotNil(t, rep.Turns[0].WhatIf)
+				assert.False(t, rep.Turns[0].WhatIf.Stops)
+			}
+		})
+	}
+}
+
+func slicesContain(s []string, v string) bool {
+	for _, e := range s {
+		if e == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TestE2E_LoopRecoveryWarn: under "warn" the stuck turn is not stopped at
+// call 101; the model's next request carries the warning after that call's
+// result, and the editor is shown it. A model that keeps repeating is
+// stopped at the next call with capReason stuck_after_warning; one that
+// changes approach finishes end_turn. Both stuck signals.
+func TestE2E_LoopRecoveryWarn(t *testing.T) {
+	t.Parallel()
+	for _, signal := range []string{"calls", "results"} {
+		for _, changes := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, changes approach %t", signal, changes), func(t *testing.T) {
+				t.Parallel()
+				cwd := t.TempDir()
+				same := filepath.Join(cwd, "same.txt")
+				require.NoError(t, os.WriteFile(same, []byte("nothing new"), 0o644))
+				d := startDaemonIn(t, cwd, t.TempDir(), nil, nil, "--loop-recovery", "warn", "--stuck-signal", signal)
+				n := 130
+				if changes {
+					n = 101
+				}
+				pollScript(d, same, n, false)
+				if changes {
+					// After the warning: other files, then the answer (the
+					// final "done" of pollScript is then unused).
+					d.model.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
+						if len(r.Messages) == 0 || !strings.Contains(r.Messages[len(r.Messages)-1].Text(), "Repeating it again will stop this turn") &&
+							!strings.Contains(r.Messages[len(r.Messages)-1].Text(), "other_") {
+							return modeltest.Response{}, false
+						}
+						k := strings.Count(lastText(r), "other_") // 0 after the warning
+						if k >= 10 {
+							return modeltest.Response{Text: "changed approach; done"}, true
+						}
+						p := filepath.Join(cwd, fmt.Sprintf("other_%d.txt", k))
+						_ = os.WriteFile(p, []byte(fmt.Sprintf("other_%d ", k)+strings.Repeat("other_ ", k)), 0o644)
+						c := readCall(p)
+						c.ID = fmt.Sprintf("call_other_%d", k)
+						return modeltest.Response{ToolCalls: []modeltest.ToolCall{c}, WholeArguments: true}, true
+					})
+				}
+				sid := d.session(t)
+				resp, data := promptLoop(t, d, sid)
+
+				// The request after call 101 ends with the warning.
+				var warned *modeltest.Request
+				reqs := d.model.Requests()
+				for i := range reqs {
+					if strings.Contains(lastText(reqs[i]), "Repeating it again will stop this turn") {
+						warned = &reqs[i]
+						break
+					}
+				}
+				require.NotNil(t, warned, "the model was warned")
+				w := lastText(*warned)
+				assert.Contains(t, w, "the same read_file call")
+				if signal == "results" {
+					assert.Contains(t, w, "with the same result")
+				}
+				shown := false
+				for _, u := range d.cc.Updates() {
+					if c := u.Update.Content; c != nil && strings.Contains(c.Text, "Repeating it again will stop this turn") {
+						shown = true
+					}
+				}
+				assert.True(t, shown, "the editor is shown the warning")
+
+				if changes {
+					require.NotNil(t, resp, "%v", data)
+					assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+					completed, _ := statusCounts(d.cc.Updates())
+					assert.Equal(t, 111, completed)
+					return
+				}
+				require.NotNil(t, data)
+				assert.Equal(t, "stuck_after_warning", data["capReason"])
+				assert.Equal(t, true, data["warned"])
+				assert.EqualValues(t, 102, data["toolCalls"], "stopped at the next repeat")
+				stop := loopStopRecord(t, d.dataDir, sid)
+				assert.Contains(t, stop, `"warned":true`)
+			})
+		}
+	}
+}
+
+// lastText is the text of a request's last message.
+func lastText(r modeltest.Request) string {
+	if len(r.Messages) == 0 {
+		return ""
+	}
+	return r.Messages[len(r.Messages)-1].Text()
+}
+
+// TestE2E_SubagentStuckSignalResults: a subagent run polling a status
+// whose result changes is let through under "results" (its own guard
+// counts results) and stopped under the default.
+func TestE2E_SubagentStuckSignalResults(t *testing.T) {
+	t.Parallel()
+	for _, results := range []bool{false, true} {
+		t.Run(fmt.Sprintf("results %t", results), func(t *testing.T) {
+			t.Parallel()
+			cwd := t.TempDir()
+			status := filepath.Join(cwd, "status.txt")
+			require.NoError(t, os.WriteFile(status, []byte("queued"), 0o644))
+			const key = "POLLING-TASK-9"
+			var flags []string
+			if results {
+				flags = []string{"--stuck-signal", "results"}
+			}
+			d := startDaemonIn(t, cwd, t.TempDir(), nil, []modeltest.Response{
+				{ToolCalls: []modeltest.ToolCall{agentTC("call_poll", "Poll it", key+": read status.txt until it says done", "")}},
+				{Text: "The subagent reported."},
+			}, flags...)
+			var step atomic.Int64
+			d.model.SetResponder(func(modeltest.Request) (modeltest.Response, bool) {
+				s := step.Add(1)
+				_ = os.WriteFile(status, []byte(fmt.Sprintf("step %d running", s)), 0o644)
+				return modeltest.Response{}, false
+			})
+			for i := range 110 {
+				c := readCall(status)
+				c.ID = fmt.Sprintf("call_status_%d", i)
+				d.model.Add(modeltest.Response{Match: key, ToolCalls: []modeltest.ToolCall{c}, WholeArguments: true})
+			}
+			d.model.Add(modeltest.Response{Match: key, Text: "status is done"})
+			sid := d.session(t)
+			skip := len(d.cc.Updates())
+			resp, err := d.cc.Prompt(t.Context(), sid, "go")
+			require.NoError(t, err)
+			assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+			st, text := finalContent(d.cc.Updates()[skip:], "call_poll")
+			if results {
+				assert.Equal(t, acp.StatusCompleted, st, text)
+				assert.Contains(t, text, "status is done")
+				assert.Equal(t, 111, d.model.ServedMatching(key))
+			} else {
+				assert.Equal(t, acp.StatusFailed, st)
+				assert.Contains(t, text, "cap reason stuck, 101 tool calls")
+			}
+		})
+	}
+}
