@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/model/modeltest"
+)
+
+// pollScenario makes srv play one turn of n read_file calls of status.txt,
+// one per response. With changing set, the file is rewritten before every
+// response, so each read returns a new status.
+func pollScenario(srv *modeltest.Server, ws string, n int, changing bool) {
+	var mu sync.Mutex
+	served := 0
+	status := filepath.Join(ws, "status.txt")
+	_ = os.WriteFile(status, []byte("queued\n"), 0o644)
+	srv.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
+		if len(r.Tools) == 0 || len(r.Messages) == 0 {
+			return modeltest.Response{Text: "ok"}, true
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if served >= n {
+			return modeltest.Response{Text: "done"}, true
+		}
+		served++
+		if changing {
+			_ = os.WriteFile(status, []byte(fmt.Sprintf("step %d running\n", served)), 0o644)
+		}
+		return modeltest.Response{ToolCalls: []modeltest.ToolCall{{ID: fmt.Sprintf("call_%d", served), Name: "read_file",
+			Arguments: fmt.Sprintf(`{"file_path":%q}`, status)}}, WholeArguments: true}, true
+	})
+}
+
+// TestGuard_InnerAcpdStuckSignal: acpd guard in front of acpd reads the
+// results from the tool_call_update content: a status polled 130 times
+// that changes every time is stopped at call 101 by the default and goes
+// to the end under "results"; an unchanging one is stopped under
+// "results" too; under "warn" the editor is shown the warning and the
+// turn stops at the next repeat.
+func TestGuard_InnerAcpdStuckSignal(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		flags    []string
+		changing bool
+		reason   string // "" for end_turn
+		calls    int
+	}{
+		{"calls, changing", nil, true, "stuck", 101},
+		{"results, changing", []string{"--stuck-signal", "results"}, true, "", 0},
+		{"results, unchanging", []string{"--stuck-signal", "results"}, false, "stuck", 101},
+		{"results and warn, unchanging", []string{"--stuck-signal", "results", "--loop-recovery", "warn"}, false, "stuck_after_warning", 102},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := modeltest.NewServer(t)
+			a := innerAcpd(t, srv)
+			pollScenario(srv, a.ws, 130, tt.changing)
+			g := startGuard(t, a, t.TempDir(), tt.flags...)
+			sid := g.newSession(a.ws)
+			stop, e := g.prompt(sid, "poll")
+			if tt.reason == "" {
+				require.Nil(t, e, "stderr:\n%s", g.stderr.String())
+				assert.Equal(t, acp.StopEndTurn, stop)
+			} else {
+				d := loopData(t, e)
+				assert.Equal(t, tt.reason, d["capReason"])
+				assert.EqualValues(t, tt.calls, d["toolCalls"])
+				if strings.Contains(tt.name, "warn") {
+					assert.Equal(t, true, d["warned"])
+					g.mu.Lock()
+					shown := false
+					for _, u := range g.updates {
+						shown = shown || strings.Contains(string(u), "Repeating it again will stop this turn")
+					}
+					g.mu.Unlock()
+					assert.True(t, shown, "the editor is shown the warning")
+				}
+			}
+			g.closeAndCheck()
+		})
+	}
+}
