@@ -106,3 +106,47 @@ func BenchmarkDetector_AddAndCheckToolCall(b *testing.B) {
 		d.Reset()
 	}
 }
+
+// goTestOutput is a 1.3 KB failing `go test` run: timings, a tmp path, a
+// pid, colour — what the result signal normalises.
+var goTestOutput = strings.Repeat("\x1b[31m--- FAIL: TestServer_Start (0.52s)\x1b[0m\n    server_test.go:31: listen on /tmp/go-build123456/b001: address in use (pid 4242)\n", 8) +
+	"FAIL\tgithub.com/acme/w/server\t1.234s\n"
+
+// BenchmarkResultHash_GoTest1KB digests one test run's output (normalised,
+// then SHA-256): the result signal's cost per call.
+func BenchmarkResultHash_GoTest1KB(b *testing.B) {
+	b.SetBytes(int64(len(goTestOutput)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ResultHash(true, goTestOutput)
+	}
+}
+
+// BenchmarkResultHash_ReadFile260B digests one read_file result of the
+// 1,000-call turn (20 lines of plain text, no digits: the fast path).
+func BenchmarkResultHash_ReadFile260B(b *testing.B) {
+	text := strings.Repeat("line of text\n", 20)
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ResultHash(false, text)
+	}
+}
+
+// BenchmarkCapTracker_ObserveResult is one result of an already-seen key
+// and result under the result signal.
+func BenchmarkCapTracker_ObserveResult(b *testing.B) {
+	tr := NewCapTracker(Cap{Max: 100, Signal: SignalResults})
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = ToolCallRepeatKey("read_file", map[string]any{"i": float64(i)})
+		tr.ObserveKey(keys[i])
+		tr.ObserveResult(keys[i], uint64(i))
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		tr.ObserveResult(keys[i&63], uint64(i&63))
+		i++
+	}
+}

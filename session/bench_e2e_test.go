@@ -115,9 +115,12 @@ func BenchmarkDaemon_Turn1000ToolCalls(b *testing.B) {
 	// via OpenRouter, some vLLM builds).
 	b.Run("fragmented", func(b *testing.B) { benchTurn1000(b, false) })
 	b.Run("whole", func(b *testing.B) { benchTurn1000(b, true) })
+	// The result signal's cost: the same whole-arguments turn under
+	// model.stuckSignal "calls" and "results" (target: results ≤ 1.2×).
+	b.Run("whole-results", func(b *testing.B) { benchTurn1000(b, true, "--stuck-signal", "results") })
 }
 
-func benchTurn1000(b *testing.B, whole bool) {
+func benchTurn1000(b *testing.B, whole bool, flags ...string) {
 	cwd := b.TempDir()
 	var script []modeltest.Response
 	for i := range 100 {
@@ -136,8 +139,8 @@ func benchTurn1000(b *testing.B, whole bool) {
 	for b.Loop() {
 		b.StopTimer()
 		srv := modeltest.NewServer(b, script...)
-		cmd := exec.Command(acpdBin, "--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(),
-			"--model", "m", "--data-dir", b.TempDir(), "--log-level", "error", "--approval-mode", "yolo")
+		cmd := exec.Command(acpdBin, append([]string{"--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(),
+			"--model", "m", "--data-dir", b.TempDir(), "--log-level", "error", "--approval-mode", "yolo"}, flags...)...)
 		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+b.TempDir(), "ACPD_CPUPROFILE="+os.Getenv("BENCH_DAEMON_CPUPROFILE"),
 			"ACPD_MEMPROFILE="+os.Getenv("BENCH_DAEMON_MEMPROFILE"))
 		stdin, err := cmd.StdinPipe()
@@ -176,7 +179,9 @@ func benchTurn1000(b *testing.B, whole bool) {
 		b.StartTimer()
 		res := call(3, "session/prompt", map[string]any{"sessionId": ns.SessionID, "prompt": []any{map[string]any{"type": "text", "text": "read everything"}}})
 		b.StopTimer()
-		require.JSONEq(b, `{"stopReason":"end_turn"}`, string(res.Result))
+		var pr acp.PromptResponse // its _meta carries the turn's usage
+		require.NoError(b, json.Unmarshal(res.Result, &pr))
+		require.Equal(b, acp.StopEndTurn, pr.StopReason, "%s", res.Result)
 		peakKB = max(peakKB, vmHWM(b, cmd.Process.Pid))
 		_ = stdin.Close()
 		require.NoError(b, cmd.Wait())
