@@ -147,7 +147,7 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		rest = fs.Args()
 	}
 	if *showVersion {
-		fmt.Fprintln(stdout, "acpd", versionString())
+		fmt.Fprintln(stdout, versionLine())
 		return exitOK
 	}
 	cmd, known := commands()[name]

@@ -103,7 +103,7 @@ func TestRun_Version(t *testing.T) {
 	sb.env["ACPD_CONFIG"] = sb.file(t, "broken.toml", "[[[")
 	r := sb.run(t, nil, "--version")
 	assert.Equal(t, 0, r.code)
-	assert.Equal(t, "acpd "+versionString()+"\n", r.stdout)
+	assert.Equal(t, versionLine()+"\n", r.stdout)
 	assert.NotEmpty(t, versionString())
 }
 
@@ -255,7 +255,7 @@ func TestBinary(t *testing.T) {
 	t.Parallel()
 	sb := newSandbox(t)
 	bin := filepath.Join(sb.dir, "acpd")
-	build := exec.CommandContext(t.Context(), "go", "build", "-ldflags", "-X main.version=v9.9.9-test", "-o", bin, ".")
+	build := exec.CommandContext(t.Context(), "go", "build", "-ldflags", "-X main.version=v9.9.9-test -X main.commit=0123456789abcdef0123", "-o", bin, ".")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, string(out))
 
@@ -281,7 +281,7 @@ func TestBinary(t *testing.T) {
 
 	code, stdout, _ := exe("--version")
 	assert.Equal(t, 0, code)
-	assert.Equal(t, "acpd v9.9.9-test\n", stdout)
+	assert.Equal(t, "acpd v9.9.9-test (commit 0123456789ab)\n", stdout, "the stamped version and commit")
 
 	bad := sb.file(t, "bad.toml", "[tools]\napprovalmode = \"yolo\"\n")
 	code, stdout, stderr := exe("config", "--config", bad)
