@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -240,6 +241,11 @@ func xdgDir(getenv func(string) string, name, fallback string) string {
 		return d
 	}
 	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, fallback)
+	}
+	// Windows sets no HOME; its home folder is USERPROFILE, and the same
+	// folders below it keep one layout for every system.
+	if h := getenv("USERPROFILE"); h != "" && runtime.GOOS == "windows" {
 		return filepath.Join(h, fallback)
 	}
 	return ""
