@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/acpd/acpd/session/model"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 
 	segjson "github.com/segmentio/encoding/json"
+
+	"github.com/acpd/acpd/session/model"
 )
 
 // Assembler turns the chunks of one streamed chat completion into Events.

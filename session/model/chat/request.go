@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/acpd/acpd/session/model"
 	"io"
 	"slices"
 	"strings"
 	"sync"
 
 	segjson "github.com/segmentio/encoding/json"
+
+	"github.com/acpd/acpd/session/model"
 )
 
 // Wire shapes of a chat.completions request (spec §2).

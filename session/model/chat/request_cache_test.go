@@ -3,11 +3,12 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/acpd/acpd/session/model"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/model"
 )
 
 // The cached encoding of a growing conversation is byte-identical to encoding

@@ -3,13 +3,14 @@ package chat
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/acpd/acpd/session/model"
 	"io"
 	"testing"
 	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/model"
 )
 
 // TestBuildRequest_Messages pins the wire form of each message kind (spec

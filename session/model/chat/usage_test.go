@@ -1,11 +1,12 @@
 package chat
 
 import (
-	"github.com/acpd/acpd/session/model"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/session/model"
 )
 
 // Every usage shape the README lists: where each provider puts cached and
