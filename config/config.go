@@ -18,8 +18,10 @@ type Provider string
 
 // Model providers.
 const (
-	ProviderOpenAI Provider = "openai" // an OpenAI-compatible chat completions endpoint
-	ProviderScript Provider = "script" // a scripted model read from model.script (tests, demos)
+	ProviderOpenAI    Provider = "openai"    // an OpenAI-compatible endpoint (chat completions, or Responses with model.wireApi)
+	ProviderAnthropic Provider = "anthropic" // the Anthropic Messages API
+	ProviderGemini    Provider = "gemini"    // the Gemini API
+	ProviderScript    Provider = "script"    // a scripted model read from model.script (tests, demos)
 )
 
 // ApprovalMode decides which tool calls need the user's permission.
@@ -46,7 +48,9 @@ const (
 
 // Config is the resolved configuration of one acpd process.
 type Config struct {
-	Model     ModelConfig
+	Model ModelConfig
+	// Providers are the [modelProviders.<id>] entries, by id.
+	Providers []ProviderConfig
 	Tools     ToolsConfig
 	Context   ContextConfig
 	Session   SessionConfig
@@ -86,6 +90,11 @@ type ModelConfig struct {
 	// Name is the model id sent to the provider.
 	Name    string
 	BaseURL string
+	// WireAPI is the openai provider's wire API: chat-completions (the
+	// default) or responses.
+	WireAPI string
+	// Thinking is model.name's thinking settings (nil: none).
+	Thinking *Thinking
 	// APIKeyEnv names the environment variable holding the API key.
 	APIKeyEnv string
 	// APIKey is read from the variable named by APIKeyEnv; it is never
@@ -160,6 +169,9 @@ type ModelConfig struct {
 // Price is what a model's tokens cost, per million tokens.
 type Price struct {
 	Input, CachedInput, Output float64
+	// CacheWrite is the price of input written to the provider's cache
+	// (Anthropic bills it at 1.25× the input price); default Input.
+	CacheWrite float64
 	// Currency is an ISO 4217 code or another unit ("credits"); default USD.
 	Currency string
 }
@@ -249,6 +261,7 @@ func Default() Config {
 	return Config{
 		Model: ModelConfig{
 			Provider:            ProviderOpenAI,
+			WireAPI:             "chat-completions",
 			BaseURL:             "https://api.openai.com/v1",
 			APIKeyEnv:           "OPENAI_API_KEY",
 			MaxToolCallsPerTurn: DefaultMaxToolCallsPerTurn,

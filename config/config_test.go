@@ -242,15 +242,15 @@ shutdownGrace = "10s"
 			dir := filepath.Join(fx.root, "project")
 			zero := 0.0
 			assert.Equal(t, Config{
-				Model: ModelConfig{Provider: ProviderScript, Name: "m", BaseURL: "http://localhost:1234/v1", APIKeyEnv: "K",
+				Model: ModelConfig{Provider: ProviderScript, Name: "m", BaseURL: "http://localhost:1234/v1", WireAPI: "chat-completions", APIKeyEnv: "K",
 					MaxToolCallsPerTurn: 7, MaxToolCallsPerTurnExplicit: true, SkipLoopDetection: false, StuckSignal: "results", LoopRecovery: "warn", MaxRetries: 0,
 					RequestTimeout: 30 * time.Second, MaxTokens: 4096, Temperature: &zero,
 					Script: filepath.Join(dir, "scripts", "turns.json"), SystemPrompt: "be brief",
 					Models: []string{"m-large", "m-small"}, ContextWindow: 65536,
 					ContextWindows: map[string]int{"m-large": 200000, "m-small": 32768}, CompactThreshold: 0.7, CompactionModel: "m-small",
 					CacheControl: "on", MaxTokensPerTurn: 40000, MaxTokensPerTurnExplicit: true, SessionTokenLimitExplicit: true,
-					Price:  &Price{Input: 1.25, CachedInput: 0.125, Output: 10, Currency: "EUR"},
-					Prices: map[string]Price{"m-small": {Input: 0.2, CachedInput: 0.2, Output: 0.6, Currency: "EUR"}}},
+					Price:  &Price{Input: 1.25, CachedInput: 0.125, CacheWrite: 1.25, Output: 10, Currency: "EUR"},
+					Prices: map[string]Price{"m-small": {Input: 0.2, CachedInput: 0.2, CacheWrite: 0.2, Output: 0.6, Currency: "EUR"}}},
 				Tools: ToolsConfig{ApprovalMode: ApprovalYolo, Exclude: []string{"web_fetch", "run_shell_command"},
 					ShellTimeout: 90 * time.Second, MaxOutputBytes: 1024, RepeatedToolFailureGuard: GuardWarn,
 					Sandbox: "required", SandboxWritable: []string{filepath.Join(dir, "cache"), filepath.Join(fx.home, ".npm")}, SandboxNetwork: false,
@@ -348,8 +348,8 @@ func TestLoad_Errors(t *testing.T) {
 			msg: "Invalid maxToolCallsPerTurn: must be an integer, got inf"},
 		{name: "unknown enum value", file: "[tools]\napprovalMode = \"yoloo\"\n", line: 2, col: 16,
 			msg: `tools.approvalMode: invalid value "yoloo": must be one of "plan", "default", "auto-edit", "yolo"`},
-		{name: "unknown provider", file: "[model]\nprovider = 'anthropic'\n", line: 2, col: 12,
-			msg: `model.provider: invalid value "anthropic": must be one of "openai", "script"`},
+		{name: "unknown provider", file: "[model]\nprovider = 'antropic'\n", line: 2, col: 12,
+			msg: `model.provider: invalid value "antropic": must be one of "openai", "anthropic", "gemini", "script"`},
 		{name: "unknown guard mode", file: "[tools]\nrepeatedToolFailureGuard = \"on\"\n", line: 2, col: 28,
 			msg: `tools.repeatedToolFailureGuard: invalid value "on": must be one of "off", "shadow", "warn", "enforce"`},
 		{name: "bad duration", file: "[tools]\nshellTimeout = \"2 minutes\"\n", line: 2, col: 16,
@@ -535,7 +535,7 @@ func TestLoad_Prices(t *testing.T) {
 	fx := newFixture(t)
 	cfg, _, err := fx.load(LoadOptions{ConfigPath: fx.write(t, "c.toml", "[model.price]\ninput = 3\noutput = 15\n")})
 	require.NoError(t, err)
-	assert.Equal(t, &Price{Input: 3, CachedInput: 3, Output: 15, Currency: "USD"}, cfg.Model.Price, "cachedInput defaults to input")
+	assert.Equal(t, &Price{Input: 3, CachedInput: 3, CacheWrite: 3, Output: 15, Currency: "USD"}, cfg.Model.Price, "cachedInput and cacheWrite default to input")
 }
 
 func TestFlags(t *testing.T) {

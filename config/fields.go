@@ -57,13 +57,16 @@ func (r resolver) path(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-var tables = []string{"model", "tools", "context", "session", "log", "telemetry", "guard"}
+var tables = []string{"model", "tools", "context", "session", "log", "telemetry", "guard", modelProvidersTable}
 
 // fields lists every key; the order is the order of `acpd config` output.
 var fields = []*field{
-	enumField("model", "provider", []string{string(ProviderOpenAI), string(ProviderScript)},
+	enumField("model", "provider", []string{string(ProviderOpenAI), string(ProviderAnthropic), string(ProviderGemini), string(ProviderScript)},
 		func(c *Config) *string { return (*string)(&c.Model.Provider) },
-		[]string{"ACPD_PROVIDER"}, "provider", "model provider: openai or script"),
+		[]string{"ACPD_PROVIDER"}, "provider", "model provider: openai, anthropic, gemini or script"),
+	enumField("model", "wireApi", WireAPIs, func(c *Config) *string { return &c.Model.WireAPI },
+		[]string{"ACPD_WIRE_API"}, "wire-api", "wire API of the openai provider: chat-completions (default) or responses"),
+	thinkingField(),
 	stringField("model", "name", func(c *Config) *string { return &c.Model.Name },
 		[]string{"OPENAI_MODEL"}, "model", "model name"),
 	stringField("model", "baseUrl", func(c *Config) *string { return &c.Model.BaseURL },
@@ -749,6 +752,8 @@ func decodePrice(raw any) (Price, error) {
 			dst = &p.CachedInput
 		case "output":
 			dst = &p.Output
+		case "cacheWrite":
+			dst = &p.CacheWrite
 		case "currency":
 			c, ok := v.(string)
 			if !ok || strings.TrimSpace(c) == "" {
@@ -757,7 +762,7 @@ func decodePrice(raw any) (Price, error) {
 			p.Currency = strings.TrimSpace(c)
 			continue
 		default:
-			return Price{}, fmt.Errorf("unknown key %s: want input, cachedInput, output or currency", quote(k))
+			return Price{}, fmt.Errorf("unknown key %s: want input, cachedInput, cacheWrite, output or currency", quote(k))
 		}
 		f, err := decodeFloat(v, false)
 		if err != nil {
@@ -777,13 +782,16 @@ func decodePrice(raw any) (Price, error) {
 	if !slices.Contains(seen, "cachedInput") {
 		p.CachedInput = p.Input
 	}
+	if !slices.Contains(seen, "cacheWrite") {
+		p.CacheWrite = p.Input
+	}
 	return p, nil
 }
 
 // encodePrice renders p as an inline TOML table.
 func encodePrice(p Price) string {
-	return fmt.Sprintf("{input = %s, cachedInput = %s, output = %s, currency = %s}",
-		encodeFloat(p.Input), encodeFloat(p.CachedInput), encodeFloat(p.Output), quote(p.Currency))
+	return fmt.Sprintf("{input = %s, cachedInput = %s, cacheWrite = %s, output = %s, currency = %s}",
+		encodeFloat(p.Input), encodeFloat(p.CachedInput), encodeFloat(p.CacheWrite), encodeFloat(p.Output), quote(p.Currency))
 }
 
 // budgetField is a token budget of [model]: unset by default, 0 or more
@@ -798,6 +806,29 @@ func budgetField(name string, acc func(*Config) (*int, bool), env, flag, usage s
 		return strconv.Itoa(*p), true
 	}
 	return f
+}
+
+// thinkingField is model.thinking: model.name's thinking settings.
+func thinkingField() *field {
+	return &field{
+		table: "model", name: "thinking",
+		decode: func(c *Config, raw any, _ bool, _ resolver) error {
+			t, err := decodeThinking(raw)
+			if err != nil {
+				return err
+			}
+			c.Model.Thinking = t
+			return nil
+		},
+		encode: func(c *Config) (string, bool) {
+			if c.Model.Thinking == nil {
+				return "", false
+			}
+			lit := encodeProvider(ProviderConfig{Models: []ProviderModel{{Thinking: c.Model.Thinking}}})
+			i := strings.Index(lit, "thinking = ")
+			return strings.TrimSuffix(lit[i+len("thinking = "):], "}]}"), true
+		},
+	}
 }
 
 // priceField is model.price: what model.name's tokens cost.

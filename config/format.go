@@ -16,6 +16,26 @@ func FormatTOML(cfg Config, src Sources) string {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
+		if table == modelProvidersTable {
+			if len(cfg.Providers) == 0 {
+				fmt.Fprintf(&b, "# [%s] is empty  # default\n", table)
+				continue
+			}
+			fmt.Fprintf(&b, "[%s]\n", table)
+			for _, p := range cfg.Providers {
+				f := providerField(p.ID)
+				lit, _ := f.encode(&cfg)
+				fmt.Fprintf(&b, "%s = %s  # %s\n", quoteKey(p.ID), lit, src.Of(f.key()))
+				if p.APIKeyEnv != "" {
+					if p.APIKey != "" {
+						fmt.Fprintf(&b, "# %s apiKey = \"<redacted>\"  # env %s\n", p.ID, p.APIKeyEnv)
+					} else {
+						fmt.Fprintf(&b, "# %s apiKey is unset  # env %s is empty\n", p.ID, p.APIKeyEnv)
+					}
+				}
+			}
+			continue
+		}
 		fmt.Fprintf(&b, "[%s]\n", table)
 		for _, f := range fields {
 			if f.table != table {
@@ -42,6 +62,19 @@ func FormatTOML(cfg Config, src Sources) string {
 		}
 	}
 	return b.String()
+}
+
+// quoteKey writes a TOML key bare when it can be.
+func quoteKey(k string) string {
+	for _, r := range k {
+		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return quote(k)
+		}
+	}
+	if k == "" {
+		return quote(k)
+	}
+	return k
 }
 
 func envLabel(name string) string {

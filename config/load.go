@@ -196,6 +196,23 @@ func finish(cfg *Config, src Sources, getenv func(string) string) error {
 			}
 		}
 	}
+	if cfg.Model.Provider == ProviderAnthropic || cfg.Model.Provider == ProviderGemini {
+		// The one-model case: the protocol's own endpoint and key
+		// variable, unless a layer named others.
+		proto := string(cfg.Model.Provider)
+		if src.Of("model.baseUrl").Kind == SourceDefault {
+			cfg.Model.BaseURL = defaultBaseURL[proto]
+		}
+		if src.Of("model.apiKeyEnv").Kind == SourceDefault {
+			cfg.Model.APIKeyEnv = defaultKeyEnv[proto]
+		}
+	}
+	if src.Of("model.wireApi").Kind != SourceDefault && cfg.Model.Provider != ProviderOpenAI {
+		return errAt(src.Of("model.wireApi"), "model.wireApi", fmt.Sprintf("model.wireApi: only the openai provider has wire APIs, model.provider is %s", cfg.Model.Provider))
+	}
+	if err := finishProviders(cfg, src, getenv); err != nil {
+		return err
+	}
 	if name := cfg.Model.APIKeyEnv; name != "" {
 		if v := getenv(name); v != "" {
 			cfg.Model.APIKey = v
@@ -440,6 +457,9 @@ func applyFile(cfg *Config, src Sources, path string, data []byte, home string) 
 			continue
 		}
 		f := lookupField(k[0], k[1])
+		if k[0] == modelProvidersTable {
+			f = providerField(k[1])
+		}
 		if f == nil {
 			fail(keyCol, k.String(), unknownInTable(k[0], k[1]), nil)
 			continue
@@ -454,6 +474,10 @@ func applyFile(cfg *Config, src Sources, path string, data []byte, home string) 
 			continue
 		}
 		src[f.key()] = Source{Kind: SourceFile, File: path, Line: line, Col: keyCol}
+		if k[0] == modelProvidersTable {
+			setProviderSource(cfg, k[1], src[f.key()])
+			locateProviderModels(cfg, k[1], t, line)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -70,7 +70,7 @@ func (t *turn) charge(origin usage.Origin, mdl string, u model.Usage, estimated 
 		rec.Cost, rec.Currency = cost, price.Currency
 	}
 	rec.PromptTokens, rec.CompletionTokens, rec.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
-	rec.CachedTokens, rec.ReasoningTokens = u.CachedTokens, u.ReasoningTokens
+	rec.CachedTokens, rec.CacheWriteTokens, rec.ReasoningTokens = u.CachedTokens, u.CacheWriteTokens, u.ReasoningTokens
 	rec.Origin, rec.Model, rec.Estimated = string(origin), mdl, estimated
 	// Not t.rec: a failed write is the turn's to report at its next step,
 	// and this may run on a subagent's goroutine.

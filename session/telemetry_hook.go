@@ -22,6 +22,7 @@ func (t *turn) stream(ctx context.Context) (streamResult, error) {
 	e := telemetry.ChatEnd{FinishReason: r.finish, Err: err}
 	if r.usage != nil && !r.estimated {
 		e.HaveUsage, e.InputTokens, e.OutputTokens, e.CacheReadTokens = true, r.usage.PromptTokens, r.usage.CompletionTokens, r.usage.CachedTokens
+		e.CacheWriteTokens = r.usage.CacheWriteTokens
 	}
 	chat.End(e)
 	return r, err

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -68,30 +70,76 @@ func serve(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Wr
 	return conn.Serve(ctx, agent)
 }
 
-// newProvider builds the model client the configuration names.
+// newProvider builds the model client the configuration names: [model]'s
+// own provider (model.provider) for its models, and one per
+// [modelProviders] entry, behind a router that sends each request to the
+// provider of its model.
 func newProvider(cfg config.Config, logger *slog.Logger) (model.Provider, error) {
+	httpOpts := model.HTTPOptions{MaxRetries: cfg.Model.MaxRetries, RequestTimeout: cfg.Model.RequestTimeout, Logger: logger}
+	var fallback model.Route
 	switch cfg.Model.Provider {
 	case config.ProviderScript:
 		p, err := model.NewScript(cfg.Model.Script)
 		if err != nil {
 			return nil, fmt.Errorf("model script: %w", err)
 		}
-		return p, nil
-	case config.ProviderOpenAI:
-		return providers.New(providers.Spec{
-			ID:           "model",
-			Protocol:     "openai",
+		fallback = model.Route{Provider: p, ProviderID: "script"}
+	default:
+		// Errors name [model]'s provider by its protocol; the
+		// chat-completions client's keep their old "model request" wording.
+		id := string(cfg.Model.Provider)
+		if cfg.Model.Provider == config.ProviderOpenAI {
+			id = "model"
+		}
+		spec := providers.Spec{
+			ID:           id,
+			Protocol:     string(cfg.Model.Provider),
+			WireAPI:      cfg.Model.WireAPI,
 			BaseURL:      cfg.Model.BaseURL,
 			APIKey:       cfg.Model.APIKey,
 			CacheControl: cfg.Model.CacheControl,
-			HTTP: model.HTTPOptions{
-				MaxRetries:     cfg.Model.MaxRetries,
-				RequestTimeout: cfg.Model.RequestTimeout,
-				Logger:         logger,
-			},
-		})
+			HTTP:         httpOpts,
+		}
+		if cfg.Model.Name != "" {
+			spec.Models = map[string]providers.ModelSpec{cfg.Model.Name: modelSpec(cfg.Model.MaxTokens, cfg.Model.Thinking)}
+		}
+		p, err := providers.New(spec)
+		if err != nil {
+			return nil, err
+		}
+		fallback = model.Route{Provider: p, ProviderID: id}
 	}
-	return nil, fmt.Errorf("unknown model provider %q", cfg.Model.Provider)
+	if len(cfg.Providers) == 0 {
+		return fallback.Provider, nil
+	}
+	routes := map[string]model.Route{}
+	for _, pc := range cfg.Providers {
+		spec := providers.Spec{
+			ID: pc.ID, Protocol: pc.Protocol, WireAPI: pc.WireAPI, BaseURL: pc.BaseURL, APIKey: pc.APIKey,
+			CacheControl: cmp.Or(pc.CacheControl, cfg.Model.CacheControl), HTTP: httpOpts,
+			Models: map[string]providers.ModelSpec{},
+		}
+		for _, m := range pc.Models {
+			spec.Models[m.ID] = modelSpec(m.MaxTokens, m.Thinking)
+		}
+		p, err := providers.New(spec)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range pc.Models {
+			routes[m.ID] = model.Route{Provider: p, ProviderID: pc.ID, Model: m.ID}
+		}
+	}
+	return model.NewRouter(routes, fallback), nil
+}
+
+// modelSpec is a model's protocol settings from its configuration.
+func modelSpec(maxTokens int, t *config.Thinking) providers.ModelSpec {
+	ms := providers.ModelSpec{MaxTokens: maxTokens}
+	if t != nil {
+		ms.Thinking, ms.Levels, ms.DefaultLevel = t.Mode, t.Levels, t.Default
+	}
+	return ms
 }
 
 // sessionOptions maps the resolved configuration onto the session host.
@@ -104,12 +152,12 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 	return session.Options{
 		Provider:          prov,
 		Model:             cfg.Model.Name,
-		Models:            cfg.Model.Models,
-		ContextWindow:     cfg.Model.ContextWindow,
-		ContextWindows:    cfg.Model.ContextWindows,
+		Models:            selectorModels(cfg),
+		ContextWindow:     contextWindow(cfg),
+		ContextWindows:    contextWindows(cfg),
 		CompactThreshold:  cfg.Model.CompactThreshold,
 		CompactionModel:   cfg.Model.CompactionModel,
-		Prices:            prices(cfg.Model),
+		Prices:            prices(cfg),
 		MaxTokensPerTurn:  cfg.Model.MaxTokensPerTurn,
 		SessionTokenLimit: cfg.Model.SessionTokenLimit,
 		SystemPrompt:      cfg.Model.SystemPrompt,
@@ -138,14 +186,72 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 	}, nil
 }
 
-// prices are model.price (for model.name) and model.prices by model id.
-func prices(m config.ModelConfig) sessionusage.Prices {
+// prices are model.price (for model.name), model.prices by model id, and
+// the prices of the [modelProviders] models.
+func prices(cfg config.Config) sessionusage.Prices {
+	m := cfg.Model
 	out := sessionusage.Prices{}
 	for id, p := range m.Prices {
 		out[id] = sessionusage.Price(p)
 	}
+	for _, pc := range cfg.Providers {
+		for _, pm := range pc.Models {
+			if pm.Price != nil {
+				out[pm.ID] = sessionusage.Price(*pm.Price)
+			}
+		}
+	}
 	if p := m.Price; p != nil && m.Name != "" {
 		out[m.Name] = sessionusage.Price(*p)
+	}
+	return out
+}
+
+// selectorModels are the models the editor may choose besides model.name:
+// model.models, then every [modelProviders] model, in file order.
+func selectorModels(cfg config.Config) []string {
+	out := []string{}
+	add := func(id string) {
+		if id != cfg.Model.Name && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	for _, id := range cfg.Model.Models {
+		add(id)
+	}
+	for _, pc := range cfg.Providers {
+		for _, m := range pc.Models {
+			add(m.ID)
+		}
+	}
+	return out
+}
+
+// contextWindow is model.name's window: model.contextWindow, or its
+// provider entry's.
+func contextWindow(cfg config.Config) int {
+	if cfg.Model.ContextWindow > 0 {
+		return cfg.Model.ContextWindow
+	}
+	if _, pm := cfg.ProviderOf(cfg.Model.Name); pm != nil {
+		return pm.ContextWindow
+	}
+	return 0
+}
+
+// contextWindows are model.contextWindows and the [modelProviders]
+// models' windows.
+func contextWindows(cfg config.Config) map[string]int {
+	out := maps.Clone(cfg.Model.ContextWindows)
+	if out == nil {
+		out = map[string]int{}
+	}
+	for _, pc := range cfg.Providers {
+		for _, m := range pc.Models {
+			if _, set := out[m.ID]; !set && m.ContextWindow > 0 {
+				out[m.ID] = m.ContextWindow
+			}
+		}
 	}
 	return out
 }

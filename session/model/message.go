@@ -66,7 +66,7 @@ func sameThinking(a, b []Thinking) bool {
 	for i, x := range a {
 		y := b[i]
 		if x.Protocol != y.Protocol || x.Provider != y.Provider || x.Type != y.Type || x.Text != y.Text ||
-			x.Signature != y.Signature || x.Data != y.Data || x.ID != y.ID || !bytes.Equal(x.Raw, y.Raw) {
+			x.Signature != y.Signature || x.Data != y.Data || x.ID != y.ID || x.Prefix != y.Prefix || !bytes.Equal(x.Raw, y.Raw) {
 			return false
 		}
 	}

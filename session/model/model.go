@@ -100,6 +100,12 @@ type Thinking struct {
 	ID string `json:"id,omitempty"`
 	// Raw is the block as received, for a protocol that replays it whole.
 	Raw json.RawMessage `json:"raw,omitempty"`
+	// Prefix is the protocol's digest of the conversation that preceded
+	// the block when it was produced. Providers that bind thinking to its
+	// conversation reject a block whose prefix was edited since (by a
+	// compaction, a changed system prompt); with the digest the protocol
+	// drops such a block instead of sending it.
+	Prefix string `json:"prefix,omitempty"`
 }
 
 // Usage is token accounting for one model response. PromptTokens is the

@@ -79,7 +79,7 @@ func (t *Turn) addUsage(u *store.Usage, sub bool) {
 		return
 	}
 	mu := model.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
-		CachedTokens: u.CachedTokens, ReasoningTokens: u.ReasoningTokens}
+		CachedTokens: u.CachedTokens, CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens}
 	t.Usage.Add(mu, u.Estimated)
 	var part **usage.Tokens
 	switch {

@@ -177,6 +177,9 @@ type Usage struct {
 	// reasoning.
 	CachedTokens    int `json:"cachedTokens,omitempty"`
 	ReasoningTokens int `json:"reasoningTokens,omitempty"`
+	// CacheWriteTokens is the part of PromptTokens written to the
+	// provider's cache (Anthropic bills it above the input price).
+	CacheWriteTokens int `json:"cacheWriteTokens,omitempty"`
 	// Origin is "" for the turn's own request, "summary" for a
 	// compaction's, "subagent" for a subagent run's (package usage).
 	Origin string `json:"origin,omitempty"`

@@ -18,15 +18,18 @@ const (
 	// ScopeName is the instrumentation scope of every span and metric.
 	ScopeName = "github.com/acpd/acpd/session/telemetry"
 
-	AttrOperationName     = "gen_ai.operation.name"
-	AttrProviderName      = "gen_ai.provider.name"
-	AttrAgentName         = "gen_ai.agent.name"
-	AttrConversationID    = "gen_ai.conversation.id"
-	AttrRequestModel      = "gen_ai.request.model"
-	AttrFinishReasons     = "gen_ai.response.finish_reasons"
-	AttrInputTokens       = "gen_ai.usage.input_tokens"
-	AttrOutputTokens      = "gen_ai.usage.output_tokens"
-	AttrCacheReadTokens   = "gen_ai.usage.cache_read.input_tokens" // part of input_tokens
+	AttrOperationName   = "gen_ai.operation.name"
+	AttrProviderName    = "gen_ai.provider.name"
+	AttrAgentName       = "gen_ai.agent.name"
+	AttrConversationID  = "gen_ai.conversation.id"
+	AttrRequestModel    = "gen_ai.request.model"
+	AttrFinishReasons   = "gen_ai.response.finish_reasons"
+	AttrInputTokens     = "gen_ai.usage.input_tokens"
+	AttrOutputTokens    = "gen_ai.usage.output_tokens"
+	AttrCacheReadTokens = "gen_ai.usage.cache_read.input_tokens" // part of input_tokens
+	// AttrCacheWriteTokens is the part of input_tokens written to the
+	// provider's cache (the GenAI conventions' cache_creation count).
+	AttrCacheWriteTokens  = "gen_ai.usage.cache_creation.input_tokens"
 	AttrTokenType         = "gen_ai.token.type"
 	AttrInputMessages     = "gen_ai.input.messages" // opt-in: telemetry.logPrompts
 	AttrToolName          = "gen_ai.tool.name"

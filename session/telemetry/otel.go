@@ -299,7 +299,7 @@ func (c *Chat) End(e ChatEnd) {
 	c.t.duration.Record(ctx, time.Since(c.start).Seconds(), metric.WithAttributes(durAttrs...))
 	if e.HaveUsage {
 		c.span.SetAttributes(attribute.Int(AttrInputTokens, e.InputTokens), attribute.Int(AttrOutputTokens, e.OutputTokens),
-			attribute.Int(AttrCacheReadTokens, e.CacheReadTokens))
+			attribute.Int(AttrCacheReadTokens, e.CacheReadTokens), attribute.Int(AttrCacheWriteTokens, e.CacheWriteTokens))
 		in := append(common[:len(common):len(common)], attribute.String(AttrTokenType, TokenInput))
 		out := append(common[:len(common):len(common)], attribute.String(AttrTokenType, TokenOutput))
 		c.t.tokens.Record(ctx, float64(e.InputTokens), metric.WithAttributes(in...))

@@ -105,7 +105,9 @@ type ChatEnd struct {
 	// CacheReadTokens is the part of InputTokens the provider served from
 	// its prompt cache.
 	CacheReadTokens int
-	HaveUsage       bool
-	FinishReason    string
-	Err             error
+	// CacheWriteTokens is the part of InputTokens written to the cache.
+	CacheWriteTokens int
+	HaveUsage        bool
+	FinishReason     string
+	Err              error
 }

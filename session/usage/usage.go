@@ -34,6 +34,8 @@ type Tokens struct {
 	Input int `json:"inputTokens"`
 	// Cached is the part of Input served from the provider's prompt cache.
 	Cached int `json:"cachedInputTokens"`
+	// CacheWrite is the part of Input written to the provider's cache.
+	CacheWrite int `json:"cacheWriteInputTokens,omitempty"`
 	// Output is the completion tokens, reasoning included.
 	Output int `json:"outputTokens"`
 	// Reasoning is the part of Output spent reasoning.
@@ -48,6 +50,7 @@ func (t *Tokens) Add(u model.Usage, estimated bool) {
 	t.Requests++
 	t.Input += max(u.PromptTokens, 0)
 	t.Cached += max(u.CachedTokens, 0)
+	t.CacheWrite += max(u.CacheWriteTokens, 0)
 	t.Output += max(u.CompletionTokens, 0)
 	t.Reasoning += max(u.ReasoningTokens, 0)
 	if estimated {
@@ -58,7 +61,7 @@ func (t *Tokens) Add(u model.Usage, estimated bool) {
 // Plus is the sum of t and o.
 func (t Tokens) Plus(o Tokens) Tokens {
 	return Tokens{
-		Requests: t.Requests + o.Requests, Input: t.Input + o.Input, Cached: t.Cached + o.Cached,
+		Requests: t.Requests + o.Requests, Input: t.Input + o.Input, Cached: t.Cached + o.Cached, CacheWrite: t.CacheWrite + o.CacheWrite,
 		Output: t.Output + o.Output, Reasoning: t.Reasoning + o.Reasoning, Estimated: t.Estimated + o.Estimated,
 	}
 }
@@ -121,16 +124,22 @@ func RoundCost(x float64) float64 { return math.Round(x*1e9) / 1e9 }
 // Price is what a model's tokens cost, per million tokens.
 type Price struct {
 	Input, CachedInput, Output float64
-	Currency                   string
+	// CacheWrite is the price of input written to the cache.
+	CacheWrite float64
+	Currency   string
 }
 
 // Cost is what one request's usage costs at p: uncached input at the input
-// price, cached input at the cached-input price, output (reasoning
-// included) at the output price.
+// price, cached input at the cached-input price, input written to the
+// cache at the cache-write price, output (reasoning included) at the output
+// price.
 func (p Price) Cost(u model.Usage) float64 {
-	cached := min(max(u.CachedTokens, 0), max(u.PromptTokens, 0))
-	uncached := max(u.PromptTokens, 0) - cached
-	return (float64(uncached)*p.Input + float64(cached)*p.CachedInput + float64(max(u.CompletionTokens, 0))*p.Output) / 1e6
+	prompt := max(u.PromptTokens, 0)
+	cached := min(max(u.CachedTokens, 0), prompt)
+	written := min(max(u.CacheWriteTokens, 0), prompt-cached)
+	uncached := prompt - cached - written
+	return (float64(uncached)*p.Input + float64(cached)*p.CachedInput + float64(written)*p.CacheWrite +
+		float64(max(u.CompletionTokens, 0))*p.Output) / 1e6
 }
 
 // Prices are the configured prices by model id.

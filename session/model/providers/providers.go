@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/anthropic"
 	"github.com/acpd/acpd/session/model/chat"
 	"github.com/acpd/acpd/session/model/gemini"
 	"github.com/acpd/acpd/session/model/responses"
@@ -35,6 +36,21 @@ type Spec struct {
 	// HTTP holds the retry, timeout and logging settings; its Name is
 	// filled from ID when empty.
 	HTTP model.HTTPOptions
+	// Models are the provider's models' settings, by the id sent on the
+	// wire.
+	Models map[string]ModelSpec
+}
+
+// ModelSpec is one model's protocol settings.
+type ModelSpec struct {
+	// MaxTokens is the model's default max_tokens (Anthropic requires one).
+	MaxTokens int
+	// Thinking is how the model thinks ("budget", "adaptive"; "" none),
+	// Levels its thinking levels (budget tokens where the protocol takes
+	// them) and DefaultLevel the level used when the editor chose none.
+	Thinking     string
+	Levels       map[string]int
+	DefaultLevel string
 }
 
 // Constructor builds a protocol's provider from a Spec.
@@ -56,6 +72,14 @@ var protocols = map[string]Constructor{
 	},
 	"gemini": func(s Spec) (model.Provider, error) {
 		return gemini.New(gemini.Options{HTTPOptions: s.HTTP, BaseURL: s.BaseURL, APIKey: s.APIKey}), nil
+	},
+	"anthropic": func(s Spec) (model.Provider, error) {
+		models := make(map[string]anthropic.Model, len(s.Models))
+		for id, m := range s.Models {
+			models[id] = anthropic.Model{MaxTokens: m.MaxTokens, Thinking: m.Thinking, Levels: m.Levels, DefaultLevel: m.DefaultLevel}
+		}
+		return anthropic.New(anthropic.Options{HTTPOptions: s.HTTP, BaseURL: s.BaseURL, APIKey: s.APIKey,
+			CacheControl: s.CacheControl, Models: models}), nil
 	},
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpd/acpd/session/model/anthropic"
 	"github.com/acpd/acpd/session/model/chat"
 )
 
@@ -17,6 +18,10 @@ func TestNew_ByProtocol(t *testing.T) {
 	p, err = New(Spec{ID: "local", Protocol: "openai", WireAPI: WireChatCompletions, BaseURL: "http://127.0.0.1:1/v1"})
 	require.NoError(t, err)
 	assert.IsType(t, &chat.Client{}, p)
+
+	p, err = New(Spec{ID: "claude", Protocol: "anthropic"})
+	require.NoError(t, err)
+	assert.IsType(t, &anthropic.Client{}, p)
 
 	_, err = New(Spec{ID: "corp", Protocol: "smoke-signals"})
 	require.Error(t, err)
