@@ -193,6 +193,13 @@ func (m *Manager) restore(s *Session, tr *store.Transcript) {
 			s.log.Warn("recorded model is not offered by this configuration; using the default", "model", tr.ModelID, "default", m.opts.Model)
 		}
 	}
+	if tr.ThoughtLevel != "" {
+		if slices.Contains(m.levelsOf(s.model), tr.ThoughtLevel) {
+			s.thought = tr.ThoughtLevel
+		} else {
+			s.log.Warn("recorded thinking level is not offered by the model; using its default", "level", tr.ThoughtLevel, "model", s.model)
+		}
+	}
 	s.history = tr.Messages(s.userMessage)
 	s.turnNo = countTurns(tr)
 	// The repeated-failure stop records no message: its stop text is

@@ -76,13 +76,21 @@ func startDaemonEnv(t *testing.T, cwd, configHome string, env []string, fc *acpt
 func startDaemonCmd(t *testing.T, cwd, configHome string, env []string, fc *acptest.FakeClient, responses []modeltest.Response, prep func(*exec.Cmd), flags ...string) *daemon {
 	t.Helper()
 	srv := modeltest.NewServer(t, responses...)
+	d := launch(t, cwd, configHome, append([]string{"--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted"}, flags...),
+		append([]string{"OPENAI_API_KEY=test-key"}, env...), fc)
+	d.model = srv
+	return d
+}
+
+// launch starts the built daemon with args (after its data directory, log
+// level and approval mode, which args may override) and env added to its
+// environment, and connects a client to it.
+func launch(t *testing.T, cwd, configHome string, args, env []string, fc *acptest.FakeClient) *daemon {
+	t.Helper()
 	dataDir := t.TempDir()
-	args := append([]string{
-		"--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
-		"--data-dir", dataDir, "--log-level", "warn", "--approval-mode", "yolo",
-	}, flags...)
+	args = append([]string{"--data-dir", dataDir, "--log-level", "warn", "--approval-mode", "yolo"}, args...)
 	cmd := exec.Command(acpdBin, args...)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+configHome, "OPENAI_API_KEY=test-key")
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+configHome)
 	cmd.Env = append(cmd.Env, env...)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
@@ -103,7 +111,7 @@ func startDaemonCmd(t *testing.T, cwd, configHome string, env []string, fc *acpt
 		terms.Install(fc)
 		t.Cleanup(terms.Close)
 	}
-	d := &daemon{model: srv, cwd: cwd, dataDir: dataDir, cmd: cmd, stdin: stdin}
+	d := &daemon{cwd: cwd, dataDir: dataDir, cmd: cmd, stdin: stdin}
 	d.cc = acptest.NewClientConn(t, fc, stdout, stdin)
 	t.Cleanup(func() {
 		_ = stdin.Close()

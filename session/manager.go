@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,12 +61,18 @@ const DefaultAgentConcurrency = 4
 // Options configure a Manager. The zero value of each field is a usable
 // default except Provider, which is required.
 type Options struct {
-	Provider     model.Provider
-	Model        string   // model name sent to the provider
-	Models       []string // model ids offered in the "model" config option; Model is always included
-	SystemPrompt string
-	MaxTokens    int
-	Temperature  *float64
+	Provider model.Provider
+	Model    string   // model name sent to the provider
+	Models   []string // model ids offered in the "model" config option; Model is always included
+	// ThoughtLevels are the thinking levels each model offers ("off"
+	// first), by model id; a model without levels gets no thought_level
+	// option. DefaultThoughtLevels are the levels used until the editor
+	// chooses one.
+	ThoughtLevels        map[string][]string
+	DefaultThoughtLevels map[string]string
+	SystemPrompt         string
+	MaxTokens            int
+	Temperature          *float64
 	// ContextWindow is the window of Model in tokens; 0 takes it from the
 	// known-model table (contextmgr.KnownWindow), else 131072.
 	ContextWindow int
@@ -512,6 +519,24 @@ func (m *Manager) SetSessionConfigOption(_ context.Context, req *acp.SetSessionC
 		}
 		s.mu.Lock()
 		s.model = value
+		// A level the new model does not offer gives way to its default.
+		if !slices.Contains(m.levelsOf(value), s.thought) {
+			s.thought = ""
+		}
+		s.mu.Unlock()
+	case "thought_level":
+		levels := m.levelsOf(s.getModel())
+		if !slices.Contains(levels, value) {
+			if len(levels) == 0 {
+				return nil, acp.ErrInvalidParams("configId", "The model "+s.getModel()+" has no thinking levels")
+			}
+			return nil, acp.ErrInvalidParams("value", "Unknown thinking level: "+value+" (levels: "+strings.Join(levels, ", ")+")")
+		}
+		if err := s.record(store.Record{Kind: store.KindThought, ThoughtLevel: value}); err != nil {
+			return nil, storeError(s.id, err)
+		}
+		s.mu.Lock()
+		s.thought = value
 		s.mu.Unlock()
 	default:
 		return nil, acp.ErrInvalidParams("configId", "Unsupported configId: "+req.ConfigID)

@@ -1,9 +1,11 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/acpd/acpd/acp"
@@ -90,9 +92,12 @@ type Session struct {
 
 	// mu guards mode, model, allowAlways and prompts; never held while
 	// calling the client or waiting for the semaphore.
-	mu          sync.Mutex
-	mode        string
-	model       string
+	mu    sync.Mutex
+	mode  string
+	model string
+	// thought is the thinking level the editor chose for the session ("":
+	// the model's default); it goes with every request as ThinkingLevel.
+	thought     string
 	allowAlways map[string]bool // "always allow" labels remembered for this session
 	// beforeYolo is the mode auto_approve turned into yolo, for turning
 	// it off.
@@ -171,12 +176,60 @@ func (s *Session) configOptions() []acp.SessionConfigOption {
 		// no value; the first prompt says how to set one.
 		opts = append(opts, acp.SessionConfigOption{ID: "model", Name: "Model", Category: "model", Type: "select", CurrentValue: mdl, Options: modelOpts})
 	}
+	if mdl != "" {
+		if levels := s.m.levelsOf(mdl); len(levels) > 0 {
+			s.mu.Lock()
+			cur := s.thought
+			s.mu.Unlock()
+			if cur == "" {
+				cur = cmp.Or(s.m.opts.DefaultThoughtLevels[mdl], "off")
+			}
+			levelOpts := make([]acp.SessionConfigSelectOption, 0, len(levels))
+			for _, l := range levels {
+				levelOpts = append(levelOpts, acp.SessionConfigSelectOption{Value: l, Name: levelName(l)})
+			}
+			opts = append(opts, acp.SessionConfigOption{ID: "thought_level", Name: "Thinking", Category: "thought_level", Type: "select",
+				CurrentValue: cur, Options: levelOpts})
+		}
+	}
 	if s.clientCaps().BooleanOptions() {
 		opts = append(opts, acp.SessionConfigOption{ID: configAutoApprove, Name: "Auto-approve",
 			Description: "Run every tool without asking (the YOLO mode); off returns to the mode before",
 			Type:        "boolean", Bool: mode == ModeYolo})
 	}
 	return opts
+}
+
+// levelsOf are the thought_level option's values for mdl. Once any
+// configured model thinks, the option is always there (ACP's config option
+// lists keep their options), offering only "off" for a model that does not
+// think; without such a model there is none.
+func (m *Manager) levelsOf(mdl string) []string {
+	if levels := m.opts.ThoughtLevels[mdl]; len(levels) > 0 {
+		return levels
+	}
+	for _, levels := range m.opts.ThoughtLevels {
+		if len(levels) > 0 {
+			return []string{"off"}
+		}
+	}
+	return nil
+}
+
+// levelName is a thinking level as the editor lists it.
+func levelName(l string) string {
+	if l == "" {
+		return l
+	}
+	return strings.ToUpper(l[:1]) + l[1:]
+}
+
+// thinkingLevel is the level the session's next request asks for.
+func (s *Session) thinkingLevel() string {
+	b := s.base()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.thought
 }
 
 // configAutoApprove is the boolean config option offered to clients that

@@ -348,6 +348,8 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 		MaxTokens:   t.maxTokens(),
 		Temperature: s.m.opts.Temperature,
 		Cache:       &s.msgCache,
+		// A subagent thinks at its session's level.
+		ThinkingLevel: s.thinkingLevel(),
 	}
 	t.capped = req.MaxTokens > 0 && req.MaxTokens != s.m.opts.MaxTokens
 	s.used() // the accounting knows what this request carries

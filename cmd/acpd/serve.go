@@ -150,19 +150,21 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 	}
 	exclude := cfg.Tools.Exclude
 	return session.Options{
-		Provider:          prov,
-		Model:             cfg.Model.Name,
-		Models:            selectorModels(cfg),
-		ContextWindow:     contextWindow(cfg),
-		ContextWindows:    contextWindows(cfg),
-		CompactThreshold:  cfg.Model.CompactThreshold,
-		CompactionModel:   cfg.Model.CompactionModel,
-		Prices:            prices(cfg),
-		MaxTokensPerTurn:  cfg.Model.MaxTokensPerTurn,
-		SessionTokenLimit: cfg.Model.SessionTokenLimit,
-		SystemPrompt:      cfg.Model.SystemPrompt,
-		MaxTokens:         cfg.Model.MaxTokens,
-		Temperature:       cfg.Model.Temperature,
+		Provider:             prov,
+		Model:                cfg.Model.Name,
+		Models:               selectorModels(cfg),
+		ThoughtLevels:        thoughtLevels(cfg),
+		DefaultThoughtLevels: defaultThoughtLevels(cfg),
+		ContextWindow:        contextWindow(cfg),
+		ContextWindows:       contextWindows(cfg),
+		CompactThreshold:     cfg.Model.CompactThreshold,
+		CompactionModel:      cfg.Model.CompactionModel,
+		Prices:               prices(cfg),
+		MaxTokensPerTurn:     cfg.Model.MaxTokensPerTurn,
+		SessionTokenLimit:    cfg.Model.SessionTokenLimit,
+		SystemPrompt:         cfg.Model.SystemPrompt,
+		MaxTokens:            cfg.Model.MaxTokens,
+		Temperature:          cfg.Model.Temperature,
 		Cap: loopdetect.Cap{Max: cfg.Model.MaxToolCallsPerTurn, Explicit: cfg.Model.MaxToolCallsPerTurnExplicit,
 			StuckWindow: cfg.Model.StuckWindow, Signal: loopdetect.StuckSignal(cfg.Model.StuckSignal),
 			Recovery: loopdetect.LoopRecovery(cfg.Model.LoopRecovery)},
@@ -223,6 +225,41 @@ func selectorModels(cfg config.Config) []string {
 		for _, m := range pc.Models {
 			add(m.ID)
 		}
+	}
+	return out
+}
+
+// thinkingOf is each model's thinking settings, by model id.
+func thinkingOf(cfg config.Config) map[string]*config.Thinking {
+	out := map[string]*config.Thinking{}
+	for _, pc := range cfg.Providers {
+		for _, m := range pc.Models {
+			if m.Thinking != nil {
+				out[m.ID] = m.Thinking
+			}
+		}
+	}
+	if t := cfg.Model.Thinking; t != nil && cfg.Model.Name != "" {
+		if _, listed := out[cfg.Model.Name]; !listed {
+			out[cfg.Model.Name] = t
+		}
+	}
+	return out
+}
+
+// thoughtLevels are the levels of the thought_level option, by model.
+func thoughtLevels(cfg config.Config) map[string][]string {
+	out := map[string][]string{}
+	for id, t := range thinkingOf(cfg) {
+		out[id] = t.LevelNames()
+	}
+	return out
+}
+
+func defaultThoughtLevels(cfg config.Config) map[string]string {
+	out := map[string]string{}
+	for id, t := range thinkingOf(cfg) {
+		out[id] = t.Default
 	}
 	return out
 }

@@ -18,26 +18,27 @@ type Kind string
 
 // Record kinds. Each names the payload field(s) it uses.
 const (
-	KindMeta       Kind = "meta"        // Meta: first record; appended again when an activation changes cwd or roots
-	KindUser       Kind = "user"        // Prompt (ACP content blocks as sent)
-	KindText       Kind = "text"        // Text (+MessageID): assistant text of one model response
-	KindReasoning  Kind = "reasoning"   // Text (+MessageID), Thinking: assistant reasoning of one model response
-	KindToolCalls  Kind = "tool_calls"  // ToolCalls: the calls one model response asked for
-	KindReminder   Kind = "reminder"    // Text: a user-role message for the model only, never replayed
-	KindToolCall   Kind = "tool_call"   // Tool: the frame shown to the client when a call starts
-	KindToolResult Kind = "tool_result" // Tool: the final state, content shown and ModelText fed back
-	KindPlan       Kind = "plan"        // Plan
-	KindMode       Kind = "mode"        // ModeID
-	KindModel      Kind = "model"       // ModelID
-	KindLoopStop   Kind = "loop_stop"   // Loop
-	KindTitle      Kind = "title"       // Title
-	KindTurnEnd    Kind = "turn_end"    // StopReason, Error
-	KindUsage      Kind = "usage"       // Usage
-	KindExt        Kind = "ext"         // Data: host-defined payload the store does not interpret
-	KindCompaction Kind = "compaction"  // Compaction: the model's history was compacted (see Compaction)
-	KindAgentStart Kind = "agent_start" // Agent (+Parent): a subagent run began (type, description, model, prompt)
-	KindAgentEnd   Kind = "agent_end"   // Agent (+Parent): a subagent run ended (stop reason or error)
-	KindRewind     Kind = "rewind"      // Rewind: the conversation was rewound to before a turn (see Rewind)
+	KindMeta       Kind = "meta"          // Meta: first record; appended again when an activation changes cwd or roots
+	KindUser       Kind = "user"          // Prompt (ACP content blocks as sent)
+	KindText       Kind = "text"          // Text (+MessageID): assistant text of one model response
+	KindReasoning  Kind = "reasoning"     // Text (+MessageID), Thinking: assistant reasoning of one model response
+	KindToolCalls  Kind = "tool_calls"    // ToolCalls: the calls one model response asked for
+	KindReminder   Kind = "reminder"      // Text: a user-role message for the model only, never replayed
+	KindToolCall   Kind = "tool_call"     // Tool: the frame shown to the client when a call starts
+	KindToolResult Kind = "tool_result"   // Tool: the final state, content shown and ModelText fed back
+	KindPlan       Kind = "plan"          // Plan
+	KindMode       Kind = "mode"          // ModeID
+	KindModel      Kind = "model"         // ModelID
+	KindThought    Kind = "thought_level" // ThoughtLevel: the thinking level the editor chose
+	KindLoopStop   Kind = "loop_stop"     // Loop
+	KindTitle      Kind = "title"         // Title
+	KindTurnEnd    Kind = "turn_end"      // StopReason, Error
+	KindUsage      Kind = "usage"         // Usage
+	KindExt        Kind = "ext"           // Data: host-defined payload the store does not interpret
+	KindCompaction Kind = "compaction"    // Compaction: the model's history was compacted (see Compaction)
+	KindAgentStart Kind = "agent_start"   // Agent (+Parent): a subagent run began (type, description, model, prompt)
+	KindAgentEnd   Kind = "agent_end"     // Agent (+Parent): a subagent run ended (stop reason or error)
+	KindRewind     Kind = "rewind"        // Rewind: the conversation was rewound to before a turn (see Rewind)
 )
 
 // maxRecordTitleLen bounds a title record so the index stays small.
@@ -64,20 +65,22 @@ type Record struct {
 	ToolCalls []ToolCall         `json:"toolCalls,omitempty"`
 	// Thinking holds a reasoning record's provider thinking blocks, kept
 	// byte for byte so a reloaded session replays them to the provider.
-	Thinking   []model.Thinking `json:"thinking,omitempty"`
-	Tool       *ToolCallRecord  `json:"tool,omitempty"`
-	Plan       []acp.PlanEntry  `json:"plan,omitempty"`
-	ModeID     string           `json:"modeId,omitempty"`
-	ModelID    string           `json:"modelId,omitempty"`
-	Loop       *LoopStop        `json:"loop,omitempty"`
-	Title      string           `json:"title,omitempty"`
-	StopReason acp.StopReason   `json:"stopReason,omitempty"`
-	Error      string           `json:"error,omitempty"`
-	Usage      *Usage           `json:"usage,omitempty"`
-	Data       json.RawMessage  `json:"data,omitempty"`
-	Compaction *Compaction      `json:"compaction,omitempty"`
-	Agent      *AgentRun        `json:"agent,omitempty"`
-	Rewind     *Rewind          `json:"rewind,omitempty"`
+	Thinking []model.Thinking `json:"thinking,omitempty"`
+	Tool     *ToolCallRecord  `json:"tool,omitempty"`
+	Plan     []acp.PlanEntry  `json:"plan,omitempty"`
+	ModeID   string           `json:"modeId,omitempty"`
+	ModelID  string           `json:"modelId,omitempty"`
+	// ThoughtLevel is a thought_level record's level ("off", "high", …).
+	ThoughtLevel string          `json:"thoughtLevel,omitempty"`
+	Loop         *LoopStop       `json:"loop,omitempty"`
+	Title        string          `json:"title,omitempty"`
+	StopReason   acp.StopReason  `json:"stopReason,omitempty"`
+	Error        string          `json:"error,omitempty"`
+	Usage        *Usage          `json:"usage,omitempty"`
+	Data         json.RawMessage `json:"data,omitempty"`
+	Compaction   *Compaction     `json:"compaction,omitempty"`
+	Agent        *AgentRun       `json:"agent,omitempty"`
+	Rewind       *Rewind         `json:"rewind,omitempty"`
 }
 
 // AgentRun describes a subagent run: agent_start carries what it was asked
@@ -262,6 +265,10 @@ func (r *Record) validate() error {
 	case KindModel:
 		if r.ModelID == "" {
 			return invalid(r.Kind, "field modelId is empty")
+		}
+	case KindThought:
+		if r.ThoughtLevel == "" {
+			return invalid(r.Kind, "field thoughtLevel is empty")
 		}
 	case KindLoopStop:
 		if r.Loop == nil || r.Loop.LoopType == "" {

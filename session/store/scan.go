@@ -145,6 +145,8 @@ func PeekKind(line []byte) Kind {
 		return KindMode
 	case string(KindModel):
 		return KindModel
+	case string(KindThought):
+		return KindThought
 	case string(KindLoopStop):
 		return KindLoopStop
 	case string(KindTitle):

@@ -20,6 +20,8 @@ type Transcript struct {
 	Title   string
 	ModeID  string // last mode record, "" if none
 	ModelID string // last model record, "" if none
+	// ThoughtLevel is the last thought_level record's level, "" if none.
+	ThoughtLevel string
 	// UpdatedAt is the time of the last record.
 	UpdatedAt time.Time
 	// PendingLoop is the last loop stop when no prompt followed it: the
@@ -163,6 +165,8 @@ func (tr *Transcript) finish(id string) error {
 			tr.ModeID = r.ModeID
 		case KindModel:
 			tr.ModelID = r.ModelID
+		case KindThought:
+			tr.ThoughtLevel = r.ThoughtLevel
 		}
 	}
 	if !tr.explicitTitle {

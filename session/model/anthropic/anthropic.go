@@ -3,13 +3,17 @@
 // redacted thinking with their signatures, prompt caching at cache_control
 // breakpoints, and the API's own errors.
 //
-// Hand-written rather than anthropic-sdk-go. Measured on this box with a
-// throwaway main that streams one request (go build -ldflags=-s, Go 1.26):
-// see SDK.md beside this file for the numbers; in short the SDK adds
-// megabytes to the binary and dozens of init functions to every start-up,
-// daemons that never talk to Anthropic included, while the wire format is
-// eight event types. The SDK's accumulator bugs (signature deltas
-// overwritten, usage added up) sit exactly where acpd needs exactness.
+// Hand-written rather than anthropic-sdk-go. Measured with a throwaway main
+// that streams one Messages request through the SDK (v2.15.0) against one
+// that only makes an HTTP POST, both `go build -ldflags=-s`, Go 1.26, on
+// the shared 2-core box: the binary grows from 5.9 MB to 12.3 MB, the
+// start-up runs 112 package inits instead of 77 (GODEBUG=inittrace=1;
+// 1.1 ms of init work against 0.7 ms), and it pulls in gjson/sjson, a
+// YAML decoder and a JSON-schema generator. Every daemon would pay that,
+// also those that never talk to Anthropic. The wire format is eight event
+// types, and the SDK's accumulator has had bugs exactly where acpd needs
+// exactness (signature deltas overwritten, usage added up instead of the
+// latest value taken). This package adds no dependency and no init work.
 package anthropic
 
 import (

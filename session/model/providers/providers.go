@@ -53,6 +53,13 @@ type ModelSpec struct {
 	DefaultLevel string
 }
 
+// Thinking modes of a ModelSpec, as configured: a token budget per level,
+// or a named effort level.
+const (
+	ThinkingBudget = "budget"
+	ThinkingEffort = "effort"
+)
+
 // Constructor builds a protocol's provider from a Spec.
 type Constructor func(Spec) (model.Provider, error)
 
@@ -76,7 +83,11 @@ var protocols = map[string]Constructor{
 	"anthropic": func(s Spec) (model.Provider, error) {
 		models := make(map[string]anthropic.Model, len(s.Models))
 		for id, m := range s.Models {
-			models[id] = anthropic.Model{MaxTokens: m.MaxTokens, Thinking: m.Thinking, Levels: m.Levels, DefaultLevel: m.DefaultLevel}
+			mode := m.Thinking
+			if mode == ThinkingEffort {
+				mode = anthropic.ThinkingAdaptive // adaptive thinking takes output_config.effort
+			}
+			models[id] = anthropic.Model{MaxTokens: m.MaxTokens, Thinking: mode, Levels: m.Levels, DefaultLevel: m.DefaultLevel}
 		}
 		return anthropic.New(anthropic.Options{HTTPOptions: s.HTTP, BaseURL: s.BaseURL, APIKey: s.APIKey,
 			CacheControl: s.CacheControl, Models: models}), nil
