@@ -75,10 +75,18 @@ var protocols = map[string]Constructor{
 		return chat.New(chat.Options{HTTPOptions: s.HTTP, BaseURL: s.BaseURL, APIKey: s.APIKey, CacheControl: s.CacheControl}), nil
 	},
 	"openai/" + WireResponses: func(s Spec) (model.Provider, error) {
-		return responses.New(responses.Options{HTTPOptions: s.HTTP, BaseURL: s.BaseURL, APIKey: s.APIKey}), nil
+		models := make(map[string]responses.Model, len(s.Models))
+		for id, m := range s.Models {
+			models[id] = responses.Model{MaxTokens: m.MaxTokens, DefaultLevel: m.DefaultLevel}
+		}
+		return responses.New(responses.Options{HTTPOptions: s.HTTP, BaseURL: s.BaseURL, APIKey: s.APIKey, Models: models}), nil
 	},
 	"gemini": func(s Spec) (model.Provider, error) {
-		return gemini.New(gemini.Options{HTTPOptions: s.HTTP, BaseURL: s.BaseURL, APIKey: s.APIKey}), nil
+		models := make(map[string]gemini.Model, len(s.Models))
+		for id, m := range s.Models {
+			models[id] = gemini.Model{MaxTokens: m.MaxTokens, Thinking: m.Thinking, Levels: m.Levels, DefaultLevel: m.DefaultLevel}
+		}
+		return gemini.New(gemini.Options{HTTPOptions: s.HTTP, BaseURL: s.BaseURL, APIKey: s.APIKey, Models: models}), nil
 	},
 	"anthropic": func(s Spec) (model.Provider, error) {
 		models := make(map[string]anthropic.Model, len(s.Models))
