@@ -35,7 +35,7 @@ models = [{ id = "claude-sonnet-4-5", contextWindow = 200000, thinking = { mode 
 
 func startAnthropic(t *testing.T, cwd, config string, env ...string) *daemon {
 	t.Helper()
-	return launch(t, cwd, t.TempDir(), []string{"--config", config}, append([]string{"ANTHROPIC_API_KEY=sk-ant-test"}, env...), nil)
+	return launch(t, cwd, t.TempDir(), []string{"--config", config}, append([]string{"ANTHROPIC_API_KEY=sk-ant-test"}, env...), nil, nil)
 }
 
 func anthropicRead(path string) anthropictest.ToolCall {
@@ -99,7 +99,7 @@ func TestE2E_AnthropicThinkingToolTurn(t *testing.T) {
 		anthropictest.Response{Thinking: "Now c.go.", ToolCalls: []anthropictest.ToolCall{anthropicRead(filepath.Join(cwd, "c.go"))}},
 		anthropictest.Response{Thinking: "Done.", Text: "c.go too."},
 	)
-	d2 := launch(t, cwd, t.TempDir(), []string{"--config", cfg, "--data-dir", dataDir}, []string{"ANTHROPIC_API_KEY=sk-ant-test"}, nil)
+	d2 := launch(t, cwd, t.TempDir(), []string{"--config", cfg, "--data-dir", dataDir}, []string{"ANTHROPIC_API_KEY=sk-ant-test"}, nil, nil)
 	_, err = d2.cc.Initialize(t.Context())
 	require.NoError(t, err)
 	var lr acp.LoadSessionResponse
@@ -237,7 +237,7 @@ models = ["local-coder"]
 	require.NoError(t, d.stdin.Close())
 	require.NoError(t, d.cmd.Wait())
 	d.waited = true
-	d2 := launch(t, cwd, t.TempDir(), []string{"--config", cfg, "--data-dir", dataDir}, []string{"ANTHROPIC_API_KEY=sk-ant-test"}, nil)
+	d2 := launch(t, cwd, t.TempDir(), []string{"--config", cfg, "--data-dir", dataDir}, []string{"ANTHROPIC_API_KEY=sk-ant-test"}, nil, nil)
 	_, err = d2.cc.Initialize(ctx)
 	require.NoError(t, err)
 	var lr acp.LoadSessionResponse

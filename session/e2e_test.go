@@ -77,15 +77,16 @@ func startDaemonCmd(t *testing.T, cwd, configHome string, env []string, fc *acpt
 	t.Helper()
 	srv := modeltest.NewServer(t, responses...)
 	d := launch(t, cwd, configHome, append([]string{"--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted"}, flags...),
-		append([]string{"OPENAI_API_KEY=test-key"}, env...), fc)
+		append([]string{"OPENAI_API_KEY=test-key"}, env...), fc, prep)
 	d.model = srv
 	return d
 }
 
 // launch starts the built daemon with args (after its data directory, log
 // level and approval mode, which args may override) and env added to its
-// environment, and connects a client to it.
-func launch(t *testing.T, cwd, configHome string, args, env []string, fc *acptest.FakeClient) *daemon {
+// environment, and connects a client to it; prep, when set, is called on
+// the command before it starts.
+func launch(t *testing.T, cwd, configHome string, args, env []string, fc *acptest.FakeClient, prep func(*exec.Cmd)) *daemon {
 	t.Helper()
 	dataDir := t.TempDir()
 	args = append([]string{"--data-dir", dataDir, "--log-level", "warn", "--approval-mode", "yolo"}, args...)
