@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -143,4 +144,56 @@ func TestE2E_Escape_SharedToolCache(t *testing.T) {
 	assert.Contains(t, results[0], "cargo home "+filepath.Join(l.cache, "acpd", "sandbox", "other-ws-"), results[0])
 	assert.NotContains(t, results[0], "rustc-wrapper")
 	assert.Contains(t, results[0], "No such file or directory")
+}
+
+// TestE2E_Escape_HardLinks: write_file and edit on a workspace file that
+// is a hard link to a file outside (a package store linked into
+// node_modules) change the workspace's file only: it gets a copy of its
+// own first, and the outside file keeps its content — also when the
+// editor does the writing.
+func TestE2E_Escape_HardLinks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		caps acp.ClientCapabilities
+	}{
+		{"local", localCaps},
+		{"editor writes", acp.ClientCapabilities{FS: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := newSbxLayout(t)
+			store := filepath.Join(l.sibling, "store")
+			writeFile(t, filepath.Join(store, "a.js"), "store a\n")
+			writeFile(t, filepath.Join(store, "b.js"), "store b\n")
+			mods := filepath.Join(l.ws, "node_modules", "pkg")
+			require.NoError(t, os.MkdirAll(mods, 0o755))
+			for _, n := range []string{"a.js", "b.js"} {
+				require.NoError(t, os.Link(filepath.Join(store, n), filepath.Join(mods, n)))
+			}
+			require.NoError(t, os.Chmod(filepath.Join(mods, "b.js"), 0o751))
+			d := startDaemonEnv(t, l.ws, t.TempDir(), l.env(), nil, nil)
+			results := toolTurn(t, d, tc.caps,
+				writeFileCall(filepath.Join(mods, "a.js"), "patched a\n"),
+				calls(call("edit", map[string]any{"file_path": filepath.Join(mods, "b.js"), "old_string": "store b", "new_string": "patched b"})),
+			)
+			for _, r := range results {
+				assert.NotContains(t, r, "Error", r)
+			}
+			for n, want := range map[string]string{"a.js": "patched a\n", "b.js": "patched b\n"} {
+				b, err := os.ReadFile(filepath.Join(mods, n))
+				require.NoError(t, err)
+				assert.Equal(t, want, string(b), "the workspace's file is written")
+			}
+			assert.Equal(t, []string{
+				store, filepath.Join(store, "a.js") + ` "store a\n"`, filepath.Join(store, "b.js") + ` "store b\n"`,
+			}, snapshot(t, store), "the store outside is unchanged")
+			fi, err := os.Stat(filepath.Join(mods, "b.js"))
+			require.NoError(t, err)
+			assert.Equal(t, os.FileMode(0o751), fi.Mode().Perm(), "the copy keeps the mode")
+			leftovers, err := filepath.Glob(filepath.Join(mods, ".*"))
+			require.NoError(t, err)
+			assert.Empty(t, leftovers, "no temporary file left")
+		})
+	}
 }

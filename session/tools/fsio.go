@@ -221,8 +221,13 @@ func readWhole(ctx context.Context, env *Env, t target) (string, error) {
 	return string(b), nil
 }
 
-// writeWhole writes content to t, through the editor when it offers fs writes.
+// writeWhole writes content to t, through the editor when it offers fs
+// writes. A file with other hard links first gets a copy of its own
+// (ownCopy), so a name outside the workspace keeps its content.
 func writeWhole(ctx context.Context, env *Env, t target, content string) error {
+	if err := t.ownCopy(); err != nil {
+		return err
+	}
 	if clientWrites(env) {
 		return clientWrite(ctx, env, t, content)
 	}
