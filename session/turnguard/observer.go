@@ -243,7 +243,7 @@ func (o *Observer) finalize(c *Call) {
 func (o *Observer) Result(c *Call, failed bool) (h uint64, ok bool) {
 	text, ok := resultText(c.content)
 	if !ok && len(c.output) > 0 {
-		text, ok = string(dropVolatile(c.output, c.ID, o.now())), true
+		text, ok = string(dropVolatileOutput(c.output, c.ID, o.now())), true
 	}
 	c.content, c.output = nil, nil
 	if !ok {

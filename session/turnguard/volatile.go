@@ -49,6 +49,19 @@ func dropVolatile(input json.RawMessage, callID string, now time.Time) json.RawM
 	if !maybeVolatile(input, callID) {
 		return input
 	}
+	return strip(input, stripper{callID: callID, now: now})
+}
+
+// dropVolatileOutput is dropVolatile for a call's rawOutput, which the
+// result signal compares: it also drops what measures the run (members
+// named duration, elapsed, took, latency or wall_time, whatever their
+// value: codex-acp reports {"duration":{"secs":0,"nanos":18844}}), since a
+// result is the same result however long it took.
+func dropVolatileOutput(output json.RawMessage, callID string, now time.Time) json.RawMessage {
+	return strip(output, stripper{callID: callID, now: now, timings: true})
+}
+
+func strip(input json.RawMessage, s stripper) json.RawMessage {
 	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.UseNumber()
 	var v any
@@ -60,7 +73,6 @@ func dropVolatile(input json.RawMessage, callID string, now time.Time) json.RawM
 			return input
 		}
 	}
-	s := stripper{callID: callID, now: now}
 	v = s.strip(v)
 	if !s.dropped {
 		return input
@@ -95,8 +107,12 @@ func maybeVolatile(input json.RawMessage, callID string) bool {
 type stripper struct {
 	callID  string
 	now     time.Time
+	timings bool // also drop the members timingWords name
 	dropped bool
 }
+
+// timingWords name what measures a run, in a result.
+var timingWords = map[string]bool{"duration": true, "elapsed": true, "took": true, "latency": true}
 
 func (s *stripper) strip(v any) any {
 	switch t := v.(type) {
@@ -131,6 +147,9 @@ func (s *stripper) volatile(name string, v any) bool {
 	words := nameWords(name)
 	if len(words) == 0 {
 		return false
+	}
+	if s.timings && (timingWords[words[len(words)-1]] || name == "wall_time") {
+		return true
 	}
 	switch v.(type) {
 	case string, json.Number:

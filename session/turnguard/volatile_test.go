@@ -2,6 +2,7 @@ package turnguard
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -149,4 +150,36 @@ func TestNameWords(t *testing.T) {
 	} {
 		assert.Equal(t, want, nameWords(in), in)
 	}
+}
+
+// TestRecordedCodexResultsAlike: codex-acp 0.16.0 reports an exec's result
+// only in rawOutput, stamped with the call's ids, completed_at_ms and its
+// duration; two identical `ls` runs digest alike, a different output does
+// not.
+func TestRecordedCodexResultsAlike(t *testing.T) {
+	t.Parallel()
+	out := func(id, pid string, at int64, nanos int, stdout string) string {
+		return fmt.Sprintf(`{"sessionUpdate":"tool_call_update","toolCallId":%q,"status":"completed","rawOutput":{"aggregated_output":%q,"call_id":%q,"command":["/bin/bash","-lc","ls"],"completed_at_ms":%d,"cwd":"/tmp/ws","duration":{"nanos":%d,"secs":0},"exit_code":0,"formatted_output":%q,"parsed_cmd":[{"cmd":"ls","path":null,"type":"list_files"}],"process_id":%q,"source":"unified_exec_startup","status":"completed","stderr":"","stdout":%q,"turn_id":"01a233ab-3369-70d3-ad29-8a340beb9097"}}`,
+			id, stdout, id, at, nanos, stdout, pid, stdout)
+	}
+	o := NewObserver()
+	o.Now = func() time.Time { return recordedAt }
+	digest := func(id, pid string, at int64, nanos int, stdout string) uint64 {
+		f := decodeFrame(t, out(id, pid, at, nanos, stdout))
+		var raw struct {
+			RawOutput json.RawMessage `json:"rawOutput"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out(id, pid, at, nanos, stdout)), &raw))
+		f.RawOutput = raw.RawOutput
+		ev := o.Observe(f)
+		require.Equal(t, "completed", ev.Ended)
+		h, ok := o.Result(ev.Call, false)
+		require.True(t, ok, "rawOutput is a result")
+		return h
+	}
+	a := digest("call_1", "74472", recordedAt.UnixMilli(), 18346, "target.txt\n")
+	b := digest("call_2", "31172", recordedAt.UnixMilli()+470, 16929, "target.txt\n")
+	c := digest("call_3", "31175", recordedAt.UnixMilli()+900, 16000, "target.txt\nnew.txt\n")
+	assert.Equal(t, a, b)
+	assert.NotEqual(t, a, c)
 }
