@@ -11,6 +11,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/checkpoint"
 	"github.com/acpd/acpd/session/commands"
+	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
@@ -257,7 +258,11 @@ func (s *Session) rewindConversation(ctx context.Context, n int, code bool) erro
 func (s *Session) askRewindConflicts(ctx context.Context, n int, conflicts []string) (bool, error) {
 	id := "rewind_" + randomHex(6)
 	title := fmt.Sprintf("Rewind to before turn %d: replace %d file(s) changed since", n, len(conflicts))
-	text := "These files changed after the turns being rewound; replacing them loses those changes:\n" + strings.Join(conflicts, "\n")
+	shown := make([]string, len(conflicts))
+	for i, c := range conflicts {
+		shown[i] = display.Line(c) // a workspace file name may hold any byte but NUL and /
+	}
+	text := "These files changed after the turns being rewound; replacing them loses those changes:\n" + strings.Join(shown, "\n")
 	locs := make([]acp.ToolCallLocation, 0, len(conflicts))
 	for _, p := range conflicts {
 		locs = append(locs, acp.ToolCallLocation{Path: p})

@@ -63,6 +63,7 @@ func optionOf(r *acp.RequestPermissionRequest, kind acp.PermissionOptionKind) st
 // quoted here-document delimiter that never matches and so swallows the
 // rest, a process substitution, a workspace program called ls — are each
 // asked about again, with no "always" on offer; refused, none of them ran.
+// A "." on acpd's PATH does not make ls the workspace's ./ls either.
 func TestE2E_Workspace_AlwaysAllowCoversOnlyWhatItShowed(t *testing.T) {
 	t.Parallel()
 	var perms permissionLog
@@ -73,7 +74,8 @@ func TestE2E_Workspace_AlwaysAllowCoversOnlyWhatItShowed(t *testing.T) {
 		return optionOf(r, acp.RejectOnce)
 	})
 	ws := t.TempDir()
-	d := startDaemonIn(t, ws, t.TempDir(), fc, nil, "--approval-mode", "default")
+	// With "." on acpd's PATH, ls itself would be the planted ./ls.
+	d := startDaemonEnv(t, ws, t.TempDir(), []string{"PATH=.:" + os.Getenv("PATH")}, fc, nil, "--approval-mode", "default")
 	writeFile(t, filepath.Join(ws, "ls"), "#!/bin/sh\ntouch planted\n")
 	require.NoError(t, os.Chmod(filepath.Join(ws, "ls"), 0o755))
 	// Each attack with whether an "always" may still be offered: a line
@@ -246,4 +248,64 @@ func TestE2E_Workspace_PlanModeRunsOnlyReadOnly(t *testing.T) {
 	for _, e := range ents {
 		assert.False(t, strings.HasPrefix(e.Name(), "made-by-"), "%s was made", e.Name())
 	}
+}
+
+// TestE2E_Workspace_ShownTextIsEscaped: a command that hides `touch evil`
+// behind a carriage return and ESC [2K, and a file path carrying ESC, a
+// carriage return and a bidi override, reach the editor — in tool-call
+// titles, in the permission request's title, text and option labels, in
+// the command list a workspace's command file makes — with every control
+// and bidi character escaped, so what is shown is what runs.
+func TestE2E_Workspace_ShownTextIsEscaped(t *testing.T) {
+	t.Parallel()
+	var perms permissionLog
+	fc := perms.client(func(_ int, r *acp.RequestPermissionRequest) string { return optionOf(r, acp.RejectOnce) })
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, ".acpd", "commands", "tidy.md"), "---\ndescription: \"tidy\u202e \x1b[31mred\"\n---\nTidy up.")
+	d := startDaemonIn(t, ws, t.TempDir(), fc, nil, "--approval-mode", "default")
+	cmd := "touch evil # \r\x1b[2K[tool] ls -la"
+	path := filepath.Join(ws, "a\x1b[2K\rb\u202etxt.md")
+	d.model.Add(
+		calls(call("run_shell_command", map[string]any{"command": cmd})),
+		calls(call("write_file", map[string]any{"file_path": path, "content": "x"})),
+		modeltest.Response{Text: "done"},
+	)
+	sid := d.session(t)
+	_, err := d.cc.Prompt(ctxFor(t), sid, "go")
+	require.NoError(t, err)
+
+	raw := func(s string) bool { return strings.ContainsAny(s, "\r\x1b\u202e") }
+	var shown []string
+	for _, u := range forSession(d.cc.Updates(), sid) {
+		if u.ToolCall != nil {
+			shown = append(shown, u.ToolCall.Title)
+		}
+		if u.ToolCallUpdate != nil && u.ToolCallUpdate.Title != nil {
+			shown = append(shown, *u.ToolCallUpdate.Title)
+		}
+		for _, c := range u.AvailableCommands {
+			shown = append(shown, c.Name, c.Description)
+		}
+	}
+	reqs := perms.requests()
+	require.Len(t, reqs, 2)
+	for _, r := range reqs {
+		shown = append(shown, *r.ToolCall.Title)
+		for _, c := range r.ToolCall.Content {
+			if c.Content != nil {
+				shown = append(shown, c.Content.Text)
+			}
+		}
+		for _, o := range r.Options {
+			shown = append(shown, o.Name)
+		}
+	}
+	joined := strings.Join(shown, "\n")
+	for _, s := range shown {
+		assert.False(t, raw(s), "shown raw: %q", s)
+	}
+	assert.Contains(t, joined, `touch evil # \r\x1b[2K[tool] ls -la`)
+	assert.Contains(t, joined, `a\x1b[2K\rb\u202etxt.md`)
+	assert.Contains(t, joined, `tidy\u202e \x1b[31mred`)
+	assert.NoFileExists(t, filepath.Join(ws, "evil"), "refused")
 }

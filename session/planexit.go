@@ -6,6 +6,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
@@ -66,7 +67,7 @@ func (s *Session) toolSpecs() []model.ToolSpec { return s.tools.Specs() }
 func (t *turn) runExitPlanMode(ctx context.Context, p pcall, tool tools.Tool, call *tools.ExitPlanModeCall, meta acp.Meta) toolRun {
 	s := t.s
 	id := p.acpID
-	title := call.Title()
+	title := display.Line(call.Title())
 	conf := call.Confirmation()
 	failed := func(msg string) {
 		t.close(ctx, p, acp.ToolCallUpdate{
@@ -88,7 +89,7 @@ func (t *turn) runExitPlanMode(ctx context.Context, p pcall, tool tools.Tool, ca
 		SessionID: s.id,
 		ToolCall: acp.ToolCallUpdate{
 			ToolCallID: id, Title: &title, Kind: tool.Kind(), Status: acp.StatusPending,
-			Content: conf.Content, RawInput: p.args, Meta: meta,
+			Content: shownContent(conf.Content), RawInput: p.args, Meta: meta,
 		},
 		Options: planExitOptions,
 	})

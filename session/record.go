@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 )
@@ -98,6 +100,11 @@ func (t *turn) open(ctx context.Context, p pcall, tc acp.ToolCall) {
 		// (mcp__server__tool, agent), or what the model asked for.
 		tc.Name = p.Name
 	}
+	// Every tool call is shown through here: its title (the model's
+	// command, path or tool name) and its text content may carry control
+	// and bidi characters that would rewrite what the user sees.
+	tc.Title = display.Line(tc.Title)
+	tc.Content = shownContent(tc.Content)
 	t.rec(store.Record{Kind: store.KindToolCall, Tool: &store.ToolCallRecord{
 		ToolCallID: tc.ToolCallID, Name: p.Name, Title: tc.Title, Kind: tc.Kind, Status: tc.Status,
 		Locations: tc.Locations, RawInput: rawJSON(tc.RawInput), Content: tc.Content,
@@ -178,6 +185,28 @@ func recordedCalls(calls []model.ToolCall) []store.ToolCall {
 			args, _ = json.Marshal(string(args))
 		}
 		out = append(out, store.ToolCall{ID: c.ID, Name: c.Name, Arguments: args, Invalid: c.Invalid, Thinking: c.Thinking})
+	}
+	return out
+}
+
+// shownContent is content with its text blocks passed through
+// display.Text, for the tool-call card and the permission request (the
+// command or plan asked about). Diffs are left exact: they are the file.
+func shownContent(cs []acp.ToolCallContent) []acp.ToolCallContent {
+	var out []acp.ToolCallContent
+	for i, c := range cs {
+		if c.Content == nil || c.Content.Type != "text" || display.Text(c.Content.Text) == c.Content.Text {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(cs)
+		}
+		b := *c.Content
+		b.Text = display.Text(b.Text)
+		out[i].Content = &b
+	}
+	if out == nil {
+		return cs
 	}
 	return out
 }

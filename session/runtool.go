@@ -8,6 +8,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/agents"
+	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
@@ -339,7 +340,7 @@ func permissionOptions(c tools.Confirmation) []acp.PermissionOption {
 	case tools.ConfirmFetch:
 		// "Always" is remembered for the host, for the session.
 		return []acp.PermissionOption{
-			{OptionID: optProceedAlways, Name: "Always Allow fetching from " + c.Label, Kind: acp.AllowAlways}, allow, reject,
+			{OptionID: optProceedAlways, Name: "Always Allow fetching from " + display.Line(c.Label), Kind: acp.AllowAlways}, allow, reject,
 		}
 	case tools.ConfirmInfo:
 		return []acp.PermissionOption{
@@ -348,9 +349,10 @@ func permissionOptions(c tools.Confirmation) []acp.PermissionOption {
 			allow, reject,
 		}
 	}
+	label := display.Line(c.Label) // the command roots, as the model wrote them
 	return []acp.PermissionOption{
-		{OptionID: optProceedAlwaysProject, Name: "Always Allow in project: " + c.Label, Kind: acp.AllowAlways},
-		{OptionID: optProceedAlwaysUser, Name: "Always Allow for user: " + c.Label, Kind: acp.AllowAlways},
+		{OptionID: optProceedAlwaysProject, Name: "Always Allow in project: " + label, Kind: acp.AllowAlways},
+		{OptionID: optProceedAlwaysUser, Name: "Always Allow for user: " + label, Kind: acp.AllowAlways},
 		allow, reject,
 	}
 }
@@ -367,7 +369,7 @@ const (
 func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools.Tool, call tools.Call, c tools.Confirmation, meta acp.Meta) (permVerdict, string) {
 	s := t.s
 	opts := permissionOptions(c)
-	title := call.Title()
+	title := display.Line(call.Title())
 	var reqMeta acp.Meta
 	if c.Kind == tools.ConfirmPrivateNetwork {
 		reqMeta = acp.Meta{acp.MetaPermission: acp.PermissionPrivateNetwork}
@@ -376,7 +378,7 @@ func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools
 		SessionID: s.id,
 		ToolCall: acp.ToolCallUpdate{
 			ToolCallID: id, Title: &title, Kind: tool.Kind(), Status: acp.StatusPending,
-			Content: c.Content, Locations: call.Locations(), RawInput: p.args,
+			Content: shownContent(c.Content), Locations: call.Locations(), RawInput: p.args,
 			Meta: s.runMeta(meta), // a subagent's request names its agent call
 		},
 		Options: opts,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/commands"
+	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/tokens"
@@ -185,7 +186,10 @@ func (s *Session) runCommand(ctx context.Context, blocks []acp.ContentBlock) (re
 		next = append([]acp.ContentBlock{acp.TextBlock(res.Prompt)}, blocks[1:]...)
 		return nil, next, true, nil
 	}
-	text := res.Message
+	// A command's answer quotes the workspace (file paths, warnings,
+	// agent descriptions) and the configuration: shown as written, its
+	// control and bidi characters escaped.
+	text := display.Text(res.Message)
 	if text == "" {
 		text = "Command executed."
 	}

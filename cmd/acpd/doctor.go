@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/doctor"
 )
 
@@ -21,7 +22,7 @@ func cmdDoctor(ctx context.Context, a *app) int {
 	if a.cfgErr == nil {
 		env.Sandbox = newSandboxPolicy(a.cfg)
 	}
-	if !doctor.Run(ctx, env, doctor.Checks(), a.stdout) {
+	if !doctor.Run(ctx, env, doctor.Checks(), display.Writer(a.stdout)) {
 		fmt.Fprintln(a.stderr, "acpd doctor: some checks failed")
 		return exitError
 	}

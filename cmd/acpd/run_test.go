@@ -556,3 +556,20 @@ func TestRunCmd_TokenBudgetExitStatus(t *testing.T) {
 	assert.Equal(t, "sessionTokenLimit", r.Budget)
 	assert.Contains(t, r.Text, "Session token limit exceeded")
 }
+
+// TestRunCmd_ControlCharactersShownEscaped: a command whose text carries a
+// carriage return and ESC [2K — which on a terminal erase the line and
+// print a harmless title over `touch evil` — and an answer carrying an
+// OSC 52 clipboard write and a bidi override are printed with those
+// characters escaped, so the terminal shows what ran.
+func TestRunCmd_ControlCharactersShownEscaped(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	script := e.script(t, `{"toolCalls":[{"name":"run_shell_command","arguments":{"command":"touch evil # \r\u001b[2K[tool] ls -la"}}]}
+{"text":"done \u001b]52;c;ZXZpbA==\u0007 access\u202e level\n"}`)
+	o := e.run(t, "", e.scripted(script, "--yolo", "go")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	assert.Equal(t, `[tool] touch evil # \r\x1b[2K[tool] ls -la … completed`+"\n", o.stderr)
+	assert.Equal(t, `done \x1b]52;c;ZXZpbA==\x07 access\u202e level`+"\n", o.stdout)
+	assert.FileExists(t, filepath.Join(e.ws, "evil"), "the command itself ran as written")
+}

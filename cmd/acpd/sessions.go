@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/acpd/acpd/config"
+	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/store"
 )
 
@@ -106,7 +107,7 @@ func cmdSessions(_ context.Context, a *app) int {
 		if t := strings.Join(strings.Fields(s.Title), " "); t != "" {
 			where += "  " + t
 		}
-		fmt.Fprintf(a.stdout, rowFmt, s.ID, s.UpdatedAt.UTC().Format("2006-01-02 15:04"), where)
+		fmt.Fprintf(a.stdout, rowFmt, s.ID, s.UpdatedAt.UTC().Format("2006-01-02 15:04"), display.Line(where))
 	}
 	return exitOK
 }

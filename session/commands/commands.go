@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/display"
 )
 
 // Source says where a command comes from.
@@ -166,9 +167,11 @@ func (s *Set) Commands() []*Command {
 func (s *Set) Available() []acp.AvailableCommand {
 	out := make([]acp.AvailableCommand, 0, len(s.Commands()))
 	for _, c := range s.Commands() {
-		ac := acp.AvailableCommand{Name: c.Name, Description: c.Description}
+		// A file command's name, description and hint come from the
+		// workspace: shown in the editor's command list.
+		ac := acp.AvailableCommand{Name: display.Line(c.Name), Description: display.Line(c.Description)}
 		if c.Hint != "" || c.Run == nil {
-			ac.Input = &acp.AvailableCommandInput{Hint: c.Hint}
+			ac.Input = &acp.AvailableCommandInput{Hint: display.Line(c.Hint)}
 		}
 		out = append(out, ac)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session"
+	"github.com/acpd/acpd/session/display"
 )
 
 // ToolCallSummary is one tool call in the json result.
@@ -79,6 +80,15 @@ type Output struct {
 }
 
 func NewOutput(stdout, stderr io.Writer, format, mode string) *Output {
+	// Text output is read on a terminal, and what it prints — the model's
+	// answer, tool titles, error messages quoting them — is the model's
+	// or the workspace's: its control and bidi characters are shown
+	// escaped, never acted on. JSON output is left exact (its encoding
+	// escapes control characters already).
+	stderr = display.Writer(stderr)
+	if format == FormatText {
+		stdout = display.Writer(stdout)
+	}
 	return &Output{
 		format: format, mode: mode, stdout: stdout, stderr: stderr,
 		byID: map[string]*ToolCallSummary{}, reported: map[string]bool{}, lastNL: true,

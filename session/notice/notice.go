@@ -28,6 +28,7 @@ import (
 	"sync"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/display"
 )
 
 // Kind is what a notice is about. The Kind decides the severity and title.
@@ -142,6 +143,9 @@ func (n *Notifier) Notify(ctx context.Context, k Kind, detail string) {
 		n.log.Error("notice of an unknown kind", "kind", int(k), "detail", detail)
 		return
 	}
+	// A detail quotes what went wrong: a path of the workspace, a
+	// server's error, the model's tool name.
+	detail = display.Text(detail)
 	key := r.title + "\x00" + detail
 	n.mu.Lock()
 	if r.once {

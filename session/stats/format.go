@@ -14,6 +14,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/usage"
 )
 
@@ -127,7 +128,7 @@ func (rep *Report) writeTable(w io.Writer) error {
 		if u.Estimated > 0 {
 			in = "~" + in // some of it estimated: the provider reported no usage
 		}
-		fmt.Fprintf(w, rowFmt, t.Start.UTC().Format("2006-01-02 15:04"), shortID(t.Session), t.Label(), shortName(t.AgentName()),
+		fmt.Fprintf(w, rowFmt, t.Start.UTC().Format("2006-01-02 15:04"), shortID(t.Session), t.Label(), display.Line(shortName(t.AgentName())),
 			strconv.Itoa(t.ToolCalls), strconv.Itoa(t.DistinctKeys), strconv.Itoa(t.MaxRepeat),
 			strconv.Itoa(t.MaxNameStreak), t.OutcomeText(), durationText(t),
 			in, compact(u.Cached), compact(u.Output), compact(u.Reasoning), costText(t.Cost))
@@ -187,8 +188,9 @@ func (rep *Report) writeTable(w io.Writer) error {
 			if t.WhatIf == nil {
 				continue
 			}
+			// Why may quote the repeated call: the model's tool and arguments.
 			fmt.Fprintf(w, "  %s turn %s: %s -> %s at call %d: %s\n", shortID(t.Session), t.Label(),
-				t.OutcomeText(), t.WhatIf.Outcome(), t.WhatIf.AtCall, t.WhatIf.Why)
+				t.OutcomeText(), t.WhatIf.Outcome(), t.WhatIf.AtCall, display.Line(t.WhatIf.Why))
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/compactwire"
+	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/model"
 )
 
@@ -87,7 +88,10 @@ func (tr *Transcript) UpdatesFor(o ReplayOptions) []acp.SessionUpdate {
 			b := acp.TextBlock(r.Text)
 			out = append(out, acp.SessionUpdate{Kind: kind, Content: &b, MessageID: tr.messageID(i)})
 		case KindToolCall:
-			t := r.Tool
+			t := *r.Tool
+			// Transcripts written before titles were escaped when shown
+			// still hold them raw.
+			t.Title = display.Line(t.Title)
 			if !open[t.ToolCallID] {
 				open[t.ToolCallID] = true
 				openOrder = append(openOrder, t.ToolCallID)
@@ -98,7 +102,8 @@ func (tr *Transcript) UpdatesFor(o ReplayOptions) []acp.SessionUpdate {
 				Meta: meta,
 			}})
 		case KindToolResult:
-			t := r.Tool
+			t := *r.Tool
+			t.Title = display.Line(t.Title)
 			if open[t.ToolCallID] {
 				delete(open, t.ToolCallID)
 				u := &acp.ToolCallUpdate{

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -265,7 +266,7 @@ func (c *runShellCommandCall) result(env *Env, o shellOutcome, content []acp.Too
 func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandbox.Plan) (Result, string) {
 	rctx, cancel := context.WithTimeout(ctx, c.effectiveTimeout(env))
 	defer cancel()
-	environ := append(os.Environ(), "PAGER=cat", "GIT_PAGER=cat")
+	environ := append(absolutePATH(os.Environ()), "PAGER=cat", "GIT_PAGER=cat")
 	environ = append(environ, plan.Env...)
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -457,7 +458,7 @@ func (c *runShellCommandCall) runInTerminal(ctx context.Context, env *Env, plan 
 		SessionID:       env.SessionID,
 		Command:         plan.Argv[0],
 		Args:            plan.Argv[1:],
-		Env:             envVars(plan.Env),
+		Env:             envVars(terminalEnv(plan.Env)),
 		Cwd:             c.dir.path,
 		OutputByteLimit: &limit,
 	})
@@ -535,6 +536,43 @@ func (c *runShellCommandCall) runInTerminal(ctx context.Context, env *Env, plan 
 		}
 	}
 	return c.result(env, o, content)
+}
+
+// absolutePATH is environ with the relative and empty entries of its PATH
+// dropped. They name the command's working folder (an empty entry and "."
+// are the folder itself): with "." or "node_modules/.bin" on acpd's PATH,
+// `ls` would run a program the workspace planted as ./ls, whatever the
+// command line — and the "always allow" or plan-mode decision — says.
+func absolutePATH(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			kv = "PATH=" + onlyAbsolute(v)
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func onlyAbsolute(list string) string {
+	var keep []string
+	for _, d := range filepath.SplitList(list) {
+		if filepath.IsAbs(d) {
+			keep = append(keep, d)
+		}
+	}
+	return strings.Join(keep, string(filepath.ListSeparator))
+}
+
+// terminalEnv is what a command in the editor's terminal gets on top of
+// the terminal's environment: the plan's variables, and acpd's PATH
+// without its relative entries when it has any (the editor started acpd,
+// so its terminals usually share that PATH).
+func terminalEnv(planEnv []string) []string {
+	if p, ok := os.LookupEnv("PATH"); ok && onlyAbsolute(p) != p {
+		return append([]string{"PATH=" + onlyAbsolute(p)}, planEnv...)
+	}
+	return planEnv
 }
 
 func envVars(env []string) []acp.EnvVariable {
