@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/display"
 )
 
 // NameAskUserQuestion is the tool that asks the user through the editor.
@@ -144,10 +145,13 @@ func (c *askUserQuestionCall) Request(sessionID, toolCallID string) *acp.CreateE
 	props := map[string]acp.ElicitationProperty{}
 	var required []string
 	for i, q := range c.questions {
-		p := acp.ElicitationProperty{Type: "string", Title: q.Header, Description: q.Question}
+		// The questions are the model's text, shown in the editor's form:
+		// their control and bidi characters escaped (the answer values,
+		// Const, stay exact).
+		p := acp.ElicitationProperty{Type: "string", Title: display.Line(q.Header), Description: display.Text(q.Question)}
 		var opts []acp.EnumOption
 		for _, o := range q.Options {
-			opts = append(opts, acp.EnumOption{Const: o.Label, Title: o.Label, Description: o.Description})
+			opts = append(opts, acp.EnumOption{Const: o.Label, Title: display.Line(o.Label), Description: display.Text(o.Description)})
 		}
 		switch {
 		case q.MultiSelect:
@@ -161,7 +165,7 @@ func (c *askUserQuestionCall) Request(sessionID, toolCallID string) *acp.CreateE
 	}
 	msg := fmt.Sprintf("The agent has %d questions for you.", len(c.questions))
 	if len(c.questions) == 1 {
-		msg = c.questions[0].Question
+		msg = display.Text(c.questions[0].Question)
 	}
 	return &acp.CreateElicitationRequest{
 		SessionID: sessionID, ToolCallID: toolCallID, Mode: "form", Message: msg,

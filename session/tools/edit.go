@@ -44,7 +44,7 @@ func (t *editTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &editCall{t: tg, a: a, title: "Edit " + display(env, tg.path)}, nil
+	return &editCall{t: tg, a: a, title: "Edit " + shownPath(env, tg.path)}, nil
 }
 
 type editCall struct {

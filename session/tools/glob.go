@@ -49,7 +49,7 @@ func (t *globTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &globCall{t: tg, pattern: pat, raw: a.Pattern, title: fmt.Sprintf("Glob '%s' in %s", a.Pattern, display(env, tg.path))}, nil
+	return &globCall{t: tg, pattern: pat, raw: a.Pattern, title: fmt.Sprintf("Glob '%s' in %s", a.Pattern, shownPath(env, tg.path))}, nil
 }
 
 // searchPattern validates a glob pattern relative to the search directory.

@@ -68,7 +68,7 @@ func (t *grepSearchTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	if err != nil {
 		return nil, err
 	}
-	title := fmt.Sprintf("grep '%s' in %s", a.Pattern, display(env, tg.path))
+	title := fmt.Sprintf("grep '%s' in %s", a.Pattern, shownPath(env, tg.path))
 	if glob != "" {
 		title += fmt.Sprintf(" (%s)", glob)
 	}

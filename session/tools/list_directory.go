@@ -45,7 +45,7 @@ func (t *listDirectoryTool) Build(env *Env, args json.RawMessage) (Call, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &listDirectoryCall{t: tg, ignore: a.Ignore, title: "List " + display(env, tg.path)}, nil
+	return &listDirectoryCall{t: tg, ignore: a.Ignore, title: "List " + shownPath(env, tg.path)}, nil
 }
 
 type listDirectoryCall struct {

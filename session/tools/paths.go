@@ -319,9 +319,9 @@ func inForbiddenTree(p string) bool {
 
 func isASCIILetter(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }
 
-// display is p as shown in titles: relative to the session cwd when inside
+// shownPath is p as shown in titles: relative to the session cwd when inside
 // it, absolute otherwise.
-func display(env *Env, p string) string {
+func shownPath(env *Env, p string) string {
 	if len(env.Roots) > 0 {
 		if rel, ok := within(filepath.Clean(env.Roots[0]), p); ok {
 			return rel

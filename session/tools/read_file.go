@@ -45,7 +45,7 @@ func (t *readFileTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &readFileCall{t: tg, title: "Read " + display(env, tg.path), limit: readDefaultLines}
+	c := &readFileCall{t: tg, title: "Read " + shownPath(env, tg.path), limit: readDefaultLines}
 	if a.Offset != nil {
 		c.offset = int(*a.Offset)
 		c.ranged = true

@@ -36,7 +36,7 @@ func (t *writeFileTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &writeFileCall{t: tg, content: a.Content, title: "Write " + display(env, tg.path)}, nil
+	return &writeFileCall{t: tg, content: a.Content, title: "Write " + shownPath(env, tg.path)}, nil
 }
 
 type writeFileCall struct {
