@@ -339,6 +339,12 @@ func (c *Conn) dispatchSafe(ctx context.Context, method string, params json.RawM
 	return c.dispatch(ctx, method, params)
 }
 
+// Forker is implemented by agents that support session/fork; without it
+// the method is answered -32601.
+type Forker interface {
+	ForkSession(ctx context.Context, req *ForkSessionRequest) (*ForkSessionResponse, error)
+}
+
 // Logouter is implemented by agents that support logout; without it logout
 // is answered -32601.
 type Logouter interface {
@@ -372,6 +378,11 @@ func (c *Conn) dispatch(ctx context.Context, method string, params json.RawMessa
 		return call(ctx, method, params, a.LoadSession)
 	case MethodSessionResume:
 		return call(ctx, method, params, a.ResumeSession)
+	case MethodSessionFork:
+		if f, ok := a.(Forker); ok {
+			return call(ctx, method, params, f.ForkSession)
+		}
+		return nil, ErrMethodNotFound(method)
 	case MethodSessionList:
 		return call(ctx, method, params, a.ListSessions)
 	case MethodSessionClose:

@@ -39,6 +39,7 @@ const (
 	MethodSessionNew             = "session/new"
 	MethodSessionLoad            = "session/load"
 	MethodSessionResume          = "session/resume"
+	MethodSessionFork            = "session/fork" // unstable (schema.unstable.json)
 	MethodSessionList            = "session/list"
 	MethodSessionClose           = "session/close"
 	MethodSessionDelete          = "session/delete"
@@ -196,6 +197,8 @@ type SessionCapabilities struct {
 	AdditionalDirectories *Capability `json:"additionalDirectories,omitempty"`
 	Resume                *Capability `json:"resume,omitempty"`
 	Close                 *Capability `json:"close,omitempty"`
+	// Fork advertises session/fork, a method of the unstable schema.
+	Fork *Capability `json:"fork,omitempty"`
 }
 
 // AuthMethod is the agent-type auth method (the default variant).
@@ -287,6 +290,25 @@ type ResumeSessionRequest struct {
 	AdditionalDirectories []string    `json:"additionalDirectories,omitempty"`
 	MCPServers            []MCPServer `json:"mcpServers,omitempty"`
 	Meta                  Meta        `json:"_meta,omitempty"`
+}
+
+// ForkSessionRequest is the params of session/fork (unstable schema): a
+// new session from the conversation of SessionID. systemPrompt is not
+// read: acpd does not advertise sessionCapabilities.systemPrompt.
+type ForkSessionRequest struct {
+	SessionID             string      `json:"sessionId"`
+	Cwd                   string      `json:"cwd"`
+	AdditionalDirectories []string    `json:"additionalDirectories,omitempty"`
+	MCPServers            []MCPServer `json:"mcpServers,omitempty"`
+	Meta                  Meta        `json:"_meta,omitempty"`
+}
+
+// ForkSessionResponse is the result of session/fork.
+type ForkSessionResponse struct {
+	SessionID     string                `json:"sessionId"`
+	Modes         *SessionModeState     `json:"modes,omitempty"`
+	ConfigOptions []SessionConfigOption `json:"configOptions,omitempty"`
+	Meta          Meta                  `json:"_meta,omitempty"`
 }
 
 // ListSessionsRequest is the params of session/list: an optional cwd filter and cursor.

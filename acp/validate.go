@@ -28,6 +28,7 @@ var requiredKeys = map[string][]string{
 	MethodSessionNew:             {"cwd", "mcpServers"},
 	MethodSessionLoad:            {"sessionId", "cwd", "mcpServers"},
 	MethodSessionResume:          {"sessionId", "cwd"},
+	MethodSessionFork:            {"sessionId", "cwd"},
 	MethodSessionList:            nil,
 	MethodSessionClose:           {"sessionId"},
 	MethodSessionDelete:          {"sessionId"},
@@ -288,6 +289,14 @@ func (r *LoadSessionRequest) Validate() error {
 
 // Validate checks sessionId, cwd, additionalDirectories and mcpServers.
 func (r *ResumeSessionRequest) Validate() error {
+	if err := needID("sessionId", r.SessionID); err != nil {
+		return err
+	}
+	return validateWorkspace(r.Cwd, r.AdditionalDirectories, r.MCPServers)
+}
+
+// Validate checks sessionId, cwd, additionalDirectories and mcpServers.
+func (r *ForkSessionRequest) Validate() error {
 	if err := needID("sessionId", r.SessionID); err != nil {
 		return err
 	}

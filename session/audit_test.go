@@ -478,7 +478,7 @@ func TestInitializeExactResult(t *testing.T) {
 		{"in memory", false, `{"protocolVersion":1,"agentCapabilities":{"loadSession":false,` + prompt + `,
 			"sessionCapabilities":{"additionalDirectories":{},"close":{}},"auth":{"logout":{}}},` + auth},
 		{"durable", true, `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` + prompt + `,
-			"sessionCapabilities":{"additionalDirectories":{},"close":{},"list":{},"resume":{},"delete":{}},"auth":{"logout":{}}},` + auth},
+			"sessionCapabilities":{"additionalDirectories":{},"close":{},"list":{},"resume":{},"delete":{},"fork":{}},"auth":{"logout":{}}},` + auth},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

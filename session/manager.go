@@ -248,6 +248,7 @@ func (m *Manager) Initialize(_ context.Context, req *acp.InitializeRequest) (*ac
 		caps.SessionCapabilities.List = &acp.Capability{}
 		caps.SessionCapabilities.Resume = &acp.Capability{}
 		caps.SessionCapabilities.Delete = &acp.Capability{}
+		caps.SessionCapabilities.Fork = &acp.Capability{}
 	}
 	return &acp.InitializeResponse{
 		ProtocolVersion:   acp.ProtocolVersion,

@@ -48,9 +48,16 @@ func InteropClient(t testing.TB, npm, dir string) string {
 // protocol's ordering rules. It returns the agent's lines.
 func CheckWire(t testing.TB, path string) []string {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
 	v, err := DefaultValidator()
+	require.NoError(t, err)
+	return CheckWireWith(t, v, path)
+}
+
+// CheckWireWith is CheckWire against the schema of v (UnstableValidator
+// for a wire using unstable methods).
+func CheckWireWith(t testing.TB, v *Validator, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	tr := NewTranscript(v)
 	var agent []string
@@ -150,6 +157,15 @@ func RunInteropClient(t testing.TB, node, clientDir, workspace string, env []str
 // against the schema and the protocol's rules (CheckWire).
 func RunInteropScript(t testing.TB, node, clientDir, script, workspace string, env []string, agent ...string) ([]byte, []string) {
 	t.Helper()
+	v, err := DefaultValidator()
+	require.NoError(t, err)
+	return RunInteropScriptWith(t, v, node, clientDir, script, workspace, env, agent...)
+}
+
+// RunInteropScriptWith is RunInteropScript with the wire checked against
+// v's schema (UnstableValidator for a script using unstable methods).
+func RunInteropScriptWith(t testing.TB, v *Validator, node, clientDir, script, workspace string, env []string, agent ...string) ([]byte, []string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(clientDir, script), workspace}, agent...)...)
@@ -171,5 +187,5 @@ func RunInteropScript(t testing.TB, node, clientDir, script, workspace string, e
 	require.NoError(t, json.Unmarshal(out, &head), "summary from %s (run error: %v):\n%s", script, runErr, out)
 	require.Empty(t, head.Fatal, "%s failed", script)
 	require.NoError(t, runErr)
-	return out, CheckWire(t, wire)
+	return out, CheckWireWith(t, v, wire)
 }

@@ -590,7 +590,7 @@ func (t *Transcript) response(req *clientReq, m *agentMsg) error {
 				errs = append(errs, fmt.Errorf("initialize: terminal auth method %q without the client capability auth.terminal", am.ID))
 			}
 		}
-	case acp.MethodSessionNew:
+	case acp.MethodSessionNew, acp.MethodSessionFork:
 		if !ok {
 			break
 		}

@@ -36,6 +36,25 @@ type Validator struct {
 	keys     map[string]map[string]bool // def name -> allowed property names
 }
 
+// unstableJSON is the same release's unstable schema (session/fork and
+// the other methods not yet in the spec), vendored.
+//
+//go:embed testdata/schema.unstable.json
+var unstableJSON []byte
+
+var (
+	unstableOnce sync.Once
+	unstableV    *Validator
+	unstableErr  error
+)
+
+// UnstableValidator returns a shared Validator over the unstable schema,
+// for wires that use its methods.
+func UnstableValidator() (*Validator, error) {
+	unstableOnce.Do(func() { unstableV, unstableErr = NewValidator(unstableJSON) })
+	return unstableV, unstableErr
+}
+
 var (
 	defaultOnce sync.Once
 	defaultV    *Validator

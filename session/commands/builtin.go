@@ -121,6 +121,8 @@ func Builtins() []*Command {
 			Source: SourceBuiltin, Run: agentsCmd},
 		{Name: "rewind", Description: "List the turns, or undo turn N and those after it: files and conversation, or only code or conversation",
 			Hint: "[N [code|conversation]]", Source: SourceBuiltin, Run: rewindCmd},
+		{Name: "fork", Description: "Copy the conversation, or its turns up to N, into a new session", Hint: "[N]",
+			Source: SourceBuiltin, Run: forkCmd},
 		{Name: "help", Description: "List the available commands", Source: SourceBuiltin, Run: helpCmd},
 	}
 }

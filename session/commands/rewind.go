@@ -150,3 +150,38 @@ func describeRewind(n int, code bool, res RewindResult) string {
 	}
 	return b.String()
 }
+
+// Forker is what /fork needs of its session.
+type Forker interface {
+	// Fork makes a new session holding the conversation up to turn n (0:
+	// every turn that ended) and returns its id.
+	Fork(ctx context.Context, n int) (string, error)
+}
+
+// forkCmd copies the conversation, up to turn N, into a new session.
+func forkCmd(ctx context.Context, h Host, args string) (Result, error) {
+	fk, ok := h.(Forker)
+	if !ok {
+		return Result{Message: "This session cannot be forked."}, nil
+	}
+	f := strings.Fields(args)
+	n := 0
+	if len(f) > 1 {
+		return Result{Message: "Usage: /fork [N] copies the conversation (up to turn N) into a new session."}, nil
+	}
+	if len(f) == 1 {
+		var err error
+		if n, err = strconv.Atoi(f[0]); err != nil || n < 1 {
+			return Result{Message: "Usage: /fork [N] copies the conversation (up to turn N) into a new session."}, nil
+		}
+	}
+	id, err := fk.Fork(ctx, n)
+	if err != nil {
+		return Result{Message: "Fork failed: " + err.Error()}, nil
+	}
+	what := "the conversation"
+	if n > 0 {
+		what = fmt.Sprintf("the conversation up to turn %d", n)
+	}
+	return Result{Message: fmt.Sprintf("Forked %s into session %s (same folder). Open it from the session list, or: acpd run --session %s", what, id, id)}, nil
+}
