@@ -440,6 +440,7 @@ func (t *turn) summarise(ctx context.Context, plan *contextmgr.Plan, th contextm
 				Model: main, System: s.systemPrompt(), Tools: s.toolSpecs(),
 				Messages:  append(seen[:len(seen):len(seen)], model.Message{Role: model.RoleUser, Content: directive}),
 				MaxTokens: maxOut, Temperature: s.m.opts.Temperature, Cache: &s.msgCache,
+				CacheHints: model.CacheHints{Key: s.id}, // the same prefix as the turn's requests
 			}
 			answer, err := t.runSummary(ctx, req)
 			var unusable answerError

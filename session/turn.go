@@ -350,6 +350,9 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 		Cache:       &s.msgCache,
 		// A subagent thinks at its session's level.
 		ThinkingLevel: s.thinkingLevel(),
+		// The session's id routes its requests to one prompt cache
+		// (Responses' prompt_cache_key); it survives session/load.
+		CacheHints: model.CacheHints{Key: s.id},
 	}
 	t.capped = req.MaxTokens > 0 && req.MaxTokens != s.m.opts.MaxTokens
 	s.used() // the accounting knows what this request carries
