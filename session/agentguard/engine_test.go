@@ -3,8 +3,10 @@ package agentguard
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -551,3 +553,35 @@ func TestTelemetry(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int64{"cap_reason=explicit,loop_type=turn_tool_call_cap": 1}, c.Counts("acpd.loop.stops"))
 }
+
+// TestResultsFallBackToCalls: under "results", an agent that ends its calls
+// without content or rawOutput gives the guard no result to compare; the
+// turn counts calls instead (a stuck turn still stops at 101) and the
+// guard says so once.
+func TestResultsFallBackToCalls(t *testing.T) {
+	t.Parallel()
+	var log strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return log.Write(p)
+	}), nil))
+	name := "full first" // completes with no content
+	h := newHarness(t, Options{SkipLoopDetection: true, Logger: logger,
+		Cap: loopdetect.Cap{Max: 100, Signal: loopdetect.SignalResults}},
+		func(a *fakeAgent) { a.onPrompt = calls(shapes[name], name, 120, func(int) bool { return true }) })
+	sid := h.session()
+	d := h.prompt(sid, "same").loopData(t)
+	assert.Equal(t, "stuck", d["capReason"])
+	assert.EqualValues(t, 101, d["toolCalls"])
+	h.agent.onPrompt = calls(shapes[name], name, 3, func(int) bool { return true })
+	require.Nil(t, h.prompt(sid, "again").Error)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 1, strings.Count(log.String(), "falls back"), log.String())
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

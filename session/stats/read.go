@@ -338,6 +338,8 @@ func (s *sessionRead) finish(end *store.Record) {
 	s.cur, s.loop, s.nrun = nil, nil, 0
 	s.r.tc.reset()
 	clear(s.dups)
+	// An agent behind acpd guard may reuse call ids in later turns.
+	clear(s.r.results)
 }
 
 // complete fills in a finished turn's figures and, with a what-if, its
