@@ -242,7 +242,11 @@ func TestE2E_Workspace_PlanModeRunsOnlyReadOnly(t *testing.T) {
 	for i, r := range results[1:] {
 		assert.NotContains(t, r, "Exit Code", "%q ran", attacks[i])
 	}
-	assert.Len(t, perms.requests(), 6, "the unknown ones were asked about; the writes were blocked")
+	reqs := perms.requests()
+	assert.Len(t, reqs, 6, "the unknown ones were asked about; the writes were blocked")
+	for _, r := range reqs {
+		assert.Empty(t, optionOf(&r, acp.AllowAlways), "plan mode approves an unknown command once: %s", *r.ToolCall.Title)
+	}
 	ents, err := os.ReadDir(ws)
 	require.NoError(t, err)
 	for _, e := range ents {

@@ -194,6 +194,12 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 		}, msg)
 	}
 	if ask {
+		if mode == ModePlan && conf.Kind == tools.ConfirmExec {
+			// A command plan mode cannot show read-only is approved once:
+			// an "always" given while planning would keep answering for it
+			// after the plan, in a mode that never asked (as the reference).
+			conf.NoAlways = true
+		}
 		verdict, msg := t.askPermission(ctx, id, p, tool, call, conf, meta)
 		switch verdict {
 		case permAllow:
