@@ -315,11 +315,13 @@ func startZygote(helper string, plan Plan) (*zygote, error) {
 	}
 	cmd := exec.Command(helper, args...)
 	cmd.ExtraFiles = []*os.File{theirs}
-	// Its own session and group, so a signal to the daemon's group
-	// (Ctrl-C in a terminal running acpd) is not delivered to it, and it
-	// has no controlling terminal; it follows the daemon through the
-	// death signal and its socket instead.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	// Its own group, so a signal to the daemon's group (Ctrl-C in a
+	// terminal running acpd) is not delivered to it; it follows the
+	// daemon through the death signal and its socket instead. Not a
+	// session of its own: the commands it forks get theirs, so its
+	// controlling terminal reaches none of them, and a new session costs
+	// a scheduler group (autogroup) that every request would then cross.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// The death signal fires when the daemon's thread that forked the
 	// server exits. Go ends a thread only when a goroutine locked to it
 	// returns without unlocking, which acpd's callers never do; and the
