@@ -2,8 +2,10 @@ package session_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -70,4 +72,70 @@ func TestE2E_Notices(t *testing.T) {
 			assert.Contains(t, mcp.Description, "gone")
 		})
 	}
+}
+
+// A provider that answers 429 and is retried: an info notice says so (with
+// the status), and the turn ends normally with the retried answer.
+func TestE2E_ProviderRetryNotice(t *testing.T) {
+	d := startDaemon(t, nil, []modeltest.Response{{Status: 429, RetryAfter: "1"}, {Text: "hi"}})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := d.cc.InitializeWith(ctx, acp.ClientCapabilities{Session: &acp.ClientSessionCapabilities{Notices: &acp.Capability{}}})
+	require.NoError(t, err)
+	sid, err := d.cc.NewSession(ctx, d.cwd)
+	require.NoError(t, err)
+	resp, err := d.cc.Prompt(ctx, sid, "hello")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	var retry *acp.Notice
+	for _, u := range d.cc.Updates() {
+		if n := u.Update.Notice; n != nil && n.Title == "Model provider busy; retrying" {
+			retry = n
+		}
+	}
+	require.NotNil(t, retry, "a retry notice")
+	assert.Equal(t, acp.SeverityInfo, retry.Severity)
+	assert.Contains(t, retry.Description, "answered 429")
+	assert.Contains(t, retry.Description, "attempt 1 is retried in 1s")
+	assert.Equal(t, "hi", acptest.AgentText(d.cc.Updates(), sid))
+}
+
+// A request that takes the conversation past 80% of
+// model.sessionTokenLimit is sent, and the user is told the limit is near.
+func TestE2E_BudgetNearNotice(t *testing.T) {
+	notices := acp.ClientCapabilities{Session: &acp.ClientSessionCapabilities{Notices: &acp.Capability{}}}
+	// What the first request of a session holds (the system prompt and the
+	// tools), as /context reports it; the limit is set a little above it,
+	// so the request fits and is past 80%.
+	d0 := startDaemon(t, nil, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := d0.cc.InitializeWith(ctx, notices)
+	require.NoError(t, err)
+	sid0, err := d0.cc.NewSession(ctx, d0.cwd)
+	require.NoError(t, err)
+	_, err = d0.cc.Prompt(ctx, sid0, "/context")
+	require.NoError(t, err)
+	var used int
+	_, err = fmt.Sscanf(regexp.MustCompile(`Used: \d+`).FindString(acptest.AgentText(d0.cc.Updates(), sid0)), "Used: %d", &used)
+	require.NoError(t, err)
+	limit := used * 115 / 100
+
+	d := startDaemonIn(t, d0.cwd, t.TempDir(), nil, []modeltest.Response{{Text: "hi"}}, "--session-token-limit", fmt.Sprint(limit))
+	_, err = d.cc.InitializeWith(ctx, notices)
+	require.NoError(t, err)
+	sid, err := d.cc.NewSession(ctx, d.cwd)
+	require.NoError(t, err)
+	resp, err := d.cc.Prompt(ctx, sid, "hello")
+	require.NoError(t, err)
+	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+	var near []acp.Notice
+	for _, u := range d.cc.Updates() {
+		if n := u.Update.Notice; n != nil && n.Title == "Token budget 80% used" {
+			near = append(near, *n)
+		}
+	}
+	require.Len(t, near, 1, "limit %d, used %d", limit, used)
+	assert.Equal(t, acp.SeverityWarning, near[0].Severity)
+	assert.Contains(t, near[0].Description, "tokens model.sessionTokenLimit allows")
 }
