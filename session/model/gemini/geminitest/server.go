@@ -159,6 +159,7 @@ type Server struct {
 	// signature.
 	signed map[string]string
 	seq    int
+	models []string // served by GET …/models
 }
 
 // NewServer starts a server on 127.0.0.1 serving responses in order; it is
@@ -193,6 +194,14 @@ func (s *Server) SetResponder(f func(Request) (Response, bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.responder = f
+}
+
+// SetModels sets the model ids GET …/models lists, as Gemini does
+// ({"models":[{"name":"models/ID",…}]}); none by default.
+func (s *Server) SetModels(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models = append([]string(nil), ids...)
 }
 
 // SetTokenLimit refuses a request counted above limit with Gemini's 400;
@@ -270,6 +279,18 @@ func writeJSON(w http.ResponseWriter, status int, body []byte, retryAfter string
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
+		s.mu.Lock()
+		list := []map[string]any{}
+		for _, id := range s.models {
+			list = append(list, map[string]any{"name": "models/" + id, "displayName": id,
+				"supportedGenerationMethods": []string{"generateContent", "streamGenerateContent"}})
+		}
+		s.mu.Unlock()
+		b, _ := json.Marshal(map[string]any{"models": list})
+		writeJSON(w, http.StatusOK, b, "")
+		return
+	}
 	name, ok := strings.CutSuffix(r.URL.Path, ":streamGenerateContent")
 	_, model, found := strings.Cut(name, "/models/")
 	if r.Method != http.MethodPost || !ok || !found || model == "" {

@@ -105,3 +105,17 @@ func TestServer_TokenLimit(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestServer_ModelList(t *testing.T) {
+	srv := geminitest.NewServer(t)
+	srv.SetModels("gemini-2.5-pro")
+	resp, err := http.Get(srv.BaseURL() + "/models")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var list struct {
+		Models []struct{ Name string }
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	require.Len(t, list.Models, 1)
+	assert.Equal(t, "models/gemini-2.5-pro", list.Models[0].Name)
+}

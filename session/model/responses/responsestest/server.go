@@ -224,7 +224,8 @@ type Server struct {
 	reasoning     map[string]issued
 	callReasoning map[string][]string
 	lax           bool
-	seq           int // response counter, for ids
+	seq           int      // response counter, for ids
+	models        []string // served by GET …/models
 }
 
 // NewServer starts a server on 127.0.0.1 serving responses in order; it is
@@ -261,6 +262,14 @@ func (s *Server) SetResponder(f func(Request) (Response, bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.responder = f
+}
+
+// SetModels sets the model ids GET …/models lists (OpenAI's shape); none by
+// default.
+func (s *Server) SetModels(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models = append([]string(nil), ids...)
 }
 
 // SetTokenLimit refuses a request counted (CountTokens) above limit with
@@ -351,7 +360,14 @@ func writeJSON(w http.ResponseWriter, status int, body []byte, retryAfter string
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
-		writeJSON(w, http.StatusOK, []byte(`{"object":"list","data":[]}`), "")
+		s.mu.Lock()
+		data := []map[string]any{}
+		for _, id := range s.models {
+			data = append(data, map[string]any{"id": id, "object": "model", "owned_by": "responsestest"})
+		}
+		s.mu.Unlock()
+		b, _ := json.Marshal(map[string]any{"object": "list", "data": data})
+		writeJSON(w, http.StatusOK, b, "")
 		return
 	}
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/responses") {

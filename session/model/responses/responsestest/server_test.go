@@ -137,3 +137,17 @@ func TestServer_TokenLimitAndErrors(t *testing.T) {
 	assert.NotEmpty(t, reqs[0].Rejected)
 	assert.Empty(t, reqs[2].Rejected)
 }
+
+func TestServer_ModelList(t *testing.T) {
+	srv := responsestest.NewServer(t)
+	srv.SetModels("gpt-5", "gpt-5-codex")
+	resp, err := http.Get(srv.BaseURL() + "/models")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct{ ID string }
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	require.Len(t, list.Data, 2)
+	assert.Equal(t, "gpt-5-codex", list.Data[1].ID)
+}
