@@ -28,6 +28,10 @@ const MetaPermission = "acpd.permission"
 // network question.
 const PermissionPrivateNetwork = "privateNetwork"
 
+// PermissionRewindConflict is MetaPermission's value for a rewind's
+// question about files changed since the turns it undoes.
+const PermissionRewindConflict = "rewindConflict"
+
 // ProtocolVersion is the only ACP major version acpd speaks.
 const ProtocolVersion = 1
 

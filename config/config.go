@@ -229,6 +229,9 @@ type ContextConfig struct {
 type SessionConfig struct {
 	// DataDir is the absolute directory where sessions are persisted.
 	DataDir string
+	// CheckpointMaxBytes bounds the checkpoint store under DataDir: past it
+	// the oldest sessions' checkpoints are removed (0: no bound).
+	CheckpointMaxBytes int
 }
 
 // LogConfig is the [log] table.
@@ -288,6 +291,7 @@ func Default() Config {
 			SubagentConcurrency:      4,
 		},
 		Context:   ContextConfig{FileNames: []string{}, Environment: true, Instructions: true},
+		Session:   SessionConfig{CheckpointMaxBytes: 2 << 30},
 		Log:       LogConfig{Level: "info"},
 		Telemetry: TelemetryConfig{},
 		Guard:     GuardConfig{CancelGrace: 2 * time.Second, ShutdownGrace: 3 * time.Second},

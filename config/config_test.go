@@ -256,7 +256,7 @@ shutdownGrace = "10s"
 					Sandbox: "required", SandboxWritable: []string{filepath.Join(dir, "cache"), filepath.Join(fx.home, ".npm")}, SandboxNetwork: false,
 					WebFetchAllowPrivate: true, SubagentConcurrency: 2},
 				Context: ContextConfig{FileNames: []string{"CONVENTIONS.md", "AGENTS.md"}},
-				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state")},
+				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state"), CheckpointMaxBytes: 2 << 30},
 				Log:     LogConfig{Level: "warn", File: filepath.Join(dir, "logs", "acpd.log"), Trace: true},
 				Guard:   GuardConfig{CancelGrace: 500 * time.Millisecond, ShutdownGrace: 10 * time.Second},
 			}, cfg)

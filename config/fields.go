@@ -144,6 +144,8 @@ var fields = []*field{
 
 	pathField("session", "dataDir", func(c *Config) *string { return &c.Session.DataDir },
 		[]string{"ACPD_DATA_DIR"}, "data-dir", "directory for persisted sessions"),
+	intField("session", "checkpointMaxBytes", 0, func(c *Config) *int { return &c.Session.CheckpointMaxBytes },
+		[]string{"ACPD_CHECKPOINT_MAX_BYTES"}, "", ""),
 
 	enumField("log", "level", []string{"debug", "info", "warn", "error"},
 		func(c *Config) *string { return &c.Log.Level },

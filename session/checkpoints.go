@@ -63,6 +63,17 @@ func (t *turn) endCheckpoint() {
 	if err := t.cp.End(); err != nil {
 		t.s.log.Error("recording the state after the turn failed; a rewind of it will not detect later changes", "err", err)
 	}
+	if limit := t.s.m.opts.CheckpointMaxBytes; limit > 0 && t.cp.Taken() {
+		cs, _ := t.s.m.checkpoints()
+		res, err := cs.Prune(limit)
+		if err != nil {
+			t.s.log.Warn("pruning the checkpoint store", "err", err)
+		}
+		if len(res.Removed) > 0 {
+			t.s.log.Info("checkpoint store over session.checkpointMaxBytes: removed the oldest sessions' checkpoints",
+				"sessions", len(res.Removed), "freed_bytes", res.Freed, "total_bytes", res.Total)
+		}
+	}
 }
 
 // checkpoint records what call may change before it runs: the
@@ -280,6 +291,7 @@ func (s *Session) askRewindConflicts(ctx context.Context, n int, conflicts []str
 			{OptionID: optProceedOnce, Name: "Replace them", Kind: acp.AllowOnce},
 			{OptionID: optCancel, Name: "Keep my versions", Kind: acp.RejectOnce},
 		},
+		Meta: acp.Meta{acp.MetaPermission: acp.PermissionRewindConflict},
 	})
 	replace := err == nil && resp.Outcome.Outcome == "selected" && resp.Outcome.OptionID == optProceedOnce
 	status, note := acp.StatusCompleted, "Replaced."

@@ -139,6 +139,9 @@ type Options struct {
 	// and session/load, resume, list and delete are served (and advertised)
 	// from it. Nil keeps sessions in memory only.
 	Store *store.Store
+	// CheckpointMaxBytes bounds the checkpoint store beside Store's
+	// transcripts (0: no bound); see checkpoint.Store.Prune.
+	CheckpointMaxBytes int64
 
 	// Telemetry exports spans and metrics of turns, model requests and
 	// tool calls; nil (telemetry off) does nothing.

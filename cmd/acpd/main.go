@@ -82,12 +82,13 @@ type command struct {
 // No command means serving ACP on stdio.
 func commands() map[string]command {
 	return map[string]command{
-		"config":   {summary: "print the effective configuration with each value's source", run: cmdConfig},
-		"doctor":   doctorCommand(),
-		"guard":    guardCommand(),
-		"run":      runCommand(),
-		"sessions": sessionsCommand(),
-		"stats":    statsCommand(),
+		"checkpoints": checkpointsCommand(),
+		"config":      {summary: "print the effective configuration with each value's source", run: cmdConfig},
+		"doctor":      doctorCommand(),
+		"guard":       guardCommand(),
+		"run":         runCommand(),
+		"sessions":    sessionsCommand(),
+		"stats":       statsCommand(),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -52,6 +53,7 @@ func (f *outputFormat) Set(s string) error {
 func runFlags(fs *flag.FlagSet) {
 	fs.String("cwd", "", "workspace directory of the session (default: the working directory)")
 	fs.String("session", "", "continue the stored session with this id (the sessionId of an earlier run) instead of starting a new one")
+	fs.String("rewind", "", "with --session and no prompt: undo turn N and the turns after it, files and conversation (/rewind N); files changed since are kept")
 	fs.Bool("yolo", false, "run every tool without asking (same as --approval-mode yolo)")
 	fs.Var(&outputFormat{}, "output-format", "output format: text, json or stream-json")
 	fs.Var(&answerList{}, "answer", "answer to a question the model asks (ask_user_question), repeatable, used in order: an option's label or number, several separated by commas, or free text")
@@ -147,6 +149,18 @@ func parseRunOptions(a *app, cfg *config.Config) (headless.Options, error) {
 	}
 	o.Mode = string(cfg.Tools.ApprovalMode)
 
+	if n := flagString(a.flags, "rewind"); n != "" {
+		if v, err := strconv.Atoi(n); err != nil || v < 1 {
+			return o, &usageError{fmt.Sprintf("--rewind must be a turn number (1 or more), got %q", n)}
+		}
+		if o.SessionID == "" {
+			return o, &usageError{"--rewind needs --session ID: the session whose turn to undo"}
+		}
+		if len(a.args) > 0 {
+			return o, &usageError{"--rewind takes no prompt: rewind first, then run the prompt with --session"}
+		}
+		a.args = []string{"/rewind " + n}
+	}
 	switch len(a.args) {
 	case 0:
 	case 1:

@@ -150,6 +150,7 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 	}
 	exclude := cfg.Tools.Exclude
 	return session.Options{
+		CheckpointMaxBytes:   int64(cfg.Session.CheckpointMaxBytes),
 		Provider:             prov,
 		Model:                cfg.Model.Name,
 		Models:               selectorModels(cfg),

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -199,4 +200,33 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// Prune removes the least recently written sessions first, down to the
+// bound, and never a session this process has open.
+func TestPruneOldestFirst(t *testing.T) {
+	ws, dataDir := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(ws, "a.txt"), strings.Repeat("x", 10_000), 0o644)
+	st, err := Open(dataDir)
+	require.NoError(t, err)
+	for _, sid := range []string{"old", "mid", "new"} {
+		require.NoError(t, st.Begin(sid, 1, "p", []string{ws}).Files([]string{filepath.Join(ws, "a.txt")}))
+		if sid != "new" {
+			require.NoError(t, st.Release(sid))
+		}
+	}
+	old := filepath.Join(st.Dir(), "old.pack")
+	past := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(old, past, past))
+	fi, err := os.Stat(old)
+	require.NoError(t, err)
+	res, err := st.Prune(2 * fi.Size())
+	require.NoError(t, err)
+	require.Equal(t, []string{"old"}, res.Removed)
+	res, err = st.Prune(0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"mid"}, res.Removed, "the open session stays")
+	cps, err := st.List("new")
+	require.NoError(t, err)
+	require.Len(t, cps, 1)
 }

@@ -107,6 +107,9 @@ func openPack(path string, create bool) (*pack, error) {
 	if err != nil {
 		return nil, err
 	}
+	if create {
+		lockShared(f)
+	}
 	p := &pack{path: path, f: f, objs: map[[idLen]byte]span{}, mans: map[int][]byte{}}
 	good, err := p.scan(create)
 	if err != nil {

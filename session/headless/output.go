@@ -119,6 +119,10 @@ func (o *Output) Permission(params json.RawMessage) *acp.RequestPermissionRespon
 		// exit_plan_mode: a headless run keeps the approval mode it was
 		// started with, so a plan-mode run stays a plan.
 		fmt.Fprintf(o.stderr, "acpd run: kept plan mode for %q: a headless run stays in its approval mode %q; run again with --approval-mode default, auto-edit or --yolo to carry the plan out\n", title, o.mode)
+	case req.Meta[acp.MetaPermission] == acp.PermissionRewindConflict:
+		// Asked in every approval mode: a rewind never overwrites
+		// someone's later work unless a person says so.
+		fmt.Fprintf(o.stderr, "acpd run: kept the files changed since the rewound turns (%s): replacing them needs a person's answer; rewind from an editor to replace them\n", title)
 	case req.Meta[acp.MetaPermission] == acp.PermissionPrivateNetwork:
 		// Asked in every approval mode: --yolo would not help.
 		fmt.Fprintf(o.stderr, "acpd run: refused %q: it reaches a loopback or private network address, which acpd asks about every time, in every approval mode (--yolo too), and nobody can answer; "+
