@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// floorProgram is the least an ACP agent can do before it answers: start the
+// Go runtime, read the initialize line, write an answer.
+const floorProgram = `package main
+
+import (
+	"bufio"
+	"os"
+)
+
+func main() {
+	_, _ = bufio.NewReader(os.Stdin).ReadBytes('\n')
+	_, _ = os.Stdout.WriteString("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":1}}\n")
+}
+`
+
+// BenchmarkInitializeFloor times spawn → initialize answered for acpd's
+// default build (telemetry linked, stripped as a release is) beside the floor:
+// a trivial Go program that reads the request line and answers it, built the
+// same way. One op is one process: start, write initialize, read the answer,
+// close stdin, wait. Run each program 20 times, interleaved, and compare the
+// medians:
+//
+//	go test -run '^$' -bench InitializeFloor -benchtime 1x -count 20 ./cmd/acpd | tee floor.txt
+//	benchstat -col /program floor.txt
+func BenchmarkInitializeFloor(b *testing.B) {
+	acpd := startupBinary(b, "")
+	floor, ok := startupBinaries["floor"]
+	if !ok {
+		dir, err := os.MkdirTemp("", "acpd-floor-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		src := filepath.Join(dir, "main.go")
+		if err := os.WriteFile(src, []byte(floorProgram), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		floor = filepath.Join(dir, "floor")
+		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", floor, src)
+		build.Dir = dir
+		build.Env = append(os.Environ(), "GO111MODULE=off")
+		if out, err := build.CombinedOutput(); err != nil {
+			b.Fatalf("building the floor program: %v\n%s", err, out)
+		}
+		startupBinaries["floor"] = floor
+	}
+	home := b.TempDir()
+	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
+		"XDG_STATE_HOME=" + filepath.Join(home, "state"), "PATH=" + os.Getenv("PATH")}
+	for _, p := range []struct{ name, bin string }{{"acpd", acpd}, {"floor", floor}} {
+		b.Run("program="+p.name, func(b *testing.B) {
+			for b.Loop() {
+				spawnToInitialize(b, p.bin, env)
+			}
+		})
+	}
+}
+
+func spawnToInitialize(b *testing.B, bin string, env []string) {
+	cmd := exec.Command(bin)
+	cmd.Env = env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`+"\n"); err != nil {
+		b.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err != nil || len(line) == 0 {
+		b.Fatalf("%s: no initialize answer: %v", bin, err)
+	}
+	b.StopTimer() // the answer is in: shutting down is not start-up
+	stdin.Close()
+	_ = cmd.Wait()
+	b.StartTimer()
+}
