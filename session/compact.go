@@ -60,6 +60,11 @@ type compactState struct {
 	gi     int
 	// summarySize is the size of the last summary made, in tokens.
 	summarySize int
+	// stable is how many leading messages of the history the last
+	// compaction wrote (its summary and the message it pinned): every later
+	// request repeats them, so a protocol with explicit cache breakpoints
+	// puts one after them (model.CacheHints.Stable).
+	stable int
 }
 
 // foresee records how much the history grew since the last request and
@@ -386,6 +391,13 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 		}
 	}
 	s.history = compacted
+	s.cm.stable = 0
+	if c.Cut > 0 {
+		s.cm.stable = len(c.Head)
+		if c.Pinned >= 0 {
+			s.cm.stable++
+		}
+	}
 	if t.start >= 0 && r.cur >= 0 {
 		t.start = moved(t.start)
 	}

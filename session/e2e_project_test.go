@@ -45,7 +45,7 @@ func commandsUpdates(d *daemon, sid string) [][]acp.AvailableCommand {
 }
 
 // waitCommands waits for the n-th available_commands_update of sid.
-func waitCommands(t *testing.T, d *daemon, sid string, n int) []acp.AvailableCommand {
+func waitCommands(t testing.TB, d *daemon, sid string, n int) []acp.AvailableCommand {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -86,7 +86,7 @@ func startDaemonCmd(t *testing.T, cwd, configHome string, env []string, fc *acpt
 // level and approval mode, which args may override) and env added to its
 // environment, and connects a client to it; prep, when set, is called on
 // the command before it starts.
-func launch(t *testing.T, cwd, configHome string, args, env []string, fc *acptest.FakeClient, prep func(*exec.Cmd)) *daemon {
+func launch(t testing.TB, cwd, configHome string, args, env []string, fc *acptest.FakeClient, prep func(*exec.Cmd)) *daemon {
 	t.Helper()
 	dataDir := t.TempDir()
 	args = append([]string{"--data-dir", dataDir, "--log-level", "warn", "--approval-mode", "yolo"}, args...)
@@ -137,14 +137,14 @@ func launch(t *testing.T, cwd, configHome string, args, env []string, fc *acptes
 	return d
 }
 
-type testLog struct{ t *testing.T }
+type testLog struct{ t testing.TB }
 
 func (l *testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
 
-func (d *daemon) session(t *testing.T) string {
+func (d *daemon) session(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

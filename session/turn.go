@@ -351,8 +351,9 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 		// A subagent thinks at its session's level.
 		ThinkingLevel: s.thinkingLevel(),
 		// The session's id routes its requests to one prompt cache
-		// (Responses' prompt_cache_key); it survives session/load.
-		CacheHints: model.CacheHints{Key: s.id},
+		// (Responses' prompt_cache_key); it survives session/load. Stable
+		// is where the last compaction's summary ends.
+		CacheHints: model.CacheHints{Key: s.id, Stable: min(s.cm.stable, len(s.history))},
 	}
 	t.capped = req.MaxTokens > 0 && req.MaxTokens != s.m.opts.MaxTokens
 	s.used() // the accounting knows what this request carries

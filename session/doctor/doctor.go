@@ -85,6 +85,7 @@ func Checks() []Check {
 		{Name: "model", Run: checkModelName},
 		{Name: "api key", Run: checkAPIKey},
 		{Name: "endpoint", Run: checkEndpoint},
+		{Name: "providers", Run: checkProviders},
 		{Name: "data folder", Run: checkDataDir},
 		{Name: "shell sandbox", Run: checkSandbox},
 		{Name: "telemetry", Run: checkTelemetry},
@@ -192,9 +193,8 @@ func localEndpoint(baseURL string) bool {
 	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified()
 }
 
-// checkEndpoint asks the provider for its model list (GET {baseUrl}/models,
-// which OpenAI, DashScope, OpenRouter, vLLM, Ollama and llama.cpp serve)
-// and looks for the configured model in it.
+// checkEndpoint asks [model]'s provider for its model list and looks for
+// the configured model in it (probe).
 func checkEndpoint(ctx context.Context, env *Env) Result {
 	if env.ConfigErr != nil {
 		return skipNoConfig()
@@ -203,6 +203,45 @@ func checkEndpoint(ctx context.Context, env *Env) Result {
 	if m.Provider == config.ProviderScript {
 		return Result{Status: Skip, Detail: "a scripted model has no endpoint"}
 	}
+	if len(env.Config.Providers) > 0 && len(env.Config.LegacyModels()) == 0 {
+		return Result{Status: Skip, Detail: "[model] serves no model of its own; the providers check covers [modelProviders]"}
+	}
+	return probe(ctx, env, string(m.Provider), m.BaseURL, m.APIKey, m.APIKeyEnv, m.Name, "model.baseUrl")
+}
+
+// checkProviders checks each [modelProviders] entry: its key is set (or
+// its endpoint is local) and its endpoint lists its first model.
+func checkProviders(ctx context.Context, env *Env) Result {
+	if env.ConfigErr != nil {
+		return skipNoConfig()
+	}
+	ps := env.Config.Providers
+	if len(ps) == 0 {
+		return Result{Status: Skip, Detail: "no [modelProviders] entries"}
+	}
+	status := OK
+	parts := make([]string, 0, len(ps))
+	for _, p := range ps {
+		var r Result
+		switch {
+		case p.APIKey == "" && !localEndpoint(p.BaseURL):
+			r = Result{Status: Fail, Detail: fmt.Sprintf("environment variable %s is empty or unset", p.APIKeyEnv)}
+		default:
+			r = probe(ctx, env, p.Protocol, p.BaseURL, p.APIKey, p.APIKeyEnv, p.Models[0].ID, "modelProviders."+p.ID+".baseUrl")
+		}
+		if r.Status == Fail {
+			status = Fail
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s %s", p.ID, r.Status, r.Detail))
+	}
+	return Result{Status: status, Detail: strings.Join(parts, "; ")}
+}
+
+// probe asks a provider for its model list — GET {base}/models for the
+// openai protocol (OpenAI, DashScope, OpenRouter, vLLM, Ollama and llama.cpp
+// serve it), {base}/v1/models for anthropic, {base}/v1beta/models for
+// gemini, each with its own key header — and looks for mdl in it.
+func probe(ctx context.Context, env *Env, protocol, baseURL, key, keyEnv, mdl, field string) Result {
 	timeout := env.timeout()
 	client := env.HTTP
 	if client == nil {
@@ -210,13 +249,32 @@ func checkEndpoint(ctx context.Context, env *Env) Result {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	url := strings.TrimRight(m.BaseURL, "/") + "/models"
+	base := strings.TrimRight(baseURL, "/")
+	url := base + "/models"
+	switch protocol {
+	case "anthropic":
+		if !strings.HasSuffix(base, "/v1") {
+			url = base + "/v1/models"
+		}
+	case "gemini":
+		url = base + "/v1beta/models"
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return Result{Status: Fail, Detail: fmt.Sprintf("model.baseUrl %q: %v", m.BaseURL, err)}
+		return Result{Status: Fail, Detail: fmt.Sprintf("%s %q: %v", field, baseURL, err)}
 	}
-	if m.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+m.APIKey)
+	if key != "" {
+		switch protocol {
+		case "anthropic":
+			req.Header.Set("x-api-key", key)
+		case "gemini":
+			req.Header.Set("x-goog-api-key", key)
+		default:
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+	}
+	if protocol == "anthropic" {
+		req.Header.Set("anthropic-version", "2023-06-01")
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -233,27 +291,37 @@ func checkEndpoint(ctx context.Context, env *Env) Result {
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return Result{Status: Fail, Detail: fmt.Sprintf("GET %s: %s: the provider refused the key read from %s (%s)",
-			url, resp.Status, m.APIKeyEnv, emptiness(m.APIKey))}
+			url, resp.Status, keyEnv, emptiness(key))}
 	case resp.StatusCode != http.StatusOK:
 		return Result{Status: Fail, Detail: fmt.Sprintf("GET %s: %s", url, resp.Status)}
 	}
+	// OpenAI and Anthropic list {"data": [{"id"}]}, Gemini {"models":
+	// [{"name": "models/…"}]}.
 	var list struct {
 		Data []struct {
 			ID string `json:"id"`
 		} `json:"data"`
+		Models []struct {
+			Name string `json:"name"`
+		} `json:"models"`
 	}
 	if err := json.Unmarshal(body, &list); err != nil {
 		return Result{Status: Fail, Detail: fmt.Sprintf("GET %s: the answer is not a model list: %v", url, err)}
 	}
-	if m.Name == "" {
-		return Result{Status: OK, Detail: fmt.Sprintf("%s reachable, %d models listed (no model configured to look for)", url, len(list.Data))}
-	}
+	ids := make([]string, 0, len(list.Data)+len(list.Models))
 	for _, d := range list.Data {
-		if d.ID == m.Name {
-			return Result{Status: OK, Detail: fmt.Sprintf("%s reachable, model %s listed", url, m.Name)}
-		}
+		ids = append(ids, d.ID)
 	}
-	return Result{Status: Fail, Detail: fmt.Sprintf("%s reachable, but model %s is not among its %d models", url, m.Name, len(list.Data))}
+	for _, m := range list.Models {
+		ids = append(ids, strings.TrimPrefix(m.Name, "models/"))
+	}
+	if mdl == "" {
+		return Result{Status: OK, Detail: fmt.Sprintf("%s reachable, %d models listed (no model configured to look for)", url, len(ids))}
+	}
+	if slices.Contains(ids, mdl) {
+		return Result{Status: OK, Detail: fmt.Sprintf("%s reachable, model %s listed", url, mdl)}
+	}
+	return Result{Status: Fail, Detail: fmt.Sprintf("%s reachable, but model %s is not among its %d models", url, mdl, len(ids))}
 }
 
 // emptiness says whether the key acpd sent was empty, for a 401/403.

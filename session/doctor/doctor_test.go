@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/config"
+	"github.com/acpd/acpd/session/model/anthropic/anthropictest"
 	"github.com/acpd/acpd/session/model/modeltest"
 	"github.com/acpd/acpd/session/telemetry/telemetrytest"
 	"github.com/acpd/acpd/session/tools/sandbox/sandboxtest"
@@ -56,6 +57,14 @@ func TestDoctor_AllPassAgainstScriptedServer(t *testing.T) {
 	collector := telemetrytest.NewCollector(t)
 	cfg := okConfig(t, srv.BaseURL())
 	cfg.Telemetry = config.TelemetryConfig{Enabled: true, Protocol: "http", Endpoint: collector.URL()}
+	claude := anthropictest.NewServer(t)
+	claude.SetAPIKey("sk-ant")
+	claude.SetModels("claude-sonnet-4-5")
+	cfg.Providers = []config.ProviderConfig{
+		{ID: "anthropic", Protocol: "anthropic", BaseURL: claude.URL, APIKeyEnv: "ANTHROPIC_API_KEY", APIKey: "sk-ant",
+			Models: []config.ProviderModel{{ID: "claude-sonnet-4-5"}}},
+		{ID: "local", Protocol: "openai", BaseURL: srv.BaseURL(), Models: []config.ProviderModel{{ID: "other"}}},
+	}
 	env := &Env{Config: cfg, Sources: config.Sources{}, Sandbox: policyOf(cfg, landlockABI7)}
 	ok, lines := run(t, env)
 	assert.True(t, ok, strings.Join(lines, "\n"))
@@ -64,11 +73,36 @@ func TestDoctor_AllPassAgainstScriptedServer(t *testing.T) {
 		assert.True(t, strings.HasPrefix(l, "ok  "), l)
 	}
 	assert.Contains(t, line(t, lines, "endpoint"), "model m1 listed")
+	assert.Contains(t, line(t, lines, "providers"), "anthropic: ok "+claude.URL+"/v1/models reachable, model claude-sonnet-4-5 listed; local: ok")
 	assert.Contains(t, line(t, lines, "data folder"), "is writable")
 	assert.Contains(t, line(t, lines, "telemetry"), "http "+collector.URL()+"/v1/traces accepted an empty export")
 	entries, err := os.ReadDir(env.Config.Session.DataDir)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "the probe file is removed")
+}
+
+// Each provider entry is checked with its own protocol's request and key:
+// an unset key variable, a refused key and an unlisted model fail, naming
+// the provider.
+func TestDoctor_Providers(t *testing.T) {
+	srv := modeltest.NewServer(t)
+	srv.SetModels("m1")
+	claude := anthropictest.NewServer(t)
+	claude.SetAPIKey("the-right-key")
+	claude.SetModels("claude-sonnet-4-5")
+	cfg := okConfig(t, srv.BaseURL())
+	cfg.Providers = []config.ProviderConfig{
+		{ID: "anthropic", Protocol: "anthropic", BaseURL: claude.URL, APIKeyEnv: "ANTHROPIC_API_KEY", APIKey: "wrong",
+			Models: []config.ProviderModel{{ID: "claude-sonnet-4-5"}}},
+		{ID: "openrouter", Protocol: "openai", BaseURL: "https://openrouter.ai/api/v1", APIKeyEnv: "OPENROUTER_API_KEY",
+			Models: []config.ProviderModel{{ID: "x"}}},
+	}
+	ok, lines := run(t, &Env{Config: cfg})
+	assert.False(t, ok)
+	l := line(t, lines, "providers")
+	assert.True(t, strings.HasPrefix(l, "FAIL"), l)
+	assert.Contains(t, l, "anthropic: FAIL GET "+claude.URL+"/v1/models: 401 Unauthorized: the provider refused the key read from ANTHROPIC_API_KEY")
+	assert.Contains(t, l, "openrouter: FAIL environment variable OPENROUTER_API_KEY is empty or unset")
 }
 
 func TestDoctor_ModelNotListed(t *testing.T) {

@@ -414,3 +414,43 @@ func TestClient_RequestShape(t *testing.T) {
 		assert.Contains(t, err.Error(), tt.want)
 	}
 }
+
+// Tool results are cache-written while the model goes on calling tools;
+// in a conversation whose turns end after their results (and the session
+// compacts them away), the last breakpoint goes before the results.
+func TestClient_ResultsWrittenOnlyWhenReadAgain(t *testing.T) {
+	t.Parallel()
+	srv := anthropictest.NewServer(t)
+	srv.SetMinCacheTokens(1)
+	p := client(srv, &sleeps{}, 0)
+	cache := &model.Cache{}
+	var msgs []model.Message
+	lastMarked := func() string {
+		reqs := srv.Requests()
+		r := reqs[len(reqs)-1]
+		for i := len(r.Messages) - 1; i >= 0; i-- {
+			for _, b := range r.Messages[i].Content {
+				if b.CacheControl != nil {
+					return b.Type
+				}
+			}
+		}
+		return ""
+	}
+	for turn := range 5 {
+		msgs = append(msgs, model.Message{Role: model.RoleUser, Content: "prompt " + string(rune('a'+turn))})
+		srv.Add(anthropictest.Response{ToolCalls: []anthropictest.ToolCall{{ID: "toolu_" + string(rune('a'+turn)), Name: "read_file"}}},
+			anthropictest.Response{Text: "summary"})
+		r, err := run(t, p, model.Request{Model: "m", Messages: msgs, Tools: tools, Cache: cache})
+		require.NoError(t, err)
+		msgs = append(msgs, r.assistant(), toolResult(r.calls[0].ID, strings.Repeat("x", 400)))
+		r, err = run(t, p, model.Request{Model: "m", Messages: msgs, Tools: tools, Cache: cache})
+		require.NoError(t, err)
+		if turn < 3 {
+			assert.Equal(t, "tool_result", lastMarked(), "turn %d: results are written until turns are seen ending", turn)
+		} else {
+			assert.Equal(t, "tool_use", lastMarked(), "turn %d: results that end the turn are not written", turn)
+		}
+		msgs = append(msgs, r.assistant())
+	}
+}

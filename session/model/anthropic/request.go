@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -107,6 +108,12 @@ type convState struct {
 	mu     sync.Mutex
 	digest string // prefix digest through the marked message
 	index  int    // its index in Messages
+	// result: the last request ended with tool results. conts and ends
+	// count, over the conversation, how often the answer to such a request
+	// called tools again (the results are read again by the next request)
+	// or ended the turn (the session may then compact them away).
+	result      bool
+	conts, ends int
 }
 
 type cacheKey struct{}
@@ -446,6 +453,15 @@ func startsWithThinking(cv converted) bool {
 //
 // Breakpoints go on the last block of a message that may carry one (never
 // thinking blocks).
+//
+// A cache write costs 1.25× the input price and saves 0.9× at every later
+// read, so writing the newest tool results pays when the model goes on
+// calling tools (the next request reads them) more than one time in five.
+// In a conversation where answers to tool results mostly end the turn
+// (and the session's compaction then replaces the results), the last
+// breakpoint goes before the results instead, and they are billed once at
+// the input price. The conversation's own record decides; until it has
+// three turn ends, results are written.
 func markBreakpoints(out *wireRequest, conv []converted, stable int, st *convState) {
 	left := maxBreakpoints
 	switch {
@@ -460,6 +476,27 @@ func markBreakpoints(out *wireRequest, conv []converted, stable int, st *convSta
 		return
 	}
 	last := len(conv) - 1
+	isResult := func(i int) bool { return conv[i].role == "user" && conv[i].blocks[0].Type == "tool_result" }
+	tail := last
+	if st != nil {
+		st.mu.Lock()
+		// What the model did with the last request's results, seen in the
+		// answer that follows them now.
+		if st.result && st.index < last && conv[st.index].digest == st.digest && conv[st.index+1].role == "assistant" {
+			if slices.ContainsFunc(conv[st.index+1].blocks, func(b contentBlock) bool { return b.Type == "tool_use" }) {
+				st.conts++
+			} else {
+				st.ends++
+			}
+		}
+		if isResult(last) && st.ends >= 3 && st.conts*4 < st.ends {
+			for tail > 0 && isResult(tail) {
+				tail--
+			}
+		}
+		st.result = isResult(last)
+		st.mu.Unlock()
+	}
 	marked := map[int]bool{}
 	mark := func(i int) {
 		if i < 0 || i > last || marked[i] || left == 0 {
@@ -474,8 +511,8 @@ func markBreakpoints(out *wireRequest, conv []converted, stable int, st *convSta
 			}
 		}
 	}
-	// The last message is marked first so it always gets its breakpoint.
-	mark(last)
+	// The tail is marked first so it always gets its breakpoint.
+	mark(tail)
 	if stable > 0 && stable-1 < last {
 		mark(stable - 1)
 	}
@@ -484,7 +521,7 @@ func markBreakpoints(out *wireRequest, conv []converted, stable int, st *convSta
 		prev, prevDigest := st.index, st.digest
 		st.index, st.digest = last, conv[last].digest
 		st.mu.Unlock()
-		if prevDigest != "" && prev < last && conv[prev].digest == prevDigest && blocksBetween(conv, prev, last) >= lookBack {
+		if prevDigest != "" && prev < tail && conv[prev].digest == prevDigest && blocksBetween(conv, prev, tail) >= lookBack {
 			mark(prev)
 		}
 	}

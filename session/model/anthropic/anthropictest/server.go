@@ -218,6 +218,31 @@ type Server struct {
 	apiKey    string
 	cache     map[string]bool // prefix digests cached at breakpoints
 	n         int
+	models    []string // listed by GET /v1/models
+}
+
+// SetModels sets the model ids GET /v1/models lists.
+func (s *Server) SetModels(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models = append([]string(nil), ids...)
+}
+
+// serveModels answers GET /v1/models as the API does.
+func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	apiKey := s.apiKey
+	data := make([]map[string]string, 0, len(s.models))
+	for _, id := range s.models {
+		data = append(data, map[string]string{"type": "model", "id": id, "display_name": id})
+	}
+	s.mu.Unlock()
+	if apiKey != "" && r.Header.Get("x-api-key") != apiKey {
+		writeError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key", "")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"data": data, "has_more": false})
 }
 
 // NewServer starts a server on loopback serving responses in order; it is
@@ -316,8 +341,12 @@ func (s *Server) Bill() Bill {
 func Tok(n int) int { return (n*2 + 6) / 7 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		s.serveModels(w, r)
+		return
+	}
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/v1/messages") {
-		writeError(w, http.StatusNotFound, "not_found_error", "anthropictest: only POST /v1/messages is served", "")
+		writeError(w, http.StatusNotFound, "not_found_error", "anthropictest: only POST /v1/messages and GET /v1/models are served", "")
 		return
 	}
 	var buf bytes.Buffer
