@@ -407,6 +407,16 @@ func (t *CapTracker) recovery(v Verdict) (Verdict, bool) {
 	return Verdict{}, false
 }
 
+// ArmWarning moves the warning's mark to now: events counted so far are
+// part of the firing that warned. A guard that warned on a call before it
+// knew the call's key (`acpd guard`) arms it once the key is counted, so
+// that key does not count as the model repeating after the warning.
+func (t *CapTracker) ArmWarning() {
+	if t.warned {
+		t.warnedAt = t.events
+	}
+}
+
 // Warned reports whether the turn has had its warning.
 func (t *CapTracker) Warned() bool { return t.warned }
 

@@ -585,3 +585,21 @@ func TestResultsFallBackToCalls(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestWarnWithPlaceholderInput: under "warn", a call that fires the stuck
+// signal with a placeholder first frame is warned, not stopped, once its
+// key is known; the next repeat stops the turn (every shape).
+func TestWarnWithPlaceholderInput(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"claude 0.23", "partial then full", "full first", "codex 0.16"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, Options{SkipLoopDetection: true, Cap: loopdetect.Cap{Max: 100, Recovery: loopdetect.RecoveryWarn}},
+				func(a *fakeAgent) { a.onPrompt = calls(shapes[name], name, 120, func(int) bool { return true }) })
+			d := h.prompt(h.session(), "same").loopData(t)
+			assert.Equal(t, "stuck_after_warning", d["capReason"])
+			assert.EqualValues(t, 102, d["toolCalls"], "warned at 101, stopped at the next repeat")
+			assert.Equal(t, true, d["warned"])
+		})
+	}
+}

@@ -43,8 +43,10 @@ type Guard struct {
 	pending loopdetect.Verdict
 
 	// warning is the text of a warning the last check gave
-	// (model.loopRecovery warn), until TakeWarning hands it out.
-	warning string
+	// (model.loopRecovery warn), until TakeWarning hands it out; warnOpen
+	// marks one RecordOpenCall gave, before the call's key was known.
+	warning  string
+	warnOpen bool
 
 	failureMode  loopdetect.FailureMode
 	failureState loopdetect.FailureState
@@ -248,6 +250,7 @@ func (g *Guard) RecordOpenCall() bool {
 	g.cap.AddCalls(1)
 	v := g.cap.Check(g.skipLoop)
 	if !v.Stops() {
+		g.warnOpen = v.Warn
 		return g.decide(v)
 	}
 	g.pending = v
@@ -265,6 +268,11 @@ func (g *Guard) RecordKey(key, name string) bool {
 	}
 	g.nameKey(key, name)
 	g.cap.ObserveKey(key)
+	if g.warnOpen {
+		// The warned call's own key belongs to the firing that warned.
+		g.cap.ArmWarning()
+		g.warnOpen = false
+	}
 	v := g.cap.Check(g.skipLoop)
 	if !v.Stops() && g.pending.Stops() {
 		v = g.pending
