@@ -40,9 +40,10 @@ func (c *askingSDKClient) UnstableCompleteElicitation(context.Context, sdk.Unsta
 
 // TestInterop_GoSDKQuestions drives the built acpd with coder/acp-go-sdk's
 // client (the newest the module proxy serves, v0.13.5) advertising form
-// elicitation: the model's ask_user_question reaches the SDK's
-// elicitation handler; a declined form and an accepted one each end the
-// turn normally, the model reading "declined" and then the answer.
+// elicitation, in plan mode (asking changes nothing, so plan mode may ask):
+// the model's ask_user_question reaches the SDK's elicitation handler; a
+// declined form and an accepted one each end the turn normally, the model
+// reading "declined" and then the answer.
 func TestInterop_GoSDKQuestions(t *testing.T) {
 	ask := `{"questions":[{"question":"Which database?","header":"Database","options":[{"label":"Postgres"},{"label":"SQLite"}]}]}`
 	srv := modeltest.NewServer(t,
@@ -52,7 +53,7 @@ func TestInterop_GoSDKQuestions(t *testing.T) {
 		modeltest.Response{Text: "SQLite then."},
 	)
 	cmd := exec.Command(acpdBin, "--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(),
-		"--model", "scripted", "--data-dir", t.TempDir(), "--log-level", "warn", "--approval-mode", "default")
+		"--model", "scripted", "--data-dir", t.TempDir(), "--log-level", "warn", "--approval-mode", "plan")
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+t.TempDir(), "OPENAI_API_KEY=test-key")
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
