@@ -216,7 +216,8 @@ func TestE2E_Workspace_FilesStayInTheWorkspace(t *testing.T) {
 // argument — sed's e command, git -c core.fsmonitor, git ls-remote
 // --upload-pack, git log --output, uniq's and xxd's output operand, sort
 // -o, find -fprint — are each asked about or blocked; refused, none of them
-// ran. A read-only command still runs without a question.
+// ran. A read-only command still runs without a question, and git status
+// does not run the fsmonitor program the repository's .git/config names.
 func TestE2E_Workspace_PlanModeRunsOnlyReadOnly(t *testing.T) {
 	gittest.Require(t)
 	t.Parallel()
@@ -226,6 +227,9 @@ func TestE2E_Workspace_PlanModeRunsOnlyReadOnly(t *testing.T) {
 	writeFile(t, filepath.Join(ws, "f"), "one\ntwo\n")
 	writeFile(t, filepath.Join(ws, "a.hex"), "6869\n")
 	gittest.Seed(t, ws)
+	// The repository's own configuration names a program too: git status
+	// runs it, whatever its command line says.
+	gittest.Git(t, ws, "config", "core.fsmonitor", "touch made-by-repo-fsmonitor; false")
 	d := startDaemonIn(t, ws, t.TempDir(), fc, nil, "--approval-mode", "plan")
 	attacks := []string{
 		"sed -n '1e touch made-by-sed' f",
@@ -237,9 +241,10 @@ func TestE2E_Workspace_PlanModeRunsOnlyReadOnly(t *testing.T) {
 		"sort -o made-by-sort f",
 		"find . -maxdepth 0 -fprint made-by-find",
 	}
-	_, results := shellTurn(t, d, localCaps, append([]string{"sed -n 2p f"}, attacks...))
+	_, results := shellTurn(t, d, localCaps, append([]string{"sed -n 2p f", "git status --short"}, attacks...))
 	assert.Contains(t, results[0], "Output: two", "a read-only command runs")
-	for i, r := range results[1:] {
+	assert.Contains(t, results[1], "Exit Code: 0", "git status runs unasked, with the repository's programs off")
+	for i, r := range results[2:] {
 		assert.NotContains(t, r, "Exit Code", "%q ran", attacks[i])
 	}
 	reqs := perms.requests()

@@ -222,6 +222,7 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 		failed(msg)
 		return toolRun{llm: msg, obs: failureObservation{terminal: "error", execution: "not_started", tool: p.Name}}
 	}
+	env.Unasked = !ask && mode == ModePlan && conf.Kind == tools.ConfirmExec && conf.Shell == tools.ShellReadOnly
 	res := call.Execute(ctx, env)
 	if ctx.Err() != nil {
 		// Content replaces the call's collection: keep an embedded terminal,

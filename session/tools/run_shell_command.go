@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -268,6 +269,9 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandb
 	defer cancel()
 	environ := append(absolutePATH(os.Environ()), "PAGER=cat", "GIT_PAGER=cat")
 	environ = append(environ, plan.Env...)
+	if env.Unasked {
+		environ = append(withoutGitConfig(environ), readOnlyGitEnv()...)
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return failure(ErrTypeExecutionFailed, fmt.Errorf("creating output pipe: %w", err)), ""
@@ -458,7 +462,7 @@ func (c *runShellCommandCall) runInTerminal(ctx context.Context, env *Env, plan 
 		SessionID:       env.SessionID,
 		Command:         plan.Argv[0],
 		Args:            plan.Argv[1:],
-		Env:             envVars(terminalEnv(plan.Env)),
+		Env:             envVars(terminalEnv(plan.Env, env.Unasked)),
 		Cwd:             c.dir.path,
 		OutputByteLimit: &limit,
 	})
@@ -568,11 +572,57 @@ func onlyAbsolute(list string) string {
 // the terminal's environment: the plan's variables, and acpd's PATH
 // without its relative entries when it has any (the editor started acpd,
 // so its terminals usually share that PATH).
-func terminalEnv(planEnv []string) []string {
+func terminalEnv(planEnv []string, unasked bool) []string {
+	out := planEnv
 	if p, ok := os.LookupEnv("PATH"); ok && onlyAbsolute(p) != p {
-		return append([]string{"PATH=" + onlyAbsolute(p)}, planEnv...)
+		out = append([]string{"PATH=" + onlyAbsolute(p)}, out...)
 	}
-	return planEnv
+	if unasked {
+		out = append(slices.Clone(out), readOnlyGitEnv()...)
+	}
+	return out
+}
+
+// readOnlyGitSettings switch off what a repository's configuration can
+// make git run during a read-only command: the fsmonitor hook, hooks, the
+// pager, an external diff, transports (ssh, ext::), credential helpers,
+// signature checks. Plan mode runs a classified read-only git command
+// without asking; its command line shows none of these, so they are set
+// above every configuration file (GIT_CONFIG_COUNT). The environment
+// block's git uses the same settings. Filter and textconv drivers, named
+// freely by the configuration and chosen by .gitattributes, are not
+// covered: see docs/security.md.
+var readOnlyGitSettings = [][2]string{
+	{"core.fsmonitor", "false"},
+	{"core.hooksPath", "/dev/null"},
+	{"core.pager", "cat"},
+	{"core.alternateRefsCommand", ""},
+	{"diff.external", ""},
+	{"log.showSignature", "false"},
+	{"protocol.allow", "never"},
+	{"credential.helper", ""},
+	{"core.askPass", ""},
+	{"core.sshCommand", "false"},
+}
+
+func readOnlyGitEnv() []string {
+	out := []string{fmt.Sprintf("GIT_CONFIG_COUNT=%d", len(readOnlyGitSettings))}
+	for i, kv := range readOnlyGitSettings {
+		out = append(out, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
+	}
+	return append(out, "GIT_PAGER=cat")
+}
+
+// withoutGitConfig drops the GIT_CONFIG_* variables of environ (the
+// settings above take their place) and GIT_EXTERNAL_DIFF.
+func withoutGitConfig(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "GIT_CONFIG_") && !strings.HasPrefix(kv, "GIT_EXTERNAL_DIFF=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func envVars(env []string) []acp.EnvVariable {

@@ -41,6 +41,11 @@ type Env struct {
 	// Sandbox confines run_shell_command, locally and in the editor's
 	// terminal; nil runs commands unconfined.
 	Sandbox *sandbox.Session
+	// Unasked says that plan mode runs this call without asking because
+	// it was classified read-only: a shell command then runs git with the
+	// settings that switch off the programs a repository's configuration
+	// can name (readOnlyGitEnv), which its command line cannot show.
+	Unasked bool
 	// Update sends an intermediate tool_call_update for the running call
 	// (the host fills ToolCallID); e.g. to embed a terminal. May be nil.
 	Update func(ctx context.Context, u acp.ToolCallUpdate) error
