@@ -314,7 +314,7 @@ func (r *Recorder) Tree() error {
 		if err != nil {
 			return fmt.Errorf("checkpoint: snapshot of %s: %w", root, err)
 		}
-		id, err := pk.put(t.encode())
+		id, err := r.s.putTree(root, t, pk)
 		if err != nil {
 			return err
 		}
@@ -365,7 +365,7 @@ func (r *Recorder) End() error {
 		if err != nil {
 			return err
 		}
-		id, err := pk.put(t.encode())
+		id, err := r.s.putTree(root, t, pk)
 		if err != nil {
 			return err
 		}

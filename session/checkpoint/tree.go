@@ -91,6 +91,42 @@ type cached struct {
 type rootCache struct {
 	mu    sync.Mutex
 	files map[string]cached
+	// last is the root's last tree stored and its id: an unchanged tree is
+	// not encoded and hashed again.
+	last   tree
+	lastID string
+}
+
+// equal reports whether two trees hold the same entries.
+func (t tree) equal(o tree) bool {
+	if len(t) != len(o) {
+		return false
+	}
+	for p, e := range t {
+		if oe, ok := o[p]; !ok || oe != e {
+			return false
+		}
+	}
+	return true
+}
+
+// putTree stores the tree of root in pk and returns its id.
+func (s *Store) putTree(root string, t tree, pk *pack) (string, error) {
+	rc := s.cache(root)
+	rc.mu.Lock()
+	last, lastID := rc.last, rc.lastID
+	rc.mu.Unlock()
+	if lastID != "" && pk.has(lastID) && t.equal(last) {
+		return lastID, nil
+	}
+	id, err := pk.put(t.encode())
+	if err != nil {
+		return "", err
+	}
+	rc.mu.Lock()
+	rc.last, rc.lastID = t, id
+	rc.mu.Unlock()
+	return id, nil
 }
 
 // tree is a snapshot of one root: slash-separated relative paths to entries.
