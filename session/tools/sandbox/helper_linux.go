@@ -135,7 +135,7 @@ func confine(h helperArgs, st Status, allThreads bool) error {
 		// Handled and never granted: every TCP bind and connect is refused.
 		cfg.HandledAccessNet = landlock.AccessNetSet(ll.AccessNetBindTCP | ll.AccessNetConnectTCP)
 	}
-	if st.SignalScoping() {
+	if st.SignalScoping() && !allThreads {
 		// The domain's processes may signal only processes of the same
 		// domain or of domains nested in it: not acpd, not the editor,
 		// not the spawn server (each command gets a nested domain of its

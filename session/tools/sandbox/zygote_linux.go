@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
@@ -144,6 +145,16 @@ func serve(h helperArgs) int {
 		mu     sync.Mutex
 		groups = map[int]bool{}
 	)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		mu.Lock()
+		for pg := range groups {
+			_ = syscall.Kill(-pg, syscall.SIGKILL)
+		}
+		os.Exit(0)
+	}()
 	buf := make([]byte, maxSpawnMessage)
 	oob := make([]byte, unix.CmsgSpace(3*4))
 	for {
@@ -321,7 +332,7 @@ func startZygote(helper string, plan Plan) (*zygote, error) {
 	// session of its own: the commands it forks get theirs, so its
 	// controlling terminal reaches none of them, and a new session costs
 	// a scheduler group (autogroup) that every request would then cross.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	// The death signal fires when the daemon's thread that forked the
 	// server exits. Go ends a thread only when a goroutine locked to it
 	// returns without unlocking, which acpd's callers never do; and the
