@@ -814,10 +814,10 @@ func (s *Server) stream(w http.ResponseWriter, req *Request, p prompt, resp Resp
 			ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "thinking_delta", "thinking": part}})
 		}
 		sig := s.sign(prefix, resp.Thinking)
-		// The signature in two parts: a client must join them.
-		half := len(sig) / 2
-		ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "signature_delta", "signature": sig[:half]}})
-		ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "signature_delta", "signature": sig[half:]}})
+		// The whole signature in one delta, as the API sends it: the
+		// official SDKs (and Claude Code) keep the last signature_delta
+		// rather than joining them, so a split one would come back invalid.
+		ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "signature_delta", "signature": sig}})
 		ev("content_block_stop", map[string]any{"index": idx})
 		out += Tok(len(resp.Thinking))
 		idx++
