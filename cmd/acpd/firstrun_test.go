@@ -33,8 +33,13 @@ func TestDoctorCmd_ScriptedServer(t *testing.T) {
 	o := e.run(t, "", "doctor")
 	require.Equal(t, 0, o.code, "stdout:\n%s\nstderr:\n%s", o.stdout, o.stderr)
 	lines := strings.Split(strings.TrimRight(o.stdout, "\n"), "\n")
-	require.Len(t, lines, 7, o.stdout)
+	require.Len(t, lines, 8, o.stdout)
 	for _, l := range lines {
+		if strings.Contains(l, "  providers  ") {
+			// No [modelProviders] entries: nothing to check.
+			assert.True(t, strings.HasPrefix(l, "skip  "), l)
+			continue
+		}
 		if strings.Contains(l, "  shell sandbox  ") && !sbx.Probe().Usable() {
 			// This machine has no usable Landlock: mode auto warns.
 			assert.True(t, strings.HasPrefix(l, "WARN  "), l)
@@ -81,7 +86,7 @@ func TestDoctorCmd_BadConfig(t *testing.T) {
 	o := e.run(t, "", "doctor", "--config", bad)
 	require.Equal(t, 1, o.code, o.stdout+o.stderr)
 	assert.Regexp(t, `^FAIL  configuration  .*bad.toml:2`, o.stdout)
-	assert.Equal(t, 7, strings.Count(o.stdout, "\n"), "one line per check, the sandbox's and telemetry's included")
+	assert.Equal(t, 8, strings.Count(o.stdout, "\n"), "one line per check, the sandbox's, telemetry's and the providers' included")
 }
 
 // TestRunCmd_FreshHomeWithoutModel: `acpd run` in a home without any
