@@ -208,6 +208,10 @@ type handler struct{ c *Conn }
 
 func (h handler) Handle(_ context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	c := h.c
+	// jsonrpc2.NewConn starts reading before Serve can store the conn, so
+	// the first request may get here first; its handler's updates and
+	// calls to the client need the conn already.
+	c.rpc.CompareAndSwap(nil, rpc)
 	in := c.stream.cur
 	c.stream.cur = inbound{}
 	if req.Notif {
