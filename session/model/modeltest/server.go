@@ -9,16 +9,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/scripttest"
 )
 
 // ToolCall is a scripted tool call. Arguments is the JSON text streamed as
@@ -182,8 +181,7 @@ type Tool struct {
 type Server struct {
 	URL string
 
-	srv     *httptest.Server
-	closing chan struct{}
+	closing <-chan struct{}
 
 	mu sync.Mutex
 	// responses are the script, each rendered as SSE events ahead of time:
@@ -356,14 +354,9 @@ type scripted struct {
 // one per chat-completions request; it is closed when the test ends.
 func NewServer(t testing.TB, responses ...Response) *Server {
 	t.Helper()
-	s := &Server{closing: make(chan struct{})}
+	s := &Server{}
 	s.Add(responses...)
-	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
-	s.URL = s.srv.URL
-	t.Cleanup(func() {
-		close(s.closing) // release hanging handlers so Close can return
-		s.srv.Close()
-	})
+	s.URL, s.closing = scripttest.Listen(t, s.handle)
 	return s
 }
 
@@ -547,16 +540,8 @@ func usageFor(prompt, cached int, resp Response) *model.Usage {
 
 // serve answers one request with resp (events: resp's pre-rendered frames).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, resp Response, evs [][]byte) {
-	if resp.Delay > 0 {
-		t := time.NewTimer(resp.Delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			return
-		case <-s.closing:
-			return
-		}
+	if !scripttest.Wait(r, s.closing, resp.Delay) {
+		return
 	}
 	if resp.Status != 0 && resp.Status != http.StatusOK {
 		msg := resp.ErrorMessage
@@ -570,70 +555,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, resp Response, ev
 }
 
 func writeError(w http.ResponseWriter, status int, msg, retryAfter string) {
-	if retryAfter != "" {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{
 		"message": msg, "type": "modeltest_error", "param": nil, "code": status,
 	}})
-	_, _ = w.Write(b)
+	scripttest.WriteJSON(w, status, "application/json", b, retryAfter)
 }
 
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp Response, events [][]byte) {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	flush := func() {
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
-	hang := func() {
-		flush()
-		select {
-		case <-r.Context().Done():
-		case <-s.closing:
-		}
-	}
-	if resp.Raw != "" {
-		_, _ = w.Write([]byte(resp.Raw))
-		if resp.Hang {
-			hang()
-		}
-		return
-	}
-	sent := 0
-	// send writes one data event and flushes it, as a real server does;
-	// false means stop (cut or hang done).
-	send := func(event []byte) bool {
-		if _, err := w.Write(event); err != nil {
-			return false
-		}
-		sent++
-		if resp.CutAfter > 0 && sent >= resp.CutAfter {
-			if resp.Hang {
-				hang()
-				return false
-			}
-			flush()
-			panic(http.ErrAbortHandler) // drops the connection mid-body
-		}
-		flush()
-		return true
-	}
-	for _, ev := range events {
-		if !send(ev) {
-			return
-		}
-	}
-	if resp.Hang {
-		hang()
-		return
-	}
-	if !resp.OmitDone {
+	if scripttest.Stream(w, r, s.closing, scripttest.Faults{Raw: resp.Raw, CutAfter: resp.CutAfter, Hang: resp.Hang}, events) && !resp.OmitDone {
 		_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
 	}
 }
@@ -673,10 +604,10 @@ var chunkHead = `{"id":"` + chunkID + `","object":"chat.completion.chunk","creat
 // chunks renders a response as the chunk sequence a real server sends.
 func chunks(resp Response) [][]byte {
 	out := [][]byte{chunk(map[string]any{"role": "assistant", "content": ""}, nil)}
-	for _, p := range split(resp.Reasoning, 6) {
+	for _, p := range scripttest.Split(resp.Reasoning, 6) {
 		out = append(out, chunk(map[string]any{"reasoning_content": p}, nil))
 	}
-	for _, p := range split(resp.Text, 6) {
+	for _, p := range scripttest.Split(resp.Text, 6) {
 		out = append(out, chunk(map[string]any{"content": p}, nil))
 	}
 	if resp.ErrorMessage != "" {
@@ -698,7 +629,7 @@ func chunks(resp Response) [][]byte {
 		if args == "" {
 			args = "{}"
 		}
-		pieces := split(args, 8)
+		pieces := scripttest.Split(args, 8)
 		if resp.WholeArguments {
 			pieces = []string{args}
 		}
@@ -744,18 +675,4 @@ func wireUsage(u *model.Usage) map[string]any {
 		w["completion_tokens_details"] = map[string]int{"reasoning_tokens": u.ReasoningTokens}
 	}
 	return w
-}
-
-// split cuts s into pieces of about n bytes without splitting a rune.
-func split(s string, n int) []string {
-	var out []string
-	for len(s) > 0 {
-		end := min(n, len(s))
-		for end < len(s) && !utf8.RuneStart(s[end]) {
-			end++
-		}
-		out = append(out, s[:end])
-		s = s[end:]
-	}
-	return out
 }

@@ -21,12 +21,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/scripttest"
 )
 
 // ToolCall is a scripted tool_use block; Arguments is its input JSON ("" is
@@ -206,7 +206,6 @@ func (r Request) ThinkingOn() bool {
 type Server struct {
 	URL string
 
-	srv *httptest.Server
 	key []byte // signs thinking blocks
 
 	mu        sync.Mutex
@@ -252,9 +251,8 @@ func NewServer(t testing.TB, responses ...Response) *Server {
 	t.Helper()
 	s := &Server{key: []byte("anthropictest signing key"), minCache: 1024, cache: map[string]bool{}}
 	s.Add(responses...)
-	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
-	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
+	// Nothing here hangs, so the end-of-test channel is not needed.
+	s.URL, _ = scripttest.Listen(t, s.handle)
 	return s
 }
 
@@ -463,12 +461,7 @@ func writeError(w http.ResponseWriter, status int, typ, msg, retryAfter string) 
 		"error":      map[string]string{"type": typ, "message": msg},
 		"request_id": "req_anthropictest",
 	})
-	w.Header().Set("Content-Type", "application/json")
-	if retryAfter != "" {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	scripttest.WriteJSON(w, status, "application/json", b, retryAfter)
 }
 
 func decodeSystem(req *Request) error {
@@ -810,7 +803,7 @@ func (s *Server) stream(w http.ResponseWriter, req *Request, p prompt, resp Resp
 	idx := 0
 	if req.ThinkingOn() && resp.Thinking != "" {
 		ev("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
-		for _, part := range chunks(resp.Thinking, 24) {
+		for _, part := range scripttest.Split(resp.Thinking, 24) {
 			ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "thinking_delta", "thinking": part}})
 		}
 		sig := s.sign(prefix, resp.Thinking)
@@ -830,7 +823,7 @@ func (s *Server) stream(w http.ResponseWriter, req *Request, p prompt, resp Resp
 	}
 	if resp.Text != "" {
 		ev("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{"type": "text", "text": ""}})
-		for _, part := range chunks(resp.Text, 16) {
+		for _, part := range scripttest.Split(resp.Text, 16) {
 			ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "text_delta", "text": part}})
 		}
 		ev("content_block_stop", map[string]any{"index": idx})
@@ -851,7 +844,7 @@ func (s *Server) stream(w http.ResponseWriter, req *Request, p prompt, resp Resp
 			}
 			ev("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{"type": "tool_use", "id": cid, "name": c.Name, "input": map[string]any{}}})
 			ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "input_json_delta", "partial_json": ""}})
-			for _, part := range chunks(args, 8) {
+			for _, part := range scripttest.Split(args, 8) {
 				ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "input_json_delta", "partial_json": part}})
 			}
 			ev("content_block_stop", map[string]any{"index": idx})
@@ -887,23 +880,3 @@ func (s *Server) stream(w http.ResponseWriter, req *Request, p prompt, resp Resp
 		}
 	}
 }
-
-// chunks splits s into pieces of about n bytes, never inside a UTF-8
-// sequence.
-func chunks(s string, n int) []string {
-	var out []string
-	for len(s) > n {
-		cut := n
-		for cut < len(s) && !utf8RuneStart(s[cut]) {
-			cut++
-		}
-		out = append(out, s[:cut])
-		s = s[cut:]
-	}
-	if s != "" {
-		out = append(out, s)
-	}
-	return out
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

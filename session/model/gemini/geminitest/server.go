@@ -16,14 +16,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/scripttest"
 )
 
 // SkipSignature is the documented value that stands in for a signature.
@@ -147,8 +146,7 @@ type Part struct {
 type Server struct {
 	URL string
 
-	srv     *httptest.Server
-	closing chan struct{}
+	closing <-chan struct{}
 
 	mu        sync.Mutex
 	queues    model.ScriptQueues[Response]
@@ -166,14 +164,9 @@ type Server struct {
 // closed when the test ends.
 func NewServer(t testing.TB, responses ...Response) *Server {
 	t.Helper()
-	s := &Server{closing: make(chan struct{}), signed: map[string]string{}}
+	s := &Server{signed: map[string]string{}}
 	s.Add(responses...)
-	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
-	s.URL = s.srv.URL
-	t.Cleanup(func() {
-		close(s.closing)
-		s.srv.Close()
-	})
+	s.URL, s.closing = scripttest.Listen(t, s.handle)
 	return s
 }
 
@@ -270,12 +263,7 @@ func googleError(code int, status, msg, retryDelay string) []byte {
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte, retryAfter string) {
-	if retryAfter != "" {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	scripttest.WriteJSON(w, status, "application/json; charset=UTF-8", body, retryAfter)
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
@@ -453,16 +441,8 @@ func (s *Server) check(req Request) string {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req Request, resp Response) {
-	if resp.Delay > 0 {
-		t := time.NewTimer(resp.Delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			return
-		case <-s.closing:
-			return
-		}
+	if !scripttest.Wait(r, s.closing, resp.Delay) {
+		return
 	}
 	if resp.Status != 0 && resp.Status != http.StatusOK {
 		msg, status := resp.ErrorMessage, resp.ErrorStatus
@@ -476,46 +456,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req Request, resp
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	flush := func() {
-		if flusher != nil {
-			flusher.Flush()
-		}
+	var events [][]byte
+	if resp.Raw == "" { // a raw body issues no signatures
+		events = s.chunks(req, resp)
 	}
-	hang := func() {
-		flush()
-		select {
-		case <-r.Context().Done():
-		case <-s.closing:
-		}
-	}
-	if resp.Raw != "" {
-		_, _ = w.Write([]byte(resp.Raw))
-		if resp.Hang {
-			hang()
-		}
-		return
-	}
-	sent := 0
-	for _, ch := range s.chunks(req, resp) {
-		if _, err := w.Write(ch); err != nil {
-			return
-		}
-		sent++
-		if resp.CutAfter > 0 && sent >= resp.CutAfter {
-			if resp.Hang {
-				hang()
-				return
-			}
-			flush()
-			panic(http.ErrAbortHandler)
-		}
-		flush()
-	}
-	if resp.Hang {
-		hang()
-	}
+	scripttest.Stream(w, r, s.closing, scripttest.Faults{Raw: resp.Raw, CutAfter: resp.CutAfter, Hang: resp.Hang}, events)
 }
 
 // chunks renders resp as Gemini streams it, and registers the signatures
@@ -562,10 +507,10 @@ func (s *Server) chunks(req Request, resp Response) [][]byte {
 		sum := sha256.Sum256([]byte(fmt.Sprintf("%d|%s", n, what)))
 		return base64.StdEncoding.EncodeToString(append(sum[:], sum[:8]...))
 	}
-	for _, p := range split(resp.Thought, 24) {
+	for _, p := range scripttest.Split(resp.Thought, 24) {
 		emit([]map[string]any{{"text": p, "thought": true}}, "")
 	}
-	for _, p := range split(resp.Text, 16) {
+	for _, p := range scripttest.Split(resp.Text, 16) {
 		candidates += tok(len(p))
 		emit([]map[string]any{{"text": p}}, "")
 	}
@@ -615,19 +560,6 @@ func (s *Server) chunks(req Request, resp Response) [][]byte {
 			part["thoughtSignature"] = sign("text")
 		}
 		emit([]map[string]any{part}, finish)
-	}
-	return out
-}
-
-func split(s string, n int) []string {
-	var out []string
-	for len(s) > 0 {
-		end := min(n, len(s))
-		for end < len(s) && !utf8.RuneStart(s[end]) {
-			end++
-		}
-		out = append(out, s[:end])
-		s = s[end:]
 	}
 	return out
 }

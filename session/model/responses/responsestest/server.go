@@ -20,14 +20,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/model/scripttest"
 )
 
 // Call is a scripted function call. ID is its call_id ("" makes one up);
@@ -211,8 +210,7 @@ type issued struct {
 type Server struct {
 	URL string
 
-	srv     *httptest.Server
-	closing chan struct{}
+	closing <-chan struct{}
 
 	mu        sync.Mutex
 	queues    model.ScriptQueues[Response]
@@ -232,14 +230,9 @@ type Server struct {
 // closed when the test ends.
 func NewServer(t testing.TB, responses ...Response) *Server {
 	t.Helper()
-	s := &Server{closing: make(chan struct{}), reasoning: map[string]issued{}, callReasoning: map[string][]string{}}
+	s := &Server{reasoning: map[string]issued{}, callReasoning: map[string][]string{}}
 	s.Add(responses...)
-	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
-	s.URL = s.srv.URL
-	t.Cleanup(func() {
-		close(s.closing)
-		s.srv.Close()
-	})
+	s.URL, s.closing = scripttest.Listen(t, s.handle)
 	return s
 }
 
@@ -350,12 +343,7 @@ func apiError(msg, typ, param, code string) []byte {
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte, retryAfter string) {
-	if retryAfter != "" {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	scripttest.WriteJSON(w, status, "application/json", body, retryAfter)
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
@@ -494,16 +482,8 @@ func (s *Server) check(req Request) (int, []byte) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req Request, resp Response) {
-	if resp.Delay > 0 {
-		t := time.NewTimer(resp.Delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			return
-		case <-s.closing:
-			return
-		}
+	if !scripttest.Wait(r, s.closing, resp.Delay) {
+		return
 	}
 	if resp.Status != 0 && resp.Status != http.StatusOK {
 		msg, typ := resp.ErrorMessage, resp.ErrorType
@@ -521,46 +501,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req Request, resp
 	}
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	flush := func() {
-		if flusher != nil {
-			flusher.Flush()
-		}
+	var events [][]byte
+	if resp.Raw == "" { // a raw body issues no reasoning items or ids
+		events = s.events(req, resp)
 	}
-	hang := func() {
-		flush()
-		select {
-		case <-r.Context().Done():
-		case <-s.closing:
-		}
-	}
-	if resp.Raw != "" {
-		_, _ = w.Write([]byte(resp.Raw))
-		if resp.Hang {
-			hang()
-		}
-		return
-	}
-	sent := 0
-	for _, ev := range s.events(req, resp) {
-		if _, err := w.Write(ev); err != nil {
-			return
-		}
-		sent++
-		if resp.CutAfter > 0 && sent >= resp.CutAfter {
-			if resp.Hang {
-				hang()
-				return
-			}
-			flush()
-			panic(http.ErrAbortHandler) // drops the connection mid-body
-		}
-		flush()
-	}
-	if resp.Hang {
-		hang()
-	}
+	scripttest.Stream(w, r, s.closing, scripttest.Faults{Raw: resp.Raw, CutAfter: resp.CutAfter, Hang: resp.Hang}, events)
 }
 
 // stream builds one response's events.
@@ -637,7 +582,7 @@ func (s *Server) events(req Request, resp Response) [][]byte {
 		if resp.Reasoning != "" {
 			part := map[string]any{"type": "summary_text", "text": ""}
 			st.emit("response.reasoning_summary_part.added", map[string]any{"item_id": id, "output_index": idx, "summary_index": 0, "part": part})
-			for _, p := range split(resp.Reasoning, 12) {
+			for _, p := range scripttest.Split(resp.Reasoning, 12) {
 				st.emit("response.reasoning_summary_text.delta", map[string]any{"item_id": id, "output_index": idx, "summary_index": 0, "delta": p})
 			}
 			st.emit("response.reasoning_summary_text.done", map[string]any{"item_id": id, "output_index": idx, "summary_index": 0, "text": resp.Reasoning})
@@ -654,7 +599,7 @@ func (s *Server) events(req Request, resp Response) [][]byte {
 			"id": id, "type": "message", "status": "in_progress", "content": []any{}, "role": "assistant"}})
 		st.emit("response.content_part.added", map[string]any{"item_id": id, "output_index": idx, "content_index": 0,
 			"part": map[string]any{"type": "output_text", "annotations": []any{}, "text": ""}})
-		for _, p := range split(resp.Text, 8) {
+		for _, p := range scripttest.Split(resp.Text, 8) {
 			st.emit("response.output_text.delta", map[string]any{"item_id": id, "output_index": idx, "content_index": 0, "delta": p, "logprobs": []any{}})
 		}
 		if resp.Fail {
@@ -683,7 +628,7 @@ func (s *Server) events(req Request, resp Response) [][]byte {
 		idx := len(st.items)
 		st.emit("response.output_item.added", map[string]any{"output_index": idx, "item": map[string]any{
 			"id": id, "type": "function_call", "status": "in_progress", "arguments": "", "call_id": callID, "name": c.Name}})
-		for _, p := range split(args, 8) {
+		for _, p := range scripttest.Split(args, 8) {
 			st.emit("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": idx, "delta": p})
 		}
 		st.emit("response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": idx, "arguments": args})
@@ -739,18 +684,4 @@ func (s *Server) fail(st *stream, resp Response) [][]byte {
 	st.emit("error", map[string]any{"error": map[string]any{"type": code, "code": code, "message": msg, "param": nil}})
 	st.emit("response.failed", map[string]any{"response": st.response("failed", nil, map[string]any{"code": code, "message": msg}, nil)})
 	return st.out
-}
-
-// split cuts s into pieces of about n bytes without splitting a rune.
-func split(s string, n int) []string {
-	var out []string
-	for len(s) > 0 {
-		end := min(n, len(s))
-		for end < len(s) && !utf8.RuneStart(s[end]) {
-			end++
-		}
-		out = append(out, s[:end])
-		s = s[end:]
-	}
-	return out
 }
