@@ -18,6 +18,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/notice"
+	"github.com/acpd/acpd/session/tools/lifeline"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
@@ -310,6 +311,9 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandb
 	}
 	pw.Close()
 	pgid := cmd.Process.Pid
+	// Killed with acpd, should acpd be killed before it kills the group;
+	// taken off the watcher's list after finishLocal killed what was left.
+	defer lifeline.Watch(pgid)()
 	if sw != nil {
 		sw.Close()
 		// EOF with nothing read: the helper exec'd the shell, confined.

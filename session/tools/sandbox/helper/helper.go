@@ -1,7 +1,9 @@
-// Package helper makes a binary serve the sandbox helper subcommand
-// (sandbox.Subcommand) from package initialization. Import it for its side
-// effect, in acpd's main package and in tests that use their own test binary
-// as the helper:
+// Package helper makes a binary serve acpd's hidden helper subcommands from
+// package initialization: the sandbox helper (sandbox.Subcommand) and the
+// command watcher (lifeline.Subcommand), which a binary that imports this
+// package may then start as itself (lifeline.Enable). Import it for its
+// side effect, in acpd's main package and in tests that use their own test
+// binary as the helper:
 //
 //	import _ "github.com/acpd/acpd/session/tools/sandbox/helper"
 //
@@ -18,11 +20,18 @@ package helper
 import (
 	"os"
 
+	"github.com/acpd/acpd/session/tools/lifeline"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == sandbox.Subcommand {
-		os.Exit(sandbox.HelperMain(os.Args[2:]))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case sandbox.Subcommand:
+			os.Exit(sandbox.HelperMain(os.Args[2:]))
+		case lifeline.Subcommand:
+			os.Exit(lifeline.Main(os.Args[2:]))
+		}
 	}
+	lifeline.Enable()
 }
