@@ -1,0 +1,120 @@
+package httptransport
+
+import (
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// acceptsEventStream reports whether an Accept header names
+// text/event-stream. The RFD requires it; a bare */* does not count.
+func acceptsEventStream(values []string) bool {
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err == nil && mt == "text/event-stream" && params["q"] != "0" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var (
+	sseData      = []byte("data: ")
+	sseEnd       = []byte("\n\n")
+	sseKeepAlive = []byte(": keepalive\n\n")
+)
+
+// serveSSE serves a connection stream or, with Acp-Session-Id, a session
+// stream. A session the agent has not named yet is accepted and held: the
+// SDK client opens a session's stream before its session/load, and a 404
+// there would close its whole transport.
+func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
+	if !acceptsEventStream(r.Header.Values("Accept")) {
+		writeError(w, http.StatusNotAcceptable, codeInvalidRequest, "Accept must include text/event-stream")
+		return
+	}
+	c := h.lookup(w, r)
+	if c == nil {
+		return
+	}
+	sid := r.Header.Get(HeaderSessionID)
+	if len(sid) > maxIDBytes {
+		writeError(w, http.StatusBadRequest, codeInvalidRequest, fmt.Sprintf("%s header exceeds %d bytes", HeaderSessionID, maxIDBytes))
+		return
+	}
+	if !c.sessionAllowed(sid) {
+		writeError(w, http.StatusConflict, codeInvalidRequest, "this connection may not use that session")
+		return
+	}
+	h.wg.Add(1)
+	defer h.wg.Done()
+	s, rd, status, msg := c.attach(sid)
+	if s == nil {
+		writeError(w, status, codeInvalidRequest, msg)
+		return
+	}
+	defer c.detach(s, rd)
+
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no") // nginx would buffer the stream otherwise
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	// The headers go out now: the SDK client waits for them before it
+	// POSTs anything for the session.
+	if rc.Flush() != nil {
+		return
+	}
+	tick := time.NewTicker(h.opts.KeepAlive)
+	defer tick.Stop()
+	for {
+		msgs, n, done := c.take(s, rd)
+		if len(msgs) > 0 {
+			err := h.writeEvents(w, rc, msgs)
+			c.written(n)
+			if err != nil {
+				h.log.Info("sse write failed; closing the stream", "conn", c.info.ID, "session", sid, "err", err)
+				return
+			}
+			continue
+		}
+		if done {
+			return
+		}
+		select {
+		case <-rd.wake:
+		case <-rd.kill:
+			return
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+			_ = rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+			if _, err := w.Write(sseKeepAlive); err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// writeEvents writes one SSE event per message and flushes once. A reader
+// that cannot take them within WriteTimeout fails the write.
+func (h *Handler) writeEvents(w http.ResponseWriter, rc *http.ResponseController, msgs [][]byte) error {
+	_ = rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
+	for _, m := range msgs {
+		if _, err := w.Write(sseData); err != nil {
+			return err
+		}
+		if _, err := w.Write(m); err != nil {
+			return err
+		}
+		if _, err := w.Write(sseEnd); err != nil {
+			return err
+		}
+	}
+	return rc.Flush()
+}
