@@ -57,7 +57,53 @@ type Config struct {
 	Log       LogConfig
 	Telemetry TelemetryConfig
 	Guard     GuardConfig
+	Server    ServerConfig
 }
+
+// ServerConfig is the [server] table: `acpd serve`, ACP over HTTP and
+// WebSocket (package session/server). Nothing listens unless `acpd serve`
+// runs; the limits' defaults hold on a 2-core machine.
+type ServerConfig struct {
+	// Listen is host:port; "" means acpd serve has nowhere to listen.
+	Listen string
+	// TLSCert and TLSKey are PEM files (absolute paths), both or neither.
+	// Without them only loopback addresses are served.
+	TLSCert, TLSKey string
+	// TokenFile holds the bearer token; "" means <dataDir>/server.token
+	// unless TokenEnv names a variable.
+	TokenFile string
+	// TokenEnv names the environment variable holding the token; when set
+	// it is used instead of any file.
+	TokenEnv string
+	// AllowedOrigins are the browser origins (scheme://host[:port]) whose
+	// requests are let through; any other Origin header is refused.
+	AllowedOrigins []string
+	// AllowedHosts are further host names a request's Host may carry
+	// besides IP literals, localhost and the listen host.
+	AllowedHosts []string
+	// MaxConnections bounds the ACP connections served at once;
+	// MaxTCPConnections the TCP connections open at the listener (an HTTP/1.1
+	// ACP connection holds one per open stream).
+	MaxConnections    int
+	MaxTCPConnections int
+	// MaxSessionsPerConnection bounds the live sessions of one connection.
+	MaxSessionsPerConnection int
+	// MaxMessageBytes bounds one JSON-RPC message (a POST body, a frame).
+	MaxMessageBytes int
+	// MaxStreams bounds the SSE streams open on one ACP connection.
+	MaxStreams int
+	// HeaderTimeout bounds reading a request's headers; IdleTimeout ends an
+	// ACP connection without streams or requests for that long.
+	HeaderTimeout time.Duration
+	IdleTimeout   time.Duration
+	// AuthFailuresPerMinute is how many failed authentications one client
+	// address may make per minute before it is refused (429) for a while.
+	AuthFailuresPerMinute int
+}
+
+// DefaultTokenFile is the token file's name under the data directory when
+// neither server.tokenFile nor server.tokenEnv is set.
+const DefaultTokenFile = "server.token"
 
 // GuardConfig is the [guard] table: what is `acpd guard`'s own (package
 // session/agentguard). The loop guard's settings are [model]'s, as for acpd.
@@ -295,5 +341,17 @@ func Default() Config {
 		Log:       LogConfig{Level: "info"},
 		Telemetry: TelemetryConfig{},
 		Guard:     GuardConfig{CancelGrace: 2 * time.Second, ShutdownGrace: 3 * time.Second},
+		Server: ServerConfig{
+			AllowedOrigins:           []string{},
+			AllowedHosts:             []string{},
+			MaxConnections:           32,
+			MaxTCPConnections:        256,
+			MaxSessionsPerConnection: 64,
+			MaxMessageBytes:          16 << 20,
+			MaxStreams:               66,
+			HeaderTimeout:            10 * time.Second,
+			IdleTimeout:              10 * time.Minute,
+			AuthFailuresPerMinute:    10,
+		},
 	}
 }

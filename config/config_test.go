@@ -238,6 +238,22 @@ trace = true
 [guard]
 cancelGrace = "500ms"
 shutdownGrace = "10s"
+[server]
+listen = "0.0.0.0:8443"
+tlsCert = "tls/cert.pem"
+tlsKey = "tls/key.pem"
+tokenFile = "~/acpd.token"
+tokenEnv = "ACPD_TOKEN"
+allowedOrigins = ["https://Editor.example.com/"]
+allowedHosts = ["ACPD.example.com"]
+maxConnections = 4
+maxTcpConnections = 16
+maxSessionsPerConnection = 2
+maxMessageBytes = 65536
+maxStreams = 3
+headerTimeout = "2s"
+idleTimeout = "1m"
+authFailuresPerMinute = 5
 `, check: func(t *testing.T, fx *fixture, cfg Config, _ Sources) {
 			dir := filepath.Join(fx.root, "project")
 			zero := 0.0
@@ -259,6 +275,11 @@ shutdownGrace = "10s"
 				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state"), CheckpointMaxBytes: 2 << 30},
 				Log:     LogConfig{Level: "warn", File: filepath.Join(dir, "logs", "acpd.log"), Trace: true},
 				Guard:   GuardConfig{CancelGrace: 500 * time.Millisecond, ShutdownGrace: 10 * time.Second},
+				Server: ServerConfig{Listen: "0.0.0.0:8443", TLSCert: filepath.Join(dir, "tls", "cert.pem"), TLSKey: filepath.Join(dir, "tls", "key.pem"),
+					TokenFile: filepath.Join(fx.home, "acpd.token"), TokenEnv: "ACPD_TOKEN",
+					AllowedOrigins: []string{"https://editor.example.com"}, AllowedHosts: []string{"acpd.example.com"},
+					MaxConnections: 4, MaxTCPConnections: 16, MaxSessionsPerConnection: 2, MaxMessageBytes: 65536, MaxStreams: 3,
+					HeaderTimeout: 2 * time.Second, IdleTimeout: time.Minute, AuthFailuresPerMinute: 5},
 			}, cfg)
 		}},
 		{name: "paths from env and flags resolve against the working dir; ~ expands", env: map[string]string{"ACPD_DATA_DIR": "data"},

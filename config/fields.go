@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +26,9 @@ type field struct {
 	flag        string   // command-line flag name without dashes; "" for none
 	usage       string   // one-line description for flag help
 	boolFlag    bool     // the flag may be given without a value
+	// command, when set, makes the flag that command's own ("serve"): it is
+	// not offered to the others, where it would do nothing.
+	command string
 
 	// decode parses raw (a TOML value, or a string when fromText) and stores
 	// it in c. Relative paths are resolved against base.
@@ -57,7 +62,7 @@ func (r resolver) path(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-var tables = []string{"model", "tools", "context", "session", "log", "telemetry", "guard", modelProvidersTable}
+var tables = []string{"model", "tools", "context", "session", "log", "telemetry", "guard", "server", modelProvidersTable}
 
 // fields lists every key; the order is the order of `acpd config` output.
 var fields = []*field{
@@ -168,6 +173,25 @@ var fields = []*field{
 		[]string{"ACPD_GUARD_CANCEL_GRACE"}, "guard-cancel-grace", "acpd guard: how long a stopped turn waits for the agent's cancelled answer (default 2s)"),
 	durationField("guard", "shutdownGrace", func(c *Config) *time.Duration { return &c.Guard.ShutdownGrace },
 		[]string{"ACPD_GUARD_SHUTDOWN_GRACE"}, "guard-shutdown-grace", "acpd guard: how long the agent may take to exit after EOF, then after SIGTERM (default 3s)"),
+
+	serveFlag(listenField()),
+	serveFlag(pathField("server", "tlsCert", func(c *Config) *string { return &c.Server.TLSCert },
+		[]string{"ACPD_TLS_CERT"}, "tls-cert", "TLS certificate (PEM) of acpd serve; with --tls-key, lets it listen beyond loopback")),
+	serveFlag(pathField("server", "tlsKey", func(c *Config) *string { return &c.Server.TLSKey },
+		[]string{"ACPD_TLS_KEY"}, "tls-key", "TLS private key (PEM) of acpd serve")),
+	serveFlag(pathField("server", "tokenFile", func(c *Config) *string { return &c.Server.TokenFile },
+		[]string{"ACPD_TOKEN_FILE"}, "token-file", "file holding the bearer token clients of acpd serve send (default: <dataDir>/server.token)")),
+	tokenEnvField(),
+	originsField(),
+	hostsField(),
+	intField("server", "maxConnections", 1, func(c *Config) *int { return &c.Server.MaxConnections }, nil, "", ""),
+	intField("server", "maxTcpConnections", 1, func(c *Config) *int { return &c.Server.MaxTCPConnections }, nil, "", ""),
+	intField("server", "maxSessionsPerConnection", 1, func(c *Config) *int { return &c.Server.MaxSessionsPerConnection }, nil, "", ""),
+	intField("server", "maxMessageBytes", 4096, func(c *Config) *int { return &c.Server.MaxMessageBytes }, nil, "", ""),
+	intField("server", "maxStreams", 2, func(c *Config) *int { return &c.Server.MaxStreams }, nil, "", ""),
+	durationField("server", "headerTimeout", func(c *Config) *time.Duration { return &c.Server.HeaderTimeout }, nil, "", ""),
+	durationField("server", "idleTimeout", func(c *Config) *time.Duration { return &c.Server.IdleTimeout }, nil, "", ""),
+	intField("server", "authFailuresPerMinute", 1, func(c *Config) *int { return &c.Server.AuthFailuresPerMinute }, nil, "", ""),
 }
 
 func lookupField(table, name string) *field {
@@ -186,6 +210,9 @@ type Flag struct {
 	Usage string
 	// Bool flags may be given without a value (--trace).
 	Bool bool
+	// Command is the one command the flag belongs to ("serve"); "" for a
+	// global flag.
+	Command string
 }
 
 // Flags lists the flags that set configuration keys, for the command to
@@ -194,7 +221,7 @@ func Flags() []Flag {
 	var out []Flag
 	for _, f := range fields {
 		if f.flag != "" {
-			out = append(out, Flag{Name: f.flag, Key: f.key(), Usage: f.usage, Bool: f.boolFlag})
+			out = append(out, Flag{Name: f.flag, Key: f.key(), Usage: f.usage, Bool: f.boolFlag, Command: f.command})
 		}
 	}
 	return out
@@ -890,4 +917,96 @@ func pricesField() *field {
 			return "{" + strings.Join(parts, ", ") + "}", true
 		},
 	}
+}
+
+// serveFlag makes f's flag one of `acpd serve`'s own.
+func serveFlag(f *field) *field {
+	f.command = "serve"
+	return f
+}
+
+// listenField is server.listen: host:port, the host an IP address or a
+// name ("" for every interface), the port 0 (any free one) to 65535.
+func listenField() *field {
+	f := stringField("server", "listen", func(c *Config) *string { return &c.Server.Listen },
+		[]string{"ACPD_LISTEN"}, "listen", "address acpd serve listens on, host:port (loopback only unless --tls-cert and --tls-key are given)")
+	decode := f.decode
+	f.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		a := c.Server.Listen
+		if a == "" {
+			return nil
+		}
+		_, port, err := net.SplitHostPort(a)
+		if err != nil {
+			return fmt.Errorf("must be host:port such as 127.0.0.1:8123, got %s", quote(a))
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("must be host:port with a port from 0 to 65535, got %s", quote(a))
+		}
+		return nil
+	}
+	return f
+}
+
+// tokenEnvField is server.tokenEnv: the name of a variable, never the token
+// itself (a config file is the wrong place for a secret).
+func tokenEnvField() *field {
+	f := stringField("server", "tokenEnv", func(c *Config) *string { return &c.Server.TokenEnv }, nil, "", "")
+	decode := f.decode
+	f.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		if n := c.Server.TokenEnv; n != "" && !envNameRE.MatchString(n) {
+			return fmt.Errorf("must name an environment variable (letters, digits, _), got %s", quote(n))
+		}
+		return nil
+	}
+	return f
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// originsField is server.allowedOrigins: each an origin as a browser sends
+// it, scheme://host[:port], with no path; compared exactly.
+func originsField() *field {
+	f := stringListField("server", "allowedOrigins", func(c *Config) *[]string { return &c.Server.AllowedOrigins }, nil, "", "")
+	decode := f.decode
+	f.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		for i, o := range c.Server.AllowedOrigins {
+			u, err := url.Parse(o)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+				return fmt.Errorf("element %d: must be an origin such as https://editor.example.com, got %s", i, quote(o))
+			}
+			c.Server.AllowedOrigins[i] = u.Scheme + "://" + strings.ToLower(u.Host)
+		}
+		return nil
+	}
+	return f
+}
+
+// hostsField is server.allowedHosts: host names (no port) a request's Host
+// header may carry, for a daemon reached by name (behind an ingress).
+func hostsField() *field {
+	f := stringListField("server", "allowedHosts", func(c *Config) *[]string { return &c.Server.AllowedHosts }, nil, "", "")
+	decode := f.decode
+	f.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		for i, h := range c.Server.AllowedHosts {
+			if h == "" || strings.ContainsAny(h, ":/ ") {
+				return fmt.Errorf("element %d: must be a host name without port or scheme, such as acpd.example.com, got %s", i, quote(h))
+			}
+			c.Server.AllowedHosts[i] = strings.ToLower(h)
+		}
+		return nil
+	}
+	return f
 }

@@ -222,6 +222,13 @@ func finish(cfg *Config, src Sources, getenv func(string) string) error {
 	if cfg.Session.DataDir == "" {
 		return &Error{Key: "session.dataDir", Msg: "session.dataDir has no default because neither XDG_STATE_HOME nor HOME is set; set it in a config file, ACPD_DATA_DIR or --data-dir"}
 	}
+	if (cfg.Server.TLSCert == "") != (cfg.Server.TLSKey == "") {
+		key, other := "server.tlsCert", "server.tlsKey"
+		if cfg.Server.TLSCert == "" {
+			key, other = other, key
+		}
+		return errAt(src.Of(key), key, fmt.Sprintf("%s is set but %s is not: TLS needs both the certificate and its key", key, other))
+	}
 	if cfg.Model.Provider == ProviderScript && cfg.Model.Script == "" {
 		return errAt(src.Of("model.provider"), "model.provider", `model.script is required when model.provider is "script"`)
 	}

@@ -75,6 +75,20 @@ func TestLoad_NewKeyErrors(t *testing.T) {
 			msg: `tools.sandboxNetwork: must be a boolean, got string "no"`},
 		{name: "web fetch allow private not a bool", file: "[tools]\nwebFetchAllowPrivate = 1\n", line: 2, col: 24,
 			msg: "tools.webFetchAllowPrivate: must be a boolean, got integer 1"},
+		{name: "listen without a port", file: "[server]\nlisten = \"localhost\"\n", line: 2, col: 10,
+			msg: `server.listen: must be host:port such as 127.0.0.1:8123, got "localhost"`},
+		{name: "listen port out of range", file: "[server]\nlisten = \"127.0.0.1:70000\"\n", line: 2, col: 10,
+			msg: `server.listen: must be host:port with a port from 0 to 65535, got "127.0.0.1:70000"`},
+		{name: "token env not a name", file: "[server]\ntokenEnv = \"my token\"\n", line: 2, col: 12,
+			msg: `server.tokenEnv: must name an environment variable (letters, digits, _), got "my token"`},
+		{name: "origin with a path", file: "[server]\nallowedOrigins = [\"https://e.example/app\"]\n", line: 2, col: 19,
+			msg: `server.allowedOrigins: element 0: must be an origin such as https://editor.example.com, got "https://e.example/app"`},
+		{name: "host with a port", file: "[server]\nallowedHosts = [\"a.example:80\"]\n", line: 2, col: 17,
+			msg: `server.allowedHosts: element 0: must be a host name without port or scheme, such as acpd.example.com, got "a.example:80"`},
+		{name: "message bound too small", file: "[server]\nmaxMessageBytes = 10\n", line: 2, col: 19,
+			msg: "server.maxMessageBytes: must be at least 4096, got 10"},
+		{name: "cert without key", file: "[server]\ntlsCert = \"/c.pem\"\n", line: 2, col: 1,
+			msg: "server.tlsCert is set but server.tlsKey is not: TLS needs both the certificate and its key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 func doctorCommand() command {
 	return command{
-		summary:     "check the configuration, API key, model endpoint, data folder, shell sandbox and telemetry collector; exit 1 if any check fails",
+		summary:     "check the configuration, API key, model endpoint, data folder, shell sandbox, telemetry collector and acpd serve settings; exit 1 if any check fails",
 		run:         cmdDoctor,
 		configErrOK: true,
 	}

@@ -87,6 +87,7 @@ func commands() map[string]command {
 		"doctor":      doctorCommand(),
 		"guard":       guardCommand(),
 		"run":         runCommand(),
+		"serve":       serveCommand(),
 		"sessions":    sessionsCommand(),
 		"stats":       statsCommand(),
 	}
@@ -113,12 +114,8 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	isConfigFlag := map[string]bool{}
 	for _, f := range config.Flags() {
 		isConfigFlag[f.Name] = true
-		if f.Bool {
-			fs.Var(&boolText{}, f.Name, f.Usage)
-		} else {
-			fs.String(f.Name, "", f.Usage)
-		}
 	}
+	configFlags(fs, "")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -187,6 +184,21 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return cmd.run(ctx, a)
 	}
 	return cmdServe(ctx, a)
+}
+
+// configFlags registers the flags that set configuration keys and belong
+// to command ("" for the global ones).
+func configFlags(fs *flag.FlagSet, command string) {
+	for _, f := range config.Flags() {
+		if f.Command != command {
+			continue
+		}
+		if f.Bool {
+			fs.Var(&boolText{}, f.Name, f.Usage)
+		} else {
+			fs.String(f.Name, "", f.Usage)
+		}
+	}
 }
 
 func cmdConfig(_ context.Context, a *app) int {

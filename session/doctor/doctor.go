@@ -1,6 +1,6 @@
 // Package doctor checks that acpd can run: the configuration, the model
 // settings, the provider's endpoint, the data folder, the shell sandbox and
-// the telemetry collector. `acpd doctor` prints
+// the telemetry collector and `acpd serve`'s settings. `acpd doctor` prints
 // one line per check. Checks run in the order of Checks; a package adding a
 // check appends it there.
 package doctor
@@ -89,6 +89,7 @@ func Checks() []Check {
 		{Name: "data folder", Run: checkDataDir},
 		{Name: "shell sandbox", Run: checkSandbox},
 		{Name: "telemetry", Run: checkTelemetry},
+		{Name: "server", Run: checkServer},
 	}
 }
 

@@ -65,6 +65,8 @@ func TestDoctor_AllPassAgainstScriptedServer(t *testing.T) {
 			Models: []config.ProviderModel{{ID: "claude-sonnet-4-5"}}},
 		{ID: "local", Protocol: "openai", BaseURL: srv.BaseURL(), Models: []config.ProviderModel{{ID: "other"}}},
 	}
+	cfg.Server.Listen = "127.0.0.1:8123"
+	cfg.Server.TokenFile = writeToken(t, 0o600)
 	env := &Env{Config: cfg, Sources: config.Sources{}, Sandbox: policyOf(cfg, landlockABI7)}
 	ok, lines := run(t, env)
 	assert.True(t, ok, strings.Join(lines, "\n"))

@@ -217,6 +217,9 @@ func (t *Telemetry) startAgent(ctx context.Context, agent, sessionID, model, pro
 		attribute.String(AttrAgentName, agent),
 		attribute.String(AttrConversationID, sessionID),
 	}
+	if c := Connection(ctx); c != "" {
+		attrs = append(attrs, attribute.String(AttrConnectionID, c))
+	}
 	if t.cfg.ProviderName != "" {
 		attrs = append(attrs, attribute.String(AttrProviderName, t.cfg.ProviderName))
 	}
@@ -271,11 +274,15 @@ func (t *Telemetry) StartChat(ctx context.Context, model string) (context.Contex
 	if t == nil {
 		return ctx, nil
 	}
-	ctx, span := t.tracer.Start(ctx, OpChat+" "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	attrs := []attribute.KeyValue{
 		attribute.String(AttrOperationName, OpChat),
 		attribute.String(AttrProviderName, t.cfg.ProviderName),
 		attribute.String(AttrRequestModel, model),
-	))
+	}
+	if c := Connection(ctx); c != "" {
+		attrs = append(attrs, attribute.String(AttrConnectionID, c))
+	}
+	ctx, span := t.tracer.Start(ctx, OpChat+" "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	return ctx, &Chat{t: t, span: span, ctx: ctx, model: model, start: time.Now()}
 }
 
@@ -326,6 +333,9 @@ func (t *Telemetry) StartTool(ctx context.Context, name, callID string, args []b
 		attribute.String(AttrToolName, name),
 		attribute.String(AttrToolCallID, callID),
 		attribute.String(AttrToolType, "function"),
+	}
+	if c := Connection(ctx); c != "" {
+		attrs = append(attrs, attribute.String(AttrConnectionID, c))
 	}
 	if t.cfg.LogPrompts && len(args) > 0 {
 		attrs = append(attrs, attribute.String(AttrToolCallArguments, string(args)))

@@ -1,0 +1,271 @@
+// Package server is `acpd serve`: ACP over Streamable HTTP and WebSocket
+// (package acp/httptransport carries the frames) with the rules that decide
+// who gets in and what a client may cost. One session.Manager serves each
+// ACP connection; all of them share the store, the provider and telemetry.
+//
+// Who gets in: loopback only unless TLS is configured; every request but
+// the health check carries the bearer token (never in the URL); a browser
+// is kept out by Origin and a rebound name by Host; failed authentications
+// are limited per client address. What is bounded: TCP connections at the
+// listener, ACP connections, sessions per connection, message size, header
+// read time, idle time and SSE streams (the transport bounds buffered
+// output).
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/acpd/acpd/acp/httptransport"
+	"github.com/acpd/acpd/config"
+	"github.com/acpd/acpd/session"
+)
+
+// Paths served. Anything else is 404 (after the token check, so a scanner
+// learns nothing from paths).
+const (
+	acpPath    = "/acp"
+	healthPath = "/healthz"
+)
+
+// maxHeaderBytes bounds a request's headers: a token, cookies and the ACP
+// headers fit many times over; Go's default is 1 MiB.
+const maxHeaderBytes = 64 << 10
+
+// keepAliveIdle closes an HTTP keep-alive connection unused for this long
+// (the ACP connection itself has server.idleTimeout).
+const keepAliveIdle = 2 * time.Minute
+
+// Options configure a Server.
+type Options struct {
+	Config config.ServerConfig
+	// Token is the secret every request must present.
+	Token []byte
+	// Session is what every connection's Manager starts from: Store,
+	// Provider and Telemetry are shared by all of them.
+	Session session.Options
+	// Trace logs every JSON-RPC message at debug level.
+	Trace   bool
+	Logger  *slog.Logger
+	Version string
+}
+
+// Server serves ACP on one listener.
+type Server struct {
+	opts   Options
+	log    *slog.Logger
+	tls    *tls.Config
+	owners *owners
+
+	mu    sync.Mutex
+	conns map[string]bool // live ACP connection ids
+
+	transport *httptransport.Handler
+	http      *http.Server
+	ln        net.Listener
+	limit     *limitListener
+}
+
+// New checks the options (the address rule, the certificate) without
+// binding anything.
+func New(opts Options) (*Server, error) {
+	c := opts.Config
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(opts.Token) < MinTokenLen {
+		return nil, fmt.Errorf("server: a token of at least %d characters is required", MinTokenLen)
+	}
+	if err := CheckAddress(c.Listen, c.TLSCert != ""); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, log: opts.Logger, owners: &owners{by: map[string]string{}}, conns: map[string]bool{}}
+	if c.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("server.tlsCert/tlsKey: %w", err)
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	s.transport = httptransport.NewHandler(httptransport.Options{
+		Serve:           s.serveConn,
+		Logger:          opts.Logger,
+		MaxMessageBytes: int64(c.MaxMessageBytes),
+		MaxStreams:      c.MaxStreams,
+		MaxConnections:  c.MaxConnections,
+		IdleTimeout:     c.IdleTimeout,
+		SessionAllowed:  s.sessionAllowed,
+	})
+	mux := http.NewServeMux()
+	mux.Handle(acpPath, s.transport)
+	mux.HandleFunc(healthPath, func(w http.ResponseWriter, r *http.Request) { s.health(w, r, true) })
+	g := &guard{
+		log:       opts.Logger,
+		token:     newTokenCheck(opts.Token),
+		limiter:   newFailLimiter(c.AuthFailuresPerMinute),
+		origins:   c.AllowedOrigins,
+		hosts:     listenHosts(c),
+		maxBody:   int64(c.MaxMessageBytes),
+		logRefuse: throttle{every: time.Second},
+		liveConn:  s.isConn,
+		next:      mux,
+	}
+	g.health = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.health(w, r, false) })
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	if s.tls != nil {
+		protos.SetHTTP2(true)
+	} else {
+		// h2c with prior knowledge, on loopback only (CheckAddress): the
+		// RFD asks for HTTP/2, and the Go and curl clients speak it there.
+		protos.SetUnencryptedHTTP2(true)
+	}
+	s.http = &http.Server{
+		Handler:           g,
+		Protocols:         &protos,
+		TLSConfig:         s.tls,
+		ReadHeaderTimeout: c.HeaderTimeout,
+		// No ReadTimeout or WriteTimeout: either would cut SSE streams and
+		// WebSockets, which live for hours. Bodies are bounded in size
+		// (maxBody) and the transport bounds each write.
+		IdleTimeout:    keepAliveIdle,
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
+		HTTP2: &http.HTTP2Config{
+			// One SSE stream per session plus the connection's and the
+			// POSTs in flight ride one HTTP/2 connection.
+			MaxConcurrentStreams: max(250, c.MaxStreams+64),
+			MaxReadFrameSize:     1 << 20,
+		},
+	}
+	return s, nil
+}
+
+// listenHosts are the names Host may carry besides IP literals and
+// localhost: the listen host when it is a name, and server.allowedHosts.
+func listenHosts(c config.ServerConfig) []string {
+	hosts := append([]string{}, c.AllowedHosts...)
+	if h, _, err := net.SplitHostPort(c.Listen); err == nil && h != "" {
+		if net.ParseIP(h) == nil {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
+}
+
+// Listen binds the listener; Serve then serves it. Separate so the caller
+// can announce the bound address (port 0 picks one) before serving.
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.opts.Config.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.opts.Config.Listen, err)
+	}
+	var refuseLog throttle
+	refuseLog.every = 5 * time.Second
+	s.limit = &limitListener{Listener: ln, max: int64(s.opts.Config.MaxTCPConnections),
+		onRefuse: func(remote net.Addr, total int64) {
+			if ok, _ := refuseLog.allow(time.Now()); ok {
+				s.log.Warn("connection refused: server.maxTcpConnections reached", "remote", remote.String(),
+					"limit", s.opts.Config.MaxTCPConnections, "refused_total", total)
+			}
+		}}
+	s.ln = s.limit
+	if s.tls != nil {
+		cfg := s.tls.Clone()
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+		s.ln = tls.NewListener(s.limit, cfg)
+	}
+	return nil
+}
+
+// Addr is the bound address (after Listen).
+func (s *Server) Addr() net.Addr { return s.limit.Addr() }
+
+// URL is the ACP endpoint's URL (after Listen).
+func (s *Server) URL() string {
+	scheme := "http"
+	if s.tls != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + s.Addr().String() + acpPath
+}
+
+// Serve serves until ctx is done, then ends every connection (running turns
+// are cancelled, transcripts closed) and returns nil.
+func (s *Server) Serve(ctx context.Context) error {
+	if s.ln == nil {
+		return errors.New("server: Serve before Listen")
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.http.Serve(s.ln) }()
+	s.log.Info("serving ACP over HTTP", "url", s.URL(), "tls", s.tls != nil,
+		"max_connections", s.opts.Config.MaxConnections, "max_tcp_connections", s.opts.Config.MaxTCPConnections)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// The transport first: SSE handlers never end by themselves, so
+	// http.Server.Shutdown would wait for them forever.
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	terr := s.transport.Shutdown(sctx)
+	herr := s.http.Shutdown(sctx)
+	if herr != nil {
+		_ = s.http.Close()
+	}
+	<-errc
+	if err := errors.Join(terr, herr); err != nil {
+		s.log.Warn("shutdown did not finish in time", "err", err)
+	}
+	return nil
+}
+
+func (s *Server) addConn(id string) {
+	s.mu.Lock()
+	s.conns[id] = true
+	s.mu.Unlock()
+}
+
+func (s *Server) dropConn(id string) {
+	s.mu.Lock()
+	delete(s.conns, id)
+	s.mu.Unlock()
+}
+
+func (s *Server) isConn(id string) bool {
+	if id == "" {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns[id]
+}
+
+// health answers GET /healthz. Without credentials it says only "up" (204,
+// no body), on every address: a load balancer's probe needs no secret, and
+// an empty answer tells a stranger nothing a refused request would not.
+// Authenticated (the guard checked the token), it adds the version and the
+// live connection count.
+func (s *Server) health(w http.ResponseWriter, r *http.Request, authed bool) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	if !authed {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "version": s.opts.Version, "connections": s.transport.Connections()})
+}
