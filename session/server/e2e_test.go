@@ -25,6 +25,7 @@ import (
 
 	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/session/model/modeltest"
+	"github.com/acpd/acpd/session/telemetry/telemetrytest"
 )
 
 func TestMain(m *testing.M) {
@@ -41,13 +42,14 @@ type daemon struct {
 	url, base, token string
 	stderr           *acptest.SyncBuffer
 	cmd              *exec.Cmd
+	stop             func() // SIGINT, then wait for the exit
 }
 
 var announceRE = regexp.MustCompile(`acpd: serving ACP on (https?://\S+/acp)`)
 
 // startDaemon runs `acpd serve --listen 127.0.0.1:0` with the [server]
 // settings of serverTOML and waits for the address it announces.
-func startDaemon(t *testing.T, modelURL, serverTOML string) *daemon {
+func startDaemon(t *testing.T, modelURL, serverTOML string, env ...string) *daemon {
 	t.Helper()
 	dir := t.TempDir()
 	tokFile := filepath.Join(dir, "token")
@@ -57,7 +59,7 @@ func startDaemon(t *testing.T, modelURL, serverTOML string) *daemon {
 	require.NoError(t, os.WriteFile(cfg, []byte("[server]\n"+serverTOML), 0o600))
 	cmd := exec.Command(acptest.Acpd(t), "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--token-file", tokFile,
 		"--data-dir", filepath.Join(dir, "data"), "--base-url", modelURL, "--model", "m", "--approval-mode", "yolo")
-	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, "config"), "OPENAI_API_KEY=k")
+	cmd.Env = append(append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, "config"), "OPENAI_API_KEY=k"), env...)
 	d := &daemon{token: token, stderr: &acptest.SyncBuffer{}, cmd: cmd}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
@@ -76,17 +78,23 @@ func startDaemon(t *testing.T, modelURL, serverTOML string) *daemon {
 			}
 		}
 	}()
+	var once sync.Once
+	d.stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(wait):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+			_ = pw.Close()
+		})
+	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(wait):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		_ = pw.Close()
+		d.stop()
 		if t.Failed() {
 			t.Logf("acpd stderr:\n%s", d.stderr.String())
 		}
@@ -254,11 +262,13 @@ func TestServeRefusals(t *testing.T) {
 	var gateOnce sync.Once
 	openGate := func() { gateOnce.Do(func() { close(gate) }) }
 	t.Cleanup(openGate)
+	collector := telemetrytest.NewCollector(t)
 	d := startDaemon(t, ms.BaseURL(), `maxTcpConnections = 16
 headerTimeout = "1s"
 authFailuresPerMinute = 8
 maxMessageBytes = 1048576
-`)
+maxSessionsPerConnection = 2
+`, "ACPD_TELEMETRY=true", "ACPD_TELEMETRY_PROTOCOL=http", "ACPD_TELEMETRY_ENDPOINT="+collector.URL())
 
 	// The legitimate client: a session and a running turn.
 	a := connect(t, d, h2c())
@@ -281,6 +291,22 @@ maxMessageBytes = 1048576
 
 	t.Run("second connection cannot reach the session", func(t *testing.T) {
 		b := connect(t, d, h1())
+		// Its own sessions, up to the bound.
+		for range 2 {
+			var r struct{ Result struct{ SessionID string } }
+			require.NoError(t, json.Unmarshal(b.call("", "session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}), &r))
+			require.NotEmpty(t, r.Result.SessionID)
+		}
+		var over struct {
+			Error struct {
+				Code    int
+				Message string
+				Data    map[string]any
+			}
+		}
+		require.NoError(t, json.Unmarshal(b.call("", "session/new", map[string]any{"cwd": t.TempDir(), "mcpServers": []any{}}), &over))
+		assert.Equal(t, -32603, over.Error.Code)
+		assert.Equal(t, "session_limit", over.Error.Data["errorKind"], over.Error.Message)
 		// Its session stream and a prompt for the session: 409, which the
 		// SDK takes as that session failing, not the connection.
 		req := b.request(http.MethodGet, nil, sid)
@@ -464,6 +490,15 @@ maxMessageBytes = 1048576
 	assert.Equal(t, "end_turn", done.Result.StopReason, string(raw))
 	code, _ := status(t, a.hc, a.request(http.MethodDelete, nil, ""))
 	assert.Equal(t, http.StatusAccepted, code)
+
+	// The turn's spans carry the connection it came in on (exported at exit).
+	d.stop()
+	turns := collector.SpansNamed("invoke_agent acpd")
+	require.Len(t, turns, 1)
+	assert.Equal(t, a.connID, telemetrytest.Attrs(turns[0].Attributes)["acpd.connection.id"])
+	chats := collector.SpansNamed("chat m")
+	require.NotEmpty(t, chats)
+	assert.Equal(t, a.connID, telemetrytest.Attrs(chats[0].Attributes)["acpd.connection.id"])
 }
 
 type zeros struct{}
