@@ -4,6 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -49,7 +57,7 @@ var announceRE = regexp.MustCompile(`acpd: serving ACP on (https?://\S+/acp)`)
 
 // startDaemon runs `acpd serve --listen 127.0.0.1:0` with the [server]
 // settings of serverTOML and waits for the address it announces.
-func startDaemon(t *testing.T, modelURL, serverTOML string, env ...string) *daemon {
+func startDaemon(t *testing.T, modelURL, serverTOML string, args []string, env ...string) *daemon {
 	t.Helper()
 	dir := t.TempDir()
 	tokFile := filepath.Join(dir, "token")
@@ -59,6 +67,7 @@ func startDaemon(t *testing.T, modelURL, serverTOML string, env ...string) *daem
 	require.NoError(t, os.WriteFile(cfg, []byte("[server]\n"+serverTOML), 0o600))
 	cmd := exec.Command(acptest.Acpd(t), "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--token-file", tokFile,
 		"--data-dir", filepath.Join(dir, "data"), "--base-url", modelURL, "--model", "m", "--approval-mode", "yolo")
+	cmd.Args = append(cmd.Args, args...)
 	cmd.Env = append(append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, "config"), "OPENAI_API_KEY=k"), env...)
 	d := &daemon{token: token, stderr: &acptest.SyncBuffer{}, cmd: cmd}
 	pr, pw := io.Pipe()
@@ -268,7 +277,7 @@ headerTimeout = "1s"
 authFailuresPerMinute = 8
 maxMessageBytes = 1048576
 maxSessionsPerConnection = 2
-`, "ACPD_TELEMETRY=true", "ACPD_TELEMETRY_PROTOCOL=http", "ACPD_TELEMETRY_ENDPOINT="+collector.URL())
+`, nil, "ACPD_TELEMETRY=true", "ACPD_TELEMETRY_PROTOCOL=http", "ACPD_TELEMETRY_ENDPOINT="+collector.URL())
 
 	// The legitimate client: a session and a running turn.
 	a := connect(t, d, h2c())
@@ -527,4 +536,41 @@ func TestServeRefusesCleartextBeyondLoopback(t *testing.T) {
 		assert.Contains(t, stderr.String(), "--tls-cert", addr)
 		assert.NotContains(t, stderr.String(), "serving ACP", addr)
 	}
+}
+
+// TestServeTLS: with a certificate acpd serves HTTP/2 over TLS, and the
+// health check answers with and without the token.
+func TestServeTLS(t *testing.T) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "acpd"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	require.NoError(t, err)
+	kder, err := x509.MarshalECPrivateKey(k)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
+	require.NoError(t, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
+
+	d := startDaemon(t, "http://127.0.0.1:1/v1", "", []string{"--tls-cert", cert, "--tls-key", key})
+	require.True(t, strings.HasPrefix(d.url, "https://127.0.0.1:"), d.url)
+	pool := x509.NewCertPool()
+	leaf, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool.AddCert(leaf)
+	hc := &http.Client{Timeout: wait, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+
+	resp, err := hc.Get(d.base + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNoContent, resp.StatusCode, "no credentials: only up")
+	assert.Equal(t, 2, resp.ProtoMajor, "HTTP/2 over TLS")
+
+	code, body := status(t, hc, newReq(t, http.MethodGet, d.base+"/healthz", d.token, nil))
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, `"status":"ok"`)
+	code, _ = status(t, hc, newReq(t, http.MethodPost, d.url, d.token, strings.NewReader(initMsg)))
+	assert.Equal(t, http.StatusOK, code)
 }

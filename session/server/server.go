@@ -178,11 +178,6 @@ func (s *Server) Listen() error {
 			}
 		}}
 	s.ln = s.limit
-	if s.tls != nil {
-		cfg := s.tls.Clone()
-		cfg.NextProtos = []string{"h2", "http/1.1"}
-		s.ln = tls.NewListener(s.limit, cfg)
-	}
 	return nil
 }
 
@@ -205,7 +200,14 @@ func (s *Server) Serve(ctx context.Context) error {
 		return errors.New("server: Serve before Listen")
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- s.http.Serve(s.ln) }()
+	go func() {
+		if s.tls != nil {
+			// ServeTLS sets up ALPN for h2 from Protocols.
+			errc <- s.http.ServeTLS(s.ln, "", "")
+			return
+		}
+		errc <- s.http.Serve(s.ln)
+	}()
 	s.log.Info("serving ACP over HTTP", "url", s.URL(), "tls", s.tls != nil,
 		"max_connections", s.opts.Config.MaxConnections, "max_tcp_connections", s.opts.Config.MaxTCPConnections)
 	select {
