@@ -91,7 +91,7 @@ func TestDoctorCmd_BadConfig(t *testing.T) {
 	o := e.run(t, "", "doctor", "--config", bad)
 	require.Equal(t, 1, o.code, o.stdout+o.stderr)
 	assert.Regexp(t, `^FAIL  configuration  .*bad.toml:2`, o.stdout)
-	assert.Equal(t, 8, strings.Count(o.stdout, "\n"), "one line per check, the sandbox's, telemetry's and the providers' included")
+	assert.Equal(t, 9, strings.Count(o.stdout, "\n"), "one line per check, the sandbox's, telemetry's, the providers' and the server's included")
 }
 
 // TestRunCmd_FreshHomeWithoutModel: `acpd run` in a home without any
