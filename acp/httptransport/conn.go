@@ -85,7 +85,6 @@ func newConnState(h *Handler, info ConnInfo, r *http.Request) *conn {
 
 // start runs Options.Serve for the connection.
 func (c *conn) start() {
-	c.h.wg.Add(1)
 	go func() {
 		defer c.h.wg.Done()
 		defer c.finish()

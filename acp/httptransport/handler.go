@@ -272,7 +272,23 @@ func (h *Handler) newConn(r *http.Request, transport string) (*conn, error) {
 	}
 	c := newConnState(h, info, r)
 	h.conns[info.ID] = c
+	h.wg.Add(1) // for its Serve (or finishUnstarted); Done in start
+	if transport == TransportWebSocket {
+		h.wg.Add(1) // the socket's handler, which outlives the hijack
+	}
 	return c, nil
+}
+
+// track counts a stream handler for Shutdown; false once it has begun, so
+// no Add can race its Wait.
+func (h *Handler) track() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.wg.Add(1)
+	return true
 }
 
 func (h *Handler) remove(c *conn) {

@@ -50,7 +50,10 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, codeInvalidRequest, "this connection may not use that session")
 		return
 	}
-	h.wg.Add(1)
+	if !h.track() {
+		refuseConn(w, errClosing)
+		return
+	}
 	defer h.wg.Done()
 	s, rd, status, msg := c.attach(sid)
 	if s == nil {

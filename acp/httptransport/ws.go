@@ -30,6 +30,7 @@ func (h *Handler) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		refuseConn(w, err)
 		return
 	}
+	defer h.wg.Done()
 	c.ws = true
 	h.setConnHeaders(w, r, c)
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
@@ -44,8 +45,6 @@ func (h *Handler) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		c.finishUnstarted()
 		return
 	}
-	h.wg.Add(1)
-	defer h.wg.Done()
 	ws.SetReadLimit(h.opts.MaxMessageBytes)
 	h.serveSocket(c, ws)
 }
@@ -56,6 +55,7 @@ func (c *conn) finishUnstarted() {
 	c.finished = true
 	c.mu.Unlock()
 	close(c.done)
+	c.h.wg.Done()
 }
 
 func (h *Handler) serveSocket(c *conn, ws *websocket.Conn) {
