@@ -154,7 +154,9 @@ func RunInteropClient(t testing.TB, node, clientDir, workspace string, env []str
 // RunInteropScript is RunInteropClient for any script of clientDir: it
 // returns the script's stdout (its one JSON summary line, which must have
 // no "fatal" member) and the agent's lines of the wire, each checked
-// against the schema and the protocol's rules (CheckWire).
+// against the schema and the protocol's rules (CheckWire). A script that
+// opens further connections records them to ACPD_INTEROP_WIRE + ".2", ".3"
+// …; each is checked as a connection of its own.
 func RunInteropScript(t testing.TB, node, clientDir, script, workspace string, env []string, agent ...string) ([]byte, []string) {
 	t.Helper()
 	v, err := DefaultValidator()
@@ -187,5 +189,14 @@ func RunInteropScriptWith(t testing.TB, v *Validator, node, clientDir, script, w
 	require.NoError(t, json.Unmarshal(out, &head), "summary from %s (run error: %v):\n%s", script, runErr, out)
 	require.Empty(t, head.Fatal, "%s failed", script)
 	require.NoError(t, runErr)
-	return out, CheckWireWith(t, v, wire)
+	lines := CheckWireWith(t, v, wire)
+	// A script that opens more connections than one records each further
+	// one beside the first, as wire.jsonl.2, .3, …: each is a connection
+	// of its own to the protocol's rules.
+	more, err := filepath.Glob(wire + ".*")
+	require.NoError(t, err)
+	for _, p := range more {
+		CheckWireWith(t, v, p)
+	}
+	return out, lines
 }
