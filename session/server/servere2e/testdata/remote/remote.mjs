@@ -274,7 +274,7 @@ try {
   });
   // The http client ends a connection with a DELETE it does not wait
   // for; let the last one be answered before the summary is written.
-  for (let i = 0; i < 100 && transport === "http" && !summary.http.some((h) => h.conn === 2 && h.method === "DELETE"); i++) {
+  for (let i = 0; i < 200 && transport === "http" && !summary.http.some((h) => h.conn === 2 && h.method === "DELETE"); i++) {
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 } catch (err) {
