@@ -11,8 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
+	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/acpd/acpd/acp"
@@ -39,8 +38,8 @@ type toolDef struct {
 	name        string
 	title       string
 	description string
-	params      json.RawMessage    // what the model sees
-	schema      *jsonschema.Schema // nil: any object
+	params      json.RawMessage      // what the model sees
+	schema      *jsonschema.Resolved // nil: any object
 }
 
 func newToolDef(t *sdk.Tool) *toolDef {
@@ -68,31 +67,87 @@ func newToolDef(t *sdk.Tool) *toolDef {
 	return d
 }
 
-// refuseLoader stops a server's schema from making the daemon read files or
-// fetch URLs through $ref.
-type refuseLoader struct{}
-
-func (refuseLoader) Load(u string) (any, error) {
-	return nil, fmt.Errorf("external schema references are not loaded (%s)", u)
-}
-
-const schemaURL = "urn:acpd:mcp-tool-input"
-
-func compileSchema(raw []byte) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
+// compileSchema prepares a server's input schema for validating the
+// model's arguments. It uses the JSON Schema implementation the MCP SDK
+// itself links (drafts 2020-12 and 07, the dialects MCP servers emit), so
+// no second library and its package init are in the binary. A $ref outside
+// the schema is refused (the default without a loader): a server's schema
+// must not make the daemon read files or fetch URLs.
+func compileSchema(raw []byte) (*jsonschema.Resolved, error) {
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, err
 	}
 	if _, ok := doc.(map[string]any); !ok {
 		return nil, errors.New("input schema is not an object")
 	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refuseLoader{})
-	c.DefaultDraft(jsonschema.Draft2020)
-	if err := c.AddResource(schemaURL, doc); err != nil {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, err
 	}
-	return c.Compile(schemaURL)
+	dialect, ok := dialects[strings.TrimSuffix(s.Schema, "#")]
+	if !ok {
+		// Another draft's keywords mean other things (draft-04's boolean
+		// exclusiveMinimum, 2019-09's array items): validating them as
+		// 2020-12 could refuse good arguments, so the server judges.
+		return nil, fmt.Errorf("input schema dialect %q is not supported", s.Schema)
+	}
+	s.Schema = dialect
+	if err := checkTypeNames(&s); err != nil {
+		return nil, err
+	}
+	return s.Resolve(nil)
+}
+
+// dialects maps each accepted $schema, without a trailing '#' (servers
+// write it both ways), to the spelling the validator knows.
+var dialects = map[string]string{
+	"": "",
+	"https://json-schema.org/draft/2020-12/schema": "https://json-schema.org/draft/2020-12/schema",
+	"http://json-schema.org/draft-07/schema":       "http://json-schema.org/draft-07/schema#",
+	"https://json-schema.org/draft-07/schema":      "https://json-schema.org/draft-07/schema#",
+}
+
+// checkTypeNames refuses a "type" that names no JSON type anywhere in the
+// schema (the validator would otherwise refuse every value there): such a
+// schema is unusable and the tool falls back to any object.
+func checkTypeNames(s *jsonschema.Schema) error {
+	var bad error
+	walkSchema(s, func(s *jsonschema.Schema) {
+		for _, t := range append([]string{s.Type}, s.Types...) {
+			switch t {
+			case "", "object", "array", "string", "integer", "number", "boolean", "null":
+			default:
+				if bad == nil {
+					bad = fmt.Errorf("type %q is not a JSON type", t)
+				}
+			}
+		}
+	})
+	return bad
+}
+
+// walkSchema calls f on s and every schema inside it.
+func walkSchema(s *jsonschema.Schema, f func(*jsonschema.Schema)) {
+	if s == nil {
+		return
+	}
+	f(s)
+	for _, sub := range []*jsonschema.Schema{s.AdditionalItems, s.Contains, s.UnevaluatedItems, s.Items,
+		s.AdditionalProperties, s.PropertyNames, s.UnevaluatedProperties, s.Not, s.If, s.Then, s.Else, s.ContentSchema} {
+		walkSchema(sub, f)
+	}
+	for _, list := range [][]*jsonschema.Schema{s.PrefixItems, s.ItemsArray, s.AllOf, s.AnyOf, s.OneOf} {
+		for _, sub := range list {
+			walkSchema(sub, f)
+		}
+	}
+	for _, m := range []map[string]*jsonschema.Schema{s.Defs, s.Definitions, s.DependencySchemas,
+		s.Properties, s.PatternProperties, s.DependentSchemas} {
+		for _, sub := range m {
+			walkSchema(sub, f)
+		}
+	}
 }
 
 // toolName is mcp__<server>__<tool> with every character outside [A-Za-z0-9_-]
@@ -184,8 +239,8 @@ func (t *Tool) Build(_ *tools.Env, args json.RawMessage) (tools.Call, error) {
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		trimmed = []byte("{}")
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(trimmed))
-	if err != nil {
+	var v any
+	if err := json.Unmarshal(trimmed, &v); err != nil {
 		return nil, fmt.Errorf("%s: arguments are not valid JSON: %v", t.name, err)
 	}
 	if _, ok := v.(map[string]any); !ok {
@@ -199,25 +254,11 @@ func (t *Tool) Build(_ *tools.Env, args json.RawMessage) (tools.Call, error) {
 	return &Call{tool: t, args: json.RawMessage(trimmed)}, nil
 }
 
-// validationText flattens a schema validation error to its leaf causes.
+// validationText is the validator's error without its leading "validating
+// root: ": the rest names the schema location and what was wrong there
+// ("validating /properties/text: type: 5 has type "integer", want "string"").
 func validationText(err error) string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return err.Error()
-	}
-	var leaves []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			leaves = append(leaves, e.Error())
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return strings.Join(leaves, "; ")
+	return strings.TrimPrefix(err.Error(), "validating root: ")
 }
 
 // Call is a validated call of an MCP tool.

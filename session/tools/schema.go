@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/model"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // toolSpec is the model-facing half every built-in tool shares: its name,
@@ -21,10 +19,10 @@ type toolSpec struct {
 	kind   acp.ToolKind
 	desc   string
 	params json.RawMessage
-	// schema compiles the parameter schema on first use: compiling all of
-	// them at package init cost acpd's start-up 6 ms (measured with
-	// GODEBUG=inittrace=1), for every process including `acpd --version`.
-	schema func() *jsonschema.Schema
+	// schema compiles the parameter schema on first use: nothing of it
+	// need run before a process (`acpd --version`, an editor's initialize)
+	// has answered.
+	schema func() *argSchema
 }
 
 // mustSpec describes a tool whose parameter schema is compiled on first
@@ -32,21 +30,11 @@ type toolSpec struct {
 // a programming error: it panics, and TestBuiltinSchemasCompile catches it.
 func mustSpec(name string, kind acp.ToolKind, desc, params string) toolSpec {
 	return toolSpec{name: name, kind: kind, desc: desc, params: json.RawMessage(params),
-		schema: sync.OnceValue(func() *jsonschema.Schema { return compileSchema(name, params) })}
+		schema: sync.OnceValue(func() *argSchema { return compileSchema(name, params) })}
 }
 
-func compileSchema(name, params string) *jsonschema.Schema {
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(params))
-	if err != nil {
-		panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	url := "acpd:///tools/" + name + ".json"
-	if err := c.AddResource(url, doc); err != nil {
-		panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
-	}
-	sch, err := c.Compile(url)
+func compileSchema(name, params string) *argSchema {
+	sch, err := compileArgSchema(params)
 	if err != nil {
 		panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
 	}
@@ -66,16 +54,12 @@ func (s *toolSpec) decode(args json.RawMessage, v any) error {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	inst, err := decodeArgs(args)
 	if err != nil {
 		return fmt.Errorf("invalid parameters for %s: arguments are not valid JSON: %v", s.name, err)
 	}
-	if err := s.compiled().Validate(inst); err != nil {
-		var ve *jsonschema.ValidationError
-		if errors.As(err, &ve) {
-			return fmt.Errorf("invalid parameters for %s: %s", s.name, describeValidation(ve))
-		}
-		return fmt.Errorf("invalid parameters for %s: %v", s.name, err)
+	if msgs := s.compiled().validate(inst); len(msgs) > 0 {
+		return fmt.Errorf("invalid parameters for %s: %s", s.name, strings.Join(msgs, "; "))
 	}
 	if err := json.Unmarshal(args, v); err != nil {
 		var te *json.UnmarshalTypeError
@@ -87,35 +71,8 @@ func (s *toolSpec) decode(args json.RawMessage, v any) error {
 	return nil
 }
 
-// describeValidation flattens a schema error to "params/<field>: <reason>"
-// items so the model sees which parameter was wrong.
-func describeValidation(ve *jsonschema.ValidationError) string {
-	out := ve.BasicOutput()
-	var msgs []string
-	seen := map[string]bool{}
-	for _, u := range out.Errors {
-		if u.Error == nil || len(u.Errors) > 0 {
-			continue
-		}
-		text := u.Error.String()
-		if strings.HasPrefix(text, "validation failed") || strings.HasPrefix(text, "jsonschema validation failed") {
-			continue
-		}
-		m := "params" + u.InstanceLocation + ": " + text
-		if !seen[m] {
-			seen[m] = true
-			msgs = append(msgs, m)
-		}
-	}
-	if len(msgs) == 0 {
-		return ve.Error()
-	}
-	sort.Strings(msgs)
-	return strings.Join(msgs, "; ")
-}
-
 // compiled is the compiled parameter schema (compiling it now if needed).
-func (s *toolSpec) compiled() *jsonschema.Schema { return s.schema() }
+func (s *toolSpec) compiled() *argSchema { return s.schema() }
 
 // Schema is a compiled parameter schema for a tool defined outside this
 // package (the agent tool): its arguments are validated, and its errors

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/acpd/acpd/acp"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -151,7 +150,7 @@ func TestTailBuffer(t *testing.T) {
 // which the tools otherwise do only on first use.
 func TestBuiltinSchemasCompile(t *testing.T) {
 	for _, tl := range Builtin() {
-		spec, ok := tl.(interface{ compiled() *jsonschema.Schema })
+		spec, ok := tl.(interface{ compiled() *argSchema })
 		require.True(t, ok, "%s has no toolSpec", tl.Name())
 		require.NotNil(t, spec.compiled(), tl.Name())
 	}
