@@ -14,7 +14,7 @@ import (
 
 // testConn is a connection whose agent reads nothing and waits for the end;
 // the tests write its output directly.
-func testConn(t *testing.T, opts Options) (*Handler, *conn, io.Writer) {
+func testConn(t testing.TB, opts Options) (*Handler, *conn, io.Writer) {
 	t.Helper()
 	opts.Serve = func(ctx context.Context, _ ConnInfo, _ io.Reader, _ io.Writer) error {
 		<-ctx.Done()

@@ -3,6 +3,7 @@ package httptransport
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,16 +15,6 @@ const (
 	codeInvalidRequest = -32600
 	codeInternalError  = -32603
 )
-
-// envelope is the part of a JSON-RPC message the transport reads to route
-// it. Raw fields keep whatever JSON they hold, so any object decodes.
-type envelope struct {
-	ID     json.RawMessage `json:"id"`
-	Method json.RawMessage `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  json.RawMessage `json:"error"`
-}
 
 // message is one parsed line.
 type message struct {
@@ -41,41 +32,194 @@ func (m *message) isRequest() bool { return m.hasMethod && m.id != "" && m.id !=
 // isResponse reports a reply to a request.
 func (m *message) isResponse() bool { return !m.hasMethod && m.id != "" }
 
-// parseMessage reads the routing fields of one compact JSON line. It fails
-// only when the line is not a JSON object.
+// errNotObject reports a line that is not a JSON object.
+var errNotObject = errors.New("message must be a JSON object")
+
+// parseMessage reads the routing fields of one line of valid JSON (the
+// client's lines are compacted, which validates them, before this; the
+// agent's come from acp.Conn). It scans the top level only and skips every
+// other value without decoding it: a 1 MiB file in a session/update costs
+// one pass, not a decode. It fails when the line is not an object and
+// never reads out of bounds on anything else.
 func parseMessage(line []byte) (message, error) {
-	var env envelope
-	if err := json.Unmarshal(line, &env); err != nil {
+	var m message
+	i := skipWS(line, 0)
+	if i >= len(line) || line[i] != '{' {
+		return m, errNotObject
+	}
+	err := scanObject(line, i, func(key string, v []byte) {
+		switch key {
+		case "id":
+			m.id = string(v)
+		case "method":
+			m.hasMethod = true
+			m.method = ""
+			if len(v) > 0 && v[0] == '"' {
+				m.method, _ = unquote(v)
+			}
+		case "params":
+			m.sessionID = sessionIDIn(v)
+		case "result":
+			m.resultSID = sessionIDIn(v)
+		case "error":
+			m.isError = string(v) != "null"
+		}
+	})
+	if err != nil {
 		return message{}, err
 	}
-	m := message{id: string(env.ID)}
-	if env.Method != nil {
-		m.hasMethod = true
-		_ = json.Unmarshal(env.Method, &m.method)
-		m.sessionID = sessionIDIn(env.Params)
+	if m.hasMethod {
+		m.resultSID, m.isError = "", false
 	} else {
-		m.resultSID = sessionIDIn(env.Result)
-		m.isError = env.Error != nil && string(env.Error) != "null"
+		m.sessionID = ""
 	}
 	return m, nil
 }
 
 // sessionIDIn returns the string sessionId member of a JSON object, or "".
-func sessionIDIn(raw json.RawMessage) string {
-	if len(raw) == 0 || raw[0] != '{' {
+func sessionIDIn(v []byte) string {
+	if len(v) == 0 || v[0] != '{' {
 		return ""
 	}
-	var v struct {
-		SessionID json.RawMessage `json:"sessionId"`
+	sid := ""
+	_ = scanObject(v, 0, func(key string, val []byte) {
+		if key == "sessionId" {
+			sid = ""
+			if len(val) > 0 && val[0] == '"' {
+				sid, _ = unquote(val)
+			}
+		}
+	})
+	return sid
+}
+
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' || c < 0x20 || c >= 0x80 {
+			return false
+		}
 	}
-	if json.Unmarshal(raw, &v) != nil || len(v.SessionID) == 0 || v.SessionID[0] != '"' {
-		return ""
+	return true
+}
+
+var errSyntax = errors.New("malformed JSON")
+
+// scanObject calls f for each member of the object starting at b[i] with
+// the member's raw value. A key repeated is reported each time, so the
+// last one wins, as encoding/json decides.
+func scanObject(b []byte, i int, f func(key string, v []byte)) error {
+	i++ // '{'
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return errSyntax
+		}
+		if b[i] == '}' {
+			return nil
+		}
+		if b[i] == ',' {
+			i = skipWS(b, i+1)
+			if i >= len(b) {
+				return errSyntax
+			}
+		}
+		if b[i] != '"' {
+			return errSyntax
+		}
+		ke := skipString(b, i)
+		if ke < 0 {
+			return errSyntax
+		}
+		key, ok := unquote(b[i:ke])
+		if !ok {
+			return errSyntax
+		}
+		i = skipWS(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return errSyntax
+		}
+		vs := skipWS(b, i+1)
+		ve := skipValue(b, vs)
+		if ve < 0 {
+			return errSyntax
+		}
+		f(key, b[vs:ve])
+		i = ve
+	}
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i], or -1.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// skipValue returns the index after the value starting at b[i], or -1.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				e := skipString(b, j)
+				if e < 0 {
+					return -1
+				}
+				j = e - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	default:
+		j := i
+		for j < len(b) && !strings.ContainsRune(",}] \t\n\r", rune(b[j])) {
+			j++
+		}
+		if j == i {
+			return -1
+		}
+		return j
+	}
+}
+
+// unquote decodes a JSON string token; plain ASCII without escapes (every
+// method and session id acpd makes) is sliced, the rest decoded as
+// encoding/json does (invalid UTF-8 becomes U+FFFD, as acp.Conn sees it).
+func unquote(tok []byte) (string, bool) {
+	if len(tok) >= 2 && plainASCII(tok[1:len(tok)-1]) {
+		return string(tok[1 : len(tok)-1]), true
 	}
 	var s string
-	if json.Unmarshal(v.SessionID, &s) != nil {
-		return ""
+	if json.Unmarshal(tok, &s) != nil {
+		return "", false
 	}
-	return s
+	return s, true
 }
 
 // validID reports a JSON-RPC id acp.Conn can echo: a string, an integer
