@@ -25,8 +25,9 @@ import (
 // "flood N" sends N 1 KiB updates, "block" waits for cancel. session/load
 // of "old" replays one update; any other id is not found.
 type agent struct {
-	client acp.Client
-	seq    *atomic.Int64
+	client  acp.Client
+	seq     *atomic.Int64
+	prompts *atomic.Int64 // turns finished
 }
 
 func (a *agent) Initialize(ctx context.Context, req *acp.InitializeRequest) (*acp.InitializeResponse, error) {
@@ -72,6 +73,7 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, req *acp.SetSessionC
 func (a *agent) Cancel(req *acp.SessionIDRequest) {}
 
 func (a *agent) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.PromptResponse, error) {
+	defer a.prompts.Add(1)
 	text := ""
 	if len(req.Prompt) > 0 {
 		text = req.Prompt[0].Text
@@ -129,7 +131,8 @@ type harness struct {
 	h      *httptransport.Handler
 	srv    *httptest.Server
 	client *http.Client
-	served atomic.Int64 // Serve calls returned
+	served  atomic.Int64 // Serve calls returned
+	prompts atomic.Int64 // turns finished
 }
 
 // newHarness starts a handler; tls selects an HTTP/2 TLS server.
@@ -140,7 +143,7 @@ func newHarness(t testing.TB, opts httptransport.Options, tls bool) *harness {
 	opts.Serve = func(ctx context.Context, info httptransport.ConnInfo, r io.Reader, w io.Writer) error {
 		defer hs.served.Add(1)
 		c := acp.NewConn(r, w, acp.Options{ShutdownGrace: 100 * time.Millisecond})
-		return c.Serve(ctx, &agent{client: c, seq: seq})
+		return c.Serve(ctx, &agent{client: c, seq: seq, prompts: &hs.prompts})
 	}
 	hs.h = httptransport.NewHandler(opts)
 	hs.srv = httptest.NewUnstartedServer(hs.h)
