@@ -127,10 +127,10 @@ func (a *agent) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.Prompt
 
 // harness is a Handler serving the test agent behind an httptest server.
 type harness struct {
-	t      testing.TB
-	h      *httptransport.Handler
-	srv    *httptest.Server
-	client *http.Client
+	t       testing.TB
+	h       *httptransport.Handler
+	srv     *httptest.Server
+	client  *http.Client
 	served  atomic.Int64 // Serve calls returned
 	prompts atomic.Int64 // turns finished
 }
