@@ -166,3 +166,7 @@ func cpuTime(tb testing.TB) time.Duration {
 	require.NoError(tb, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// IdleWorkspace is idleWorkspace for the end-to-end benchmarks of the
+// external test package.
+func IdleWorkspace(tb testing.TB) string { return idleWorkspace(tb) }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,7 +87,23 @@ type index struct {
 	pendingMu sync.Mutex
 	loading   bool
 	pending   []string
+	// scratch is writeLocked's working memory, kept across a burst of
+	// writes (a thousand session/new rewrite the index a thousand times:
+	// fresh buffers were 190 KB of garbage each at that size, and raised
+	// the heap the runtime keeps) and dropped once writes pause, so a daemon
+	// with a large index does not hold a copy of it while idle.
+	scratch      indexScratch
+	scratchTimer *time.Timer
 }
+
+type indexScratch struct {
+	ids  []string
+	list []entry
+	buf  []byte
+}
+
+// scratchKeep is how long writeLocked's buffers outlive the last write.
+const scratchKeep = time.Second
 
 // deferPut records that id's entry should be put once the background load
 // ends; false when no load is running (the caller puts it itself).
@@ -286,11 +301,20 @@ func (x *index) scan(id string) (entry, error) {
 // cut Open reconciles it with the files.
 func (x *index) writeLocked() error {
 	// Sorting the ids, not the entries: an entry is a large struct to swap.
-	f := indexFile{V: Version, Sessions: make([]entry, 0, len(x.entries))}
-	for _, id := range slices.Sorted(maps.Keys(x.entries)) {
-		f.Sessions = append(f.Sessions, x.entries[id])
+	sc := &x.scratch
+	sc.ids = sc.ids[:0]
+	for id := range x.entries {
+		sc.ids = append(sc.ids, id)
 	}
-	data, err := segjson.Marshal(f)
+	slices.Sort(sc.ids)
+	sc.list = sc.list[:0]
+	for _, id := range sc.ids {
+		sc.list = append(sc.list, x.entries[id])
+	}
+	// Append with Marshal's own flags: the same bytes, into a kept buffer.
+	data, err := segjson.Append(sc.buf[:0], indexFile{V: Version, Sessions: sc.list}, segjson.EscapeHTML|segjson.SortMapKeys)
+	sc.buf = data
+	x.keepScratch()
 	if err != nil {
 		return fmt.Errorf("encode session index: %w", err)
 	}
@@ -309,6 +333,20 @@ func (x *index) writeLocked() error {
 	}
 	x.file = stamp(x.path)
 	return nil
+}
+
+// keepScratch (re)arms the timer that drops the scratch buffers once
+// writes pause. Callers hold x.mu.
+func (x *index) keepScratch() {
+	if x.scratchTimer != nil {
+		x.scratchTimer.Reset(scratchKeep)
+		return
+	}
+	x.scratchTimer = time.AfterFunc(scratchKeep, func() {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		x.scratch = indexScratch{}
+	})
 }
 
 // update applies fn to the entries as a locked read-modify-write.

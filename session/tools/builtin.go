@@ -1,5 +1,10 @@
 package tools
 
+import (
+	"slices"
+	"sync"
+)
+
 // Tool names as qwen-code spells them; the loop detectors key on them.
 const (
 	NameReadFile        = "read_file"
@@ -13,8 +18,12 @@ const (
 )
 
 // Builtin returns acpd's built-in tools in a stable order. The tools are
-// stateless; their schemas are compiled once per process.
-func Builtin() []Tool {
+// stateless, so every caller gets the same instances (a served daemon's
+// sessions share them instead of holding eleven copies each); their
+// schemas are compiled once per process. The slice is the caller's.
+func Builtin() []Tool { return slices.Clone(builtinTools()) }
+
+var builtinTools = sync.OnceValue(func() []Tool {
 	return []Tool{
 		&readFileTool{readFileSpec},
 		&writeFileTool{writeFileSpec},
@@ -28,7 +37,7 @@ func Builtin() []Tool {
 		&webFetchTool{webFetchSpec},
 		&askUserQuestionTool{askUserQuestionSpec},
 	}
-}
+})
 
 // NewBuiltinRegistry returns a registry of the built-in tools except those
 // named in exclude (e.g. a config's excluded tools).
@@ -37,8 +46,10 @@ func NewBuiltinRegistry(exclude []string) *Registry {
 	for _, n := range exclude {
 		skip[n] = true
 	}
-	r := NewRegistry()
-	for _, t := range Builtin() {
+	all := builtinTools()
+	// Room for the agent tool and an MCP server's or two without growing.
+	r := &Registry{order: make([]Tool, 0, len(all)+2)}
+	for _, t := range all {
 		if !skip[t.Name()] {
 			r.Add(t)
 		}

@@ -9,6 +9,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/acpd/acpd/acp"
@@ -194,53 +195,53 @@ const (
 	ErrTypePathIsNotADirectory = "PATH_IS_NOT_A_DIRECTORY"
 )
 
-// Registry maps names to tools, in registration order.
+// Registry maps names to tools, in registration order. A session holds a
+// dozen or two tools, so a name is looked up by scanning them: as fast as a
+// map at that size, and an idle session does not carry a map's buckets.
 type Registry struct {
-	order  []Tool
-	byName map[string]Tool
+	order []Tool
 }
 
 // NewRegistry returns a registry holding ts.
 func NewRegistry(ts ...Tool) *Registry {
-	r := &Registry{byName: map[string]Tool{}}
+	r := &Registry{}
 	for _, t := range ts {
 		r.Add(t)
 	}
 	return r
 }
 
-// Add registers t, replacing a tool of the same name.
-func (r *Registry) Add(t Tool) {
-	if _, ok := r.byName[t.Name()]; !ok {
-		r.order = append(r.order, t)
-	} else {
-		for i, o := range r.order {
-			if o.Name() == t.Name() {
-				r.order[i] = t
-			}
+func (r *Registry) index(name string) int {
+	for i, t := range r.order {
+		if t.Name() == name {
+			return i
 		}
 	}
-	r.byName[t.Name()] = t
+	return -1
+}
+
+// Add registers t, replacing a tool of the same name.
+func (r *Registry) Add(t Tool) {
+	if i := r.index(t.Name()); i >= 0 {
+		r.order[i] = t
+		return
+	}
+	r.order = append(r.order, t)
 }
 
 // Remove takes the tool named name out of the registry, if it is there.
 func (r *Registry) Remove(name string) {
-	if _, ok := r.byName[name]; !ok {
-		return
-	}
-	delete(r.byName, name)
-	for i, t := range r.order {
-		if t.Name() == name {
-			r.order = append(r.order[:i:i], r.order[i+1:]...)
-			break
-		}
+	if i := r.index(name); i >= 0 {
+		r.order = slices.Delete(r.order, i, i+1) // Tools hands out copies only
 	}
 }
 
 // Get returns the tool named name.
 func (r *Registry) Get(name string) (Tool, bool) {
-	t, ok := r.byName[name]
-	return t, ok
+	if i := r.index(name); i >= 0 {
+		return r.order[i], true
+	}
+	return nil, false
 }
 
 // Specs returns the model-facing specs of every tool, in order.
