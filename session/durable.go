@@ -220,14 +220,14 @@ func (m *Manager) restore(s *Session, tr *store.Transcript) {
 			s.cost += r.Usage.Cost // a subagent run's cost is the session's
 		}
 		if r.Tool != nil {
-			s.toolCallIDs[r.Tool.ToolCallID] = true
+			s.noteToolCallID(r.Tool.ToolCallID)
 		}
 		for _, c := range r.ToolCalls {
-			s.toolCallIDs[c.ID] = true
+			s.noteToolCallID(c.ID)
 		}
 		if c := r.Compaction; c != nil {
 			if c.ToolCallID != "" {
-				s.toolCallIDs[c.ToolCallID] = true
+				s.noteToolCallID(c.ToolCallID)
 			}
 			if sub {
 				continue

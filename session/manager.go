@@ -412,8 +412,6 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 		// Offered to the model only when the user can be asked.
 		s.tools.Remove(tools.NameAskUserQuestion)
 	}
-	s.allowAlways = map[string]bool{}
-	s.toolCallIDs = map[string]bool{}
 	s.newPrep()
 	if m.opts.Sandbox.Enabled() {
 		s.sandbox = m.opts.Sandbox.NewSession(s.roots)

@@ -424,6 +424,9 @@ func (t *turn) askPermission(ctx context.Context, id string, p pcall, tool tools
 		} else {
 			b := s.base()
 			b.mu.Lock()
+			if b.allowAlways == nil { // made at the first "always": an idle session has none
+				b.allowAlways = map[string]bool{}
+			}
 			b.allowAlways[alwaysKey(c)] = true
 			b.mu.Unlock()
 		}

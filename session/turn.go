@@ -705,6 +705,15 @@ func (s *Session) newToolCallID(providerID string) string {
 			id = fmt.Sprintf("%s_%d", providerID, s.toolSeq)
 		}
 	}
-	s.toolCallIDs[id] = true
+	s.noteToolCallID(id)
 	return id
+}
+
+// noteToolCallID marks id as used. The set is made at the first tool call:
+// an idle session never needs it. Callers hold idMu (or own s alone).
+func (s *Session) noteToolCallID(id string) {
+	if s.toolCallIDs == nil {
+		s.toolCallIDs = map[string]bool{}
+	}
+	s.toolCallIDs[id] = true
 }
