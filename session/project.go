@@ -46,6 +46,13 @@ type prep struct {
 	// that needs it (the turn holder); built says it was.
 	system unique.Handle[string]
 	built  bool
+	// gatherCancel ends a gathering under way; stopPrep calls it with
+	// cancel. The gathering runs on a context of its own rather than a
+	// child of ctx: a child leaves ctx a map of children and a Done channel
+	// for the rest of the session's life, a third of a kilobyte for each
+	// idle session.
+	gatherMu     sync.Mutex
+	gatherCancel context.CancelFunc
 }
 
 // newPrep makes the session's gathering, not started yet.
@@ -81,17 +88,30 @@ func (s *Session) startPrep() {
 
 func (s *Session) gather(p *prep) {
 	defer close(p.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	p.gatherMu.Lock()
+	if p.ctx.Err() != nil {
+		cancel() // freed before the gathering started
+	}
+	p.gatherCancel = cancel
+	p.gatherMu.Unlock()
+	defer func() {
+		p.gatherMu.Lock()
+		p.gatherCancel = nil
+		p.gatherMu.Unlock()
+		cancel()
+	}()
 	envDone := make(chan string, 1)
 	if p.noEnv {
 		envDone <- ""
 	} else {
-		go func() { envDone <- instructions.Gather(p.ctx, s.roots, 0, s.m.opts.Sandbox).Text() }()
+		go func() { envDone <- instructions.Gather(ctx, s.roots, 0, s.m.opts.Sandbox).Text() }()
 	}
 	p.instr = &instructions.Loaded{}
 	if p.load != nil {
-		l := instructions.Load(p.ctx, *p.load)
+		l := instructions.Load(ctx, *p.load)
 		p.instr = &l
-		if p.ctx.Err() == nil { // a load cut short by free is nobody's to share
+		if ctx.Err() == nil { // a load cut short by free is nobody's to share
 			p.instr = s.m.hub.Instructions(workspace.InstructionsKey(*p.load), p.instr)
 		}
 	}
@@ -117,7 +137,15 @@ func (s *Session) waitPrep(ctx context.Context) bool {
 }
 
 // stopPrep cancels the gathering (its git commands are killed).
-func (s *Session) stopPrep() { s.prep.cancel() }
+func (s *Session) stopPrep() {
+	p := s.prep
+	p.cancel()
+	p.gatherMu.Lock()
+	if p.gatherCancel != nil {
+		p.gatherCancel()
+	}
+	p.gatherMu.Unlock()
+}
 
 // promptParts are a system prompt's parts around custom (the configured
 // prompt, or a subagent's own): the session's instruction files and
