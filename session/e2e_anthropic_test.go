@@ -245,3 +245,39 @@ models = ["local-coder"]
 	assert.Equal(t, "claude-sonnet-4-5", option(lr.ConfigOptions, "model").CurrentValue)
 	assert.Equal(t, "low", option(lr.ConfigOptions, "thought_level").CurrentValue)
 }
+
+// Anthropic's own "prompt is too long" 400 (its error body, both counts)
+// compacts and retries, as OpenAI's does: every prompt ends end_turn, the
+// refusal comes once, and the requests after the compaction, signed
+// thinking and all, are accepted.
+func TestE2E_AnthropicOverflowCompactsAndRetries(t *testing.T) {
+	t.Parallel()
+	cwd := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(cwd, "a.go"), []byte("package a\n"), 0o644))
+	srv := anthropictest.NewServer(t)
+	srv.SetAPIKey("sk-ant-test")
+	srv.SetTokenLimit(20000)
+	srv.SetResponder(anthropicSummariser)
+	srv.Add(anthropictest.Response{Thinking: "Read it first.", ToolCalls: []anthropictest.ToolCall{anthropicRead(filepath.Join(cwd, "a.go"))}},
+		anthropictest.Response{Thinking: "Small file.", Text: "noted 0"})
+	for i := 1; i < 4; i++ {
+		srv.Add(anthropictest.Response{Thinking: fmt.Sprintf("Fact %d.", i), Text: fmt.Sprintf("noted %d", i)})
+	}
+	d := startAnthropic(t, cwd, anthropicConfig(t, srv, ""))
+	sid := d.session(t)
+	for i := range 4 {
+		resp, err := d.cc.Prompt(t.Context(), sid, bigPrompt(i, 24<<10))
+		require.NoError(t, err, "prompt %d", i)
+		assert.Equal(t, acp.StopEndTurn, resp.StopReason, "prompt %d", i)
+	}
+	refused := 0
+	for i, r := range srv.Requests() {
+		if r.Refused {
+			refused++
+			continue
+		}
+		assert.Empty(t, r.Rejected, "request %d", i)
+	}
+	assert.Equal(t, 1, refused, "one refusal, then compaction kept the requests inside")
+	assert.Zero(t, srv.Remaining(), "every scripted answer was asked for")
+}
