@@ -292,3 +292,70 @@ func FuzzParser(f *testing.F) {
 		})
 	})
 }
+
+// The recorded follow-up request of the thinking fixture is what the
+// client sends after that stream: the assistant turn goes back as the
+// stream gave it (the thinking text and its signature byte for byte, then
+// the tool_use with its parsed input), followed by the tool's result under
+// the same id.
+func TestParser_FollowupRequest(t *testing.T) {
+	t.Parallel()
+	const name = "testdata/fixtures/04-anthropic-thinking-signature-then-tool-use"
+	got, err := parse(fixtureBody(t, name+".sse"))
+	require.NoError(t, err)
+	raw, err := os.ReadFile(name + ".followup.request.json")
+	require.NoError(t, err)
+	var want struct {
+		Model    string `json:"model"`
+		Messages []struct {
+			Role    string            `json:"role"`
+			Content []json.RawMessage `json:"content"`
+		} `json:"messages"`
+		System []struct {
+			Text string `json:"text"`
+		} `json:"system"`
+		Tools []struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		} `json:"tools"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &want))
+	require.Len(t, want.Messages, 3)
+	require.Len(t, got.calls, 1)
+
+	req := model.Request{Model: want.Model, System: want.System[0].Text, ThinkingLevel: "medium",
+		Tools: []model.ToolSpec{{Name: want.Tools[0].Name, Description: want.Tools[0].Description, Parameters: want.Tools[0].InputSchema}},
+		Messages: []model.Message{
+			{Role: model.RoleUser, Content: "What's the weather in Florence, Italy?"},
+			{Role: model.RoleAssistant, Content: got.text, Reasoning: got.reasoning, Thinking: got.thinking, ToolCalls: got.calls},
+			{Role: model.RoleTool, ToolCallID: got.calls[0].ID, Content: "40 C"},
+		}}
+	c := New(Options{CacheControl: "off", Models: map[string]Model{want.Model: {Thinking: ThinkingBudget}}})
+	b, err := c.build(req)
+	require.NoError(t, err)
+	var sent struct {
+		Messages []struct {
+			Role    string            `json:"role"`
+			Content []json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(b.b, &sent))
+	require.Len(t, sent.Messages, 3)
+	for i := range 2 {
+		assert.Equal(t, want.Messages[i].Role, sent.Messages[i].Role)
+		require.Len(t, sent.Messages[i].Content, len(want.Messages[i].Content), "message %d", i)
+		for j := range want.Messages[i].Content {
+			assert.JSONEq(t, string(want.Messages[i].Content[j]), string(sent.Messages[i].Content[j]), "message %d block %d", i, j)
+		}
+	}
+	// The result: acpd sends its text as a string, the recording as one
+	// text block; the API takes both. The id pairs it with the call.
+	var wr, sr struct {
+		Type      string `json:"type"`
+		ToolUseID string `json:"tool_use_id"`
+	}
+	require.NoError(t, json.Unmarshal(want.Messages[2].Content[0], &wr))
+	require.NoError(t, json.Unmarshal(sent.Messages[2].Content[0], &sr))
+	assert.Equal(t, wr, sr)
+}
