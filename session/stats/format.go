@@ -55,7 +55,8 @@ var csvHeader = []string{"session", "turn", "cwd", "start", "tool_calls", "disti
 	"max_repeat_tool", "max_name_streak", "streak_tool", "outcome", "loop_type", "cap_reason", "duration_ms",
 	"whatif_outcome", "whatif_at_call", "whatif_why", "run", "agent", "parent_tool_call_id",
 	"requests", "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "estimated_requests",
-	"summary_input_tokens", "summary_output_tokens", "subagent_input_tokens", "subagent_output_tokens", "cost", "currency", "agent_session", "replay", "whatif_warned_at"}
+	"summary_input_tokens", "summary_output_tokens", "subagent_input_tokens", "subagent_output_tokens", "cost", "currency", "agent_session", "replay", "whatif_warned_at",
+	"cache_write_input_tokens"}
 
 func (rep *Report) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
@@ -94,6 +95,7 @@ func (rep *Report) writeCSV(w io.Writer) error {
 		} else {
 			row = append(row, "")
 		}
+		row = append(row, strconv.Itoa(u.CacheWrite))
 		if err := cw.Write(row); err != nil {
 			return err
 		}
@@ -139,8 +141,12 @@ func (rep *Report) writeTable(w io.Writer) error {
 		fmt.Fprintf(w, " (%d damaged lines skipped)", s.Skipped)
 	}
 	u := s.Usage
-	fmt.Fprintf(w, "\ntokens: %d requests, input %d (%d cached, %.1f%%), output %d (%d reasoning)",
-		u.Requests, u.Input, u.Cached, 100*s.CachedShare, u.Output, u.Reasoning)
+	fmt.Fprintf(w, "\ntokens: %d requests, input %d (%d cached, %.1f%%", u.Requests, u.Input, u.Cached, 100*s.CachedShare)
+	if u.CacheWrite > 0 {
+		// Providers that bill cache writes (Anthropic) report them apart.
+		fmt.Fprintf(w, "; %d written to the cache", u.CacheWrite)
+	}
+	fmt.Fprintf(w, "), output %d (%d reasoning)", u.Output, u.Reasoning)
 	if u.Estimated > 0 {
 		fmt.Fprintf(w, "; %d requests estimated", u.Estimated)
 	}

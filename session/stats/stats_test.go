@@ -293,10 +293,27 @@ func TestReport_Formats(t *testing.T) {
 	assert.Equal(t, csvHeader, rows[0])
 	assert.Equal(t, []string{"sessA", "1", "/w/a", "2026-11-30T09:00:00Z", "8", "5", "3", "read_file", "3", "read_file",
 		"end_turn", "", "", "2000", "turn_tool_call_cap/explicit", "3", "3 calls past the hard cap of 2", "0", "", "",
-		"4", "5600", "1824", "560", "20", "1", "3000", "400", "500", "100", "0.005400", "USD", "", "stopped", ""}, rows[1])
-	assert.Equal(t, []string{"0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "", "", "", "finished", ""}, rows[2][20:])
+		"4", "5600", "1824", "560", "20", "1", "3000", "400", "500", "100", "0.005400", "USD", "", "stopped", "", "0"}, rows[1])
+	assert.Equal(t, []string{"0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "", "", "", "finished", "", "0"}, rows[2][20:])
 
 	require.ErrorContains(t, rep.Write(&cs, "xml"), `unknown format "xml"`)
+}
+
+// Cache writes, which Anthropic bills above the input price, are shown
+// apart: in the table's token line and in their own CSV column.
+func TestReport_CacheWrites(t *testing.T) {
+	rep := &Report{Turns: []*Turn{{Session: "s", Turn: 1, Usage: usage.Tokens{Requests: 2, Input: 9000, Cached: 4000, CacheWrite: 3000, Output: 50}}}}
+	rep.Summary.Usage = rep.Turns[0].Usage
+	var tbl bytes.Buffer
+	require.NoError(t, rep.Write(&tbl, FormatTable))
+	assert.Contains(t, tbl.String(), "input 9000 (4000 cached, 0.0%; 3000 written to the cache), output 50")
+	var cs bytes.Buffer
+	require.NoError(t, rep.Write(&cs, FormatCSV))
+	rows, err := csv.NewReader(&cs).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	assert.Equal(t, "cache_write_input_tokens", rows[0][len(rows[0])-1])
+	assert.Equal(t, "3000", rows[1][len(rows[1])-1])
 }
 
 // A subagent run is a turn of its own, linked to its prompt turn by number
