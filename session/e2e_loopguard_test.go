@@ -270,3 +270,93 @@ func TestE2E_SubagentStuckSignalResults(t *testing.T) {
 		})
 	}
 }
+
+// TestE2E_SubagentLoopRecoveryWarn: under "warn" a subagent run stuck on
+// one read (same call, same result) is warned at its call 101 instead of
+// stopped: the run's own model reads the warning after that call's
+// result, and an editor that takes notices is shown it as one. A run
+// whose model changes approach then finishes and its answer is the agent
+// call's result; one that repeats is stopped at its next call, the agent
+// call failing with capReason stuck_after_warning while the parent's turn
+// goes on. Both stuck signals.
+func TestE2E_SubagentLoopRecoveryWarn(t *testing.T) {
+	t.Parallel()
+	const warning = "Repeating it again will stop this turn"
+	for _, signal := range []string{"calls", "results"} {
+		for _, changes := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, changes approach %t", signal, changes), func(t *testing.T) {
+				t.Parallel()
+				cwd := t.TempDir()
+				same := filepath.Join(cwd, "same.txt")
+				require.NoError(t, os.WriteFile(same, []byte("nothing new"), 0o644))
+				const key = "STUCK-TASK-7"
+				d := startDaemonIn(t, cwd, t.TempDir(), nil, []modeltest.Response{
+					{ToolCalls: []modeltest.ToolCall{agentTC("call_stuck", "Read it", key+": read same.txt until it changes", "")}},
+					{Text: "The subagent reported."},
+				}, "--loop-recovery", "warn", "--stuck-signal", signal)
+				for i := range 110 {
+					c := readCall(same)
+					c.ID = fmt.Sprintf("call_same_%d", i)
+					d.model.Add(modeltest.Response{Match: key, ToolCalls: []modeltest.ToolCall{c}, WholeArguments: true})
+				}
+				if changes {
+					// The run's model, once warned, stops reading and answers.
+					d.model.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
+						if strings.Contains(lastText(r), warning) {
+							return modeltest.Response{Text: "same.txt never changes; giving up on it"}, true
+						}
+						return modeltest.Response{}, false
+					})
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+				defer cancel()
+				_, err := d.cc.InitializeWith(ctx, acp.ClientCapabilities{Session: &acp.ClientSessionCapabilities{Notices: &acp.Capability{}}})
+				require.NoError(t, err)
+				sid, err := d.cc.NewSession(ctx, d.cwd)
+				require.NoError(t, err)
+				waitCommands(t, d, sid, 1)
+				skip := len(d.cc.Updates())
+				resp, err := d.cc.Prompt(ctx, sid, "go")
+				require.NoError(t, err, "the parent's turn is not stopped")
+				assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+
+				// The run's request after its call 101 ends with the
+				// warning, and no other request carries it.
+				sub := subRequests(d.model, key)
+				require.GreaterOrEqual(t, len(sub), 102, "the run went past its call 101")
+				assert.Contains(t, lastText(sub[101]), warning, "the run's model is warned after call 101's result")
+				for i := range 101 {
+					assert.NotContains(t, lastText(sub[i]), warning, "request %d", i+1)
+				}
+				warned := 0
+				for _, r := range d.model.Requests() {
+					if strings.Contains(lastText(r), warning) {
+						warned++
+					}
+				}
+				assert.Equal(t, 1, warned, "one request of all, the run's, carries the warning")
+				live := d.cc.Updates()[skip:]
+				var shown []acp.Notice
+				for _, u := range live {
+					if n := u.Update.Notice; n != nil && n.Title == "The turn looks stuck in a loop" {
+						shown = append(shown, *n)
+					}
+				}
+				require.Len(t, shown, 1, "one warning notice")
+				assert.Equal(t, acp.SeverityWarning, shown[0].Severity)
+				assert.Contains(t, shown[0].Description, warning)
+
+				st, text := finalContent(live, "call_stuck")
+				if changes {
+					assert.Equal(t, acp.StatusCompleted, st, text)
+					assert.Equal(t, "same.txt never changes; giving up on it", text)
+					assert.Equal(t, 101, d.model.ServedMatching(key), "101 reads, then the answer")
+					return
+				}
+				assert.Equal(t, acp.StatusFailed, st)
+				assert.Contains(t, text, "cap reason stuck_after_warning, 102 tool calls")
+				assert.Equal(t, 102, d.model.ServedMatching(key), "stopped at the call after the warning")
+			})
+		}
+	}
+}
