@@ -59,11 +59,17 @@ func writeCorpus(t *testing.T) (string, map[string]corpusTurn) {
 	var c struct{ Turns []corpusTurn }
 	require.NoError(t, json.Unmarshal(b, &c))
 	require.NotEmpty(t, c.Turns)
+	return writeTurns(t, c.Turns)
+}
+
+// writeTurns records turns as writeCorpus does, each a session of its own.
+func writeTurns(t *testing.T, turns []corpusTurn) (string, map[string]corpusTurn) {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(dir, store.Options{})
 	require.NoError(t, err)
 	bySession := map[string]corpusTurn{}
-	for _, ct := range c.Turns {
+	for _, ct := range turns {
 		w, err := st.Create(store.SessionMeta{Cwd: "/w"})
 		require.NoError(t, err)
 		bySession[w.ID()] = ct
@@ -184,4 +190,68 @@ func sortedCorpus(map[string]corpusTurn) []corpusTurn {
 	var c struct{ Turns []corpusTurn }
 	_ = json.Unmarshal(b, &c)
 	return c.Turns
+}
+
+// TestWhatIf_Warned: a turn whose stuck signal fires once past the soft
+// cap and never again is what --loop-recovery warn warns and lets finish:
+// its verdict is "warned", with the call it warned at, and the summary
+// counts it apart from the stopped and finished turns. Under "stop" the
+// same turn is stopped at that call.
+func TestWhatIf_Warned(t *testing.T) {
+	t.Parallel()
+	read := func(path, result string) corpusCall {
+		return corpusCall{Name: "read_file", Args: json.RawMessage(fmt.Sprintf(`{"file_path":%q}`, path)), Result: result}
+	}
+	// Six reads of one file, then 100 of distinct ones: call 101 crosses
+	// the soft cap with the first key at 6, and no later call repeats it.
+	var once [][]corpusCall
+	for range 6 {
+		once = append(once, []corpusCall{read("/w/status", "same")})
+	}
+	for i := range 100 {
+		once = append(once, []corpusCall{read(fmt.Sprintf("/w/f%d", i), fmt.Sprintf("file %d", i))})
+	}
+	// The same, then the first file once more: the second firing.
+	twice := append(append([][]corpusCall{}, once...), []corpusCall{read("/w/status", "same")})
+	dir, turns := writeTurns(t, []corpusTurn{{Name: "once", Batches: once}, {Name: "twice", Batches: twice}})
+	for _, tt := range []struct {
+		recovery         loopdetect.LoopRecovery
+		once, twice      string
+		warned, finished int
+	}{
+		{loopdetect.RecoveryWarn, ReplayWarned, ReplayStopped, 1, 0},
+		{loopdetect.RecoveryStop, ReplayStopped, ReplayStopped, 0, 0},
+	} {
+		rep, err := Collect(Options{DataDir: dir, WhatIf: &Settings{
+			Cap: loopdetect.Cap{Max: 100, Recovery: tt.recovery}, SkipLoopDetection: true}, Workers: 1})
+		require.NoError(t, err)
+		require.Len(t, rep.Turns, 2)
+		for _, tr := range rep.Turns {
+			name := turns[tr.Session].Name
+			want := map[string]string{"once": tt.once, "twice": tt.twice}[name]
+			assert.Equal(t, want, tr.Replay, "%s under %s", name, tt.recovery)
+			require.NotNil(t, tr.WhatIf, name)
+			if tt.recovery == loopdetect.RecoveryWarn {
+				assert.Equal(t, 101, tr.WhatIf.WarnedAt, "%s: warned at the call crossing the soft cap", name)
+			}
+			switch {
+			case tr.Replay == ReplayWarned:
+				assert.False(t, tr.WhatIf.Stops)
+				assert.Equal(t, "warns, continues", tr.WhatIf.Outcome())
+			case name == "twice" && tt.recovery == loopdetect.RecoveryWarn:
+				assert.Equal(t, 107, tr.WhatIf.AtCall, "stopped at the second firing")
+				assert.Equal(t, string(loopdetect.CapStuckAfterWarning), tr.WhatIf.CapReason)
+			default:
+				assert.Equal(t, 101, tr.WhatIf.AtCall)
+				assert.Equal(t, string(loopdetect.CapStuck), tr.WhatIf.CapReason)
+			}
+		}
+		wi := rep.Summary.WhatIf
+		require.NotNil(t, wi)
+		assert.Equal(t, []int{2 - tt.warned, tt.warned, tt.finished}, []int{wi.Stopped, wi.Warned, wi.Finished}, "%s", tt.recovery)
+		var out strings.Builder
+		require.NoError(t, rep.Write(&out, "table"))
+		assert.Contains(t, out.String(), fmt.Sprintf("replayed: %d stopped, %d warned and went on, %d finished as recorded",
+			2-tt.warned, tt.warned, tt.finished))
+	}
 }
