@@ -285,12 +285,8 @@ func (r *Recorder) inTree(p string) bool {
 	if !ok || r.cp.Trees[root] == "" {
 		return false
 	}
-	t, err := loadTree(r.p, r.cp.Trees[root])
-	if err != nil {
-		return false
-	}
-	_, in := t[rel]
-	return in
+	_, in, err := lookupTree(r.p, r.cp.Trees[root], rel)
+	return err == nil && in
 }
 
 // Tree snapshots every root, once per turn, before a call that may change
@@ -310,13 +306,9 @@ func (r *Recorder) Tree() error {
 	}
 	trees := map[string]string{}
 	for _, root := range r.cp.Roots {
-		t, err := r.s.walk(root, pk)
+		id, err := r.s.snapshot(root, pk)
 		if err != nil {
 			return fmt.Errorf("checkpoint: snapshot of %s: %w", root, err)
-		}
-		id, err := r.s.putTree(root, t, pk)
-		if err != nil {
-			return err
 		}
 		trees[root] = id
 	}
@@ -361,11 +353,7 @@ func (r *Recorder) End() error {
 	}
 	trees := map[string]string{}
 	for root := range r.cp.Trees {
-		t, err := r.s.walk(root, pk)
-		if err != nil {
-			return err
-		}
-		id, err := r.s.putTree(root, t, pk)
+		id, err := r.s.snapshot(root, pk)
 		if err != nil {
 			return err
 		}
@@ -426,17 +414,6 @@ func (s *Store) state(p string, pk *pack) (Entry, error) {
 		}
 	}
 	return Entry{Type: TypeFile, Mode: fi.Mode().Perm(), Size: int64(len(data)), ID: id}, nil
-}
-
-func loadTree(p *pack, id string) (tree, error) {
-	if p == nil {
-		return nil, fmt.Errorf("checkpoint store: no pack holds tree %s", id)
-	}
-	data, err := p.get(id)
-	if err != nil {
-		return nil, err
-	}
-	return decodeTree(data)
 }
 
 // Content returns the bytes of a file stored for a session.

@@ -1,21 +1,15 @@
 package checkpoint
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
-
-	"github.com/acpd/acpd/session/tools"
 )
 
 // Entry is the state of one path: a regular file (its content's id, size
@@ -64,308 +58,256 @@ const MaxTreeFile = 4 << 20
 // command, rather than copying it.
 const MaxTreeEntries = 200_000
 
-// walkWorkers is how many directories a tree walk reads at once.
-const walkWorkers = 4
-
-// statKey is what the stat cache keys an unchanged file on, as git's index
-// does: a file whose size, modification time, inode and mode are the same
-// as when it was hashed is taken to have the same content.
-type statKey struct {
-	size  int64
-	mtime int64
-	ino   uint64
-	mode  fs.FileMode
-}
-
-type cached struct {
-	key statKey
-	id  string
-	// racy: the file was modified in the same second it was hashed, so a
-	// later write in that second could leave the key unchanged; it is
-	// hashed again next time.
-	racy bool
-}
-
-// rootCache is one workspace root's stat cache, shared by every snapshot
-// of the root in this process.
-type rootCache struct {
-	mu    sync.Mutex
-	files map[string]cached
-	// last is the root's last tree stored and its id: an unchanged tree is
-	// not encoded and hashed again.
-	last   tree
-	lastID string
-}
-
-// equal reports whether two trees hold the same entries.
-func (t tree) equal(o tree) bool {
-	if len(t) != len(o) {
-		return false
-	}
-	for p, e := range t {
-		if oe, ok := o[p]; !ok || oe != e {
-			return false
-		}
-	}
-	return true
-}
-
-// putTree stores the tree of root in pk and returns its id.
-func (s *Store) putTree(root string, t tree, pk *pack) (string, error) {
-	rc := s.cache(root)
-	rc.mu.Lock()
-	last, lastID := rc.last, rc.lastID
-	rc.mu.Unlock()
-	if lastID != "" && pk.has(lastID) && t.equal(last) {
-		return lastID, nil
-	}
-	id, err := pk.put(t.encode())
-	if err != nil {
-		return "", err
-	}
-	rc.mu.Lock()
-	rc.last, rc.lastID = t, id
-	rc.mu.Unlock()
-	return id, nil
-}
-
-// tree is a snapshot of one root: slash-separated relative paths to entries.
+// tree is a snapshot of one root, flattened: slash-separated relative
+// paths to entries (a folder's entry carries no id).
 type tree map[string]Entry
 
-// encode writes the tree as sorted lines `type mode size id "target" "path"`.
-func (t tree) encode() []byte {
-	paths := make([]string, 0, len(t))
-	for p := range t {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	var b bytes.Buffer
-	b.Grow(len(paths) * 100)
-	var line []byte
-	for _, p := range paths {
-		e := t[p]
-		id := e.ID
-		if id == "" {
-			id = "-"
-		}
-		line = append(line[:0], e.Type...)
-		line = append(line, ' ')
-		line = strconv.AppendUint(line, uint64(e.Mode.Perm()), 8)
-		line = append(line, ' ')
-		line = strconv.AppendInt(line, e.Size, 10)
-		line = append(line, ' ')
-		line = append(line, id...)
-		line = append(line, ' ')
-		line = strconv.AppendQuote(line, e.Target)
-		line = append(line, ' ')
-		line = strconv.AppendQuote(line, p)
-		line = append(line, '\n')
-		b.Write(line)
-	}
-	return b.Bytes()
+// A root's snapshot is stored as one object per folder, listing the
+// folder's direct children in name order, one line each:
+//
+//	type mode size id "target" "name"
+//
+// after the header line treeHeader; a folder's line carries the id of the
+// folder's own object. A snapshot in which one file changed stores that
+// folder's listing and its parents' again, and shares every other folder's
+// object with the snapshot before it. The first format of the store (before
+// this one) was a single object listing every path of the root, its lines
+// the same but for the full relative path in place of the name and no id on
+// folders; it has no header, and loadTree still reads it.
+const treeHeader = "acpd tree 2\n"
+
+// dirList is one folder of a snapshot: its children sorted by name.
+type dirList struct {
+	names []string
+	ents  []Entry
+	// keys are the stat data of the regular files when they were hashed
+	// (zero for the other entries), racy whether that hash cannot be
+	// trusted by the stat data alone (see statKey).
+	keys []statKey
+	racy []bool
+	// id is the folder's object in the store, once stored.
+	id string
 }
 
-func decodeTree(data []byte) (tree, error) {
-	t := tree{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+func (d *dirList) find(name string) int {
+	if d == nil {
+		return -1
+	}
+	i, ok := slices.BinarySearch(d.names, name)
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// sameListing reports whether two listings encode to the same object.
+func (d *dirList) sameListing(o *dirList) bool {
+	return o != nil && slices.Equal(d.names, o.names) && slices.Equal(d.ents, o.ents)
+}
+
+// encode writes the folder's object.
+func (d *dirList) encode() []byte {
+	b := make([]byte, 0, len(treeHeader)+len(d.names)*100)
+	b = append(b, treeHeader...)
+	for i, name := range d.names {
+		b = appendLine(b, d.ents[i], name)
+	}
+	return b
+}
+
+func appendLine(b []byte, e Entry, name string) []byte {
+	id := e.ID
+	if id == "" {
+		id = "-"
+	}
+	b = append(b, e.Type...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(e.Mode.Perm()), 8)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, e.Size, 10)
+	b = append(b, ' ')
+	b = append(b, id...)
+	b = append(b, ' ')
+	b = strconv.AppendQuote(b, e.Target)
+	b = append(b, ' ')
+	b = strconv.AppendQuote(b, name)
+	return append(b, '\n')
+}
+
+// parseLines reads `type mode size id "target" "name"` lines.
+func parseLines(data []byte, each func(name string, e Entry) error) error {
+	for len(data) > 0 {
+		var line string
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = string(data[:i]), data[i+1:]
+		} else {
+			line, data = string(data), nil
+		}
 		f := strings.SplitN(line, " ", 5)
 		if len(f) != 5 {
-			return nil, fmt.Errorf("checkpoint tree: bad line %q", line)
+			return fmt.Errorf("checkpoint tree: bad line %q", line)
 		}
 		mode, err1 := strconv.ParseUint(f[1], 8, 32)
 		size, err2 := strconv.ParseInt(f[2], 10, 64)
 		target, err3 := strconv.QuotedPrefix(f[4])
 		if err := errors.Join(err1, err2, err3); err != nil {
-			return nil, fmt.Errorf("checkpoint tree: bad line %q: %v", line, err)
+			return fmt.Errorf("checkpoint tree: bad line %q: %v", line, err)
 		}
 		rest := strings.TrimPrefix(f[4][len(target):], " ")
 		p, err := strconv.Unquote(rest)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint tree: bad path in %q", line)
+			return fmt.Errorf("checkpoint tree: bad path in %q", line)
 		}
 		target, _ = strconv.Unquote(target)
 		e := Entry{Type: f[0], Mode: fs.FileMode(mode), Size: size, Target: target}
 		if f[3] != "-" {
 			e.ID = f[3]
 		}
-		t[p] = e
+		if err := each(p, e); err != nil {
+			return err
+		}
 	}
-	return t, sc.Err()
+	return nil
 }
 
-// skipName is left out of every tree: git's own folder (and a worktree's
-// .git file) is the user's repository state, never the workspace's.
-func skipName(name string) bool { return name == ".git" }
+// decodeDir reads a folder's object; ok is false for a snapshot of the
+// first format (a flat listing of the whole root).
+func decodeDir(data []byte) (d *dirList, ok bool, err error) {
+	body, ok := bytes.CutPrefix(data, []byte(treeHeader))
+	if !ok {
+		return nil, false, nil
+	}
+	d = &dirList{}
+	err = parseLines(body, func(name string, e Entry) error {
+		if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+			return fmt.Errorf("checkpoint tree: bad name %q", name)
+		}
+		if n := len(d.names); n > 0 && d.names[n-1] >= name {
+			return fmt.Errorf("checkpoint tree: names out of order at %q", name)
+		}
+		if e.Type == TypeDir && e.ID == "" {
+			return fmt.Errorf("checkpoint tree: folder %q has no object", name)
+		}
+		d.names = append(d.names, name)
+		d.ents = append(d.ents, e)
+		return nil
+	})
+	return d, true, err
+}
 
-// walk snapshots root: every directory, regular file (up to MaxTreeFile)
-// and symlink that .gitignore does not ignore, reading and storing only
-// the files whose stat data changed since the cache last saw them, into pk.
-// With pk nil nothing is written (a rewind's look at the current state).
-func (s *Store) walk(root string, pk *pack) (tree, error) {
-	rc := s.cache(root)
-	rr, err := os.OpenRoot(root)
+// decodeFlat reads a snapshot of the first format.
+func decodeFlat(data []byte) (tree, error) {
+	t := tree{}
+	err := parseLines(data, func(p string, e Entry) error {
+		t[p] = e
+		return nil
+	})
+	return t, err
+}
+
+// maxTreeDepth bounds the folder nesting loadTree follows, so a damaged
+// store naming a folder's own object inside it cannot loop.
+const maxTreeDepth = 4096
+
+// loadTree returns the snapshot stored as object id, flattened.
+func loadTree(p *pack, id string) (tree, error) {
+	if p == nil {
+		return nil, fmt.Errorf("checkpoint store: no pack holds tree %s", id)
+	}
+	data, err := p.get(id)
 	if err != nil {
 		return nil, err
 	}
-	defer rr.Close()
-	ign := tools.NewIgnorer(rr)
-	out := tree{}
-	var (
-		mu      sync.Mutex
-		firstEr error
-		wg      sync.WaitGroup
-		queue   = make(chan string, 1024)
-		pending sync.WaitGroup
-	)
-	setErr := func(err error) {
-		mu.Lock()
-		if firstEr == nil {
-			firstEr = err
-		}
-		mu.Unlock()
+	d, ok, err := decodeDir(data)
+	if err != nil {
+		return nil, err
 	}
-	var enqueue func(dir string)
-	enqueue = func(dir string) {
-		pending.Add(1)
-		select {
-		case queue <- dir:
-		default:
-			go func() { queue <- dir }()
-		}
+	if !ok {
+		return decodeFlat(data)
 	}
-	now := time.Now()
-	visit := func(dir string) {
-		defer pending.Done()
-		ign.EnterDir(dir)
-		abs := root
-		if dir != "." {
-			abs = filepath.Join(root, filepath.FromSlash(dir))
+	t := tree{}
+	var add func(prefix string, d *dirList, depth int) error
+	add = func(prefix string, d *dirList, depth int) error {
+		if depth > maxTreeDepth {
+			return fmt.Errorf("%w: folders nested deeper than %d", errCorrupt, maxTreeDepth)
 		}
-		f, err := os.Open(abs)
-		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				setErr(err)
-			}
-			return
-		}
-		ents, err := f.ReadDir(-1)
-		f.Close()
-		if err != nil {
-			setErr(err)
-			return
-		}
-		local := make(map[string]Entry, len(ents))
-		for _, de := range ents {
-			name := de.Name()
-			if skipName(name) {
-				continue
-			}
+		for i, name := range d.names {
 			rel := name
-			if dir != "." {
-				rel = dir + "/" + name
+			if prefix != "" {
+				rel = prefix + "/" + name
 			}
-			t := de.Type()
-			if t&^(fs.ModeDir|fs.ModeSymlink) != 0 {
-				continue // devices, pipes, sockets: nothing to restore
-			}
-			if ign.Ignored(rel, t.IsDir()) {
+			e := d.ents[i]
+			if e.Type != TypeDir {
+				t[rel] = e
 				continue
 			}
-			fi, err := de.Info()
+			sub, err := loadDir(p, e.ID)
 			if err != nil {
-				continue // gone since the read
+				return err
 			}
-			switch {
-			case fi.IsDir():
-				local[rel] = Entry{Type: TypeDir, Mode: fi.Mode().Perm()}
-				enqueue(rel)
-			case fi.Mode()&fs.ModeSymlink != 0:
-				target, err := os.Readlink(filepath.Join(abs, name))
-				if err != nil {
-					continue
-				}
-				local[rel] = Entry{Type: TypeSymlink, Target: target}
-			case fi.Mode().IsRegular():
-				if fi.Size() > MaxTreeFile {
-					continue
-				}
-				e, err := s.fileEntry(rc, filepath.Join(abs, name), rel, fi, now, pk)
-				if err != nil {
-					if errors.Is(err, fs.ErrNotExist) {
-						continue
-					}
-					setErr(err)
-					continue
-				}
-				local[rel] = e
+			e.ID = ""
+			t[rel] = e
+			if err := add(rel, sub, depth+1); err != nil {
+				return err
 			}
 		}
-		mu.Lock()
-		for k, v := range local {
-			out[k] = v
-		}
-		tooMany := len(out) > MaxTreeEntries
-		mu.Unlock()
-		if tooMany {
-			setErr(fmt.Errorf("the workspace %s holds more than %d files and folders not ignored by .gitignore; a checkpoint would copy all of them", root, MaxTreeEntries))
-		}
+		return nil
 	}
-	for range walkWorkers {
-		wg.Go(func() {
-			for dir := range queue {
-				mu.Lock()
-				stop := firstEr != nil
-				mu.Unlock()
-				if stop {
-					pending.Done()
-					continue
-				}
-				visit(dir)
-			}
-		})
-	}
-	enqueue(".")
-	pending.Wait()
-	close(queue)
-	wg.Wait()
-	if firstEr != nil {
-		return nil, firstEr
-	}
-	return out, nil
+	return t, add("", d, 0)
 }
 
-// fileEntry is the entry of a regular file, from the stat cache when its
-// stat data is unchanged, else read (and stored when store is set).
-func (s *Store) fileEntry(rc *rootCache, abs, rel string, fi fs.FileInfo, now time.Time, pk *pack) (Entry, error) {
-	key := statKey{size: fi.Size(), mtime: fi.ModTime().UnixNano(), ino: inode(fi), mode: fi.Mode()}
-	rc.mu.Lock()
-	c, ok := rc.files[rel]
-	rc.mu.Unlock()
-	if ok && c.key == key && !c.racy && (pk == nil || pk.has(c.id)) {
-		return Entry{Type: TypeFile, Mode: fi.Mode().Perm(), Size: fi.Size(), ID: c.id}, nil
-	}
-	data, fi2, err := readRegular(abs)
+func loadDir(p *pack, id string) (*dirList, error) {
+	data, err := p.get(id)
 	if err != nil {
-		return Entry{}, err
+		return nil, err
 	}
-	var id string
-	if pk != nil {
-		id, err = pk.put(data)
-		if err != nil {
-			return Entry{}, err
+	d, ok, err := decodeDir(data)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: %s is not a folder listing", errCorrupt, id[:12])
+	}
+	return d, err
+}
+
+// lookupTree finds one relative path in the snapshot stored as object id,
+// reading only the folders on its way.
+func lookupTree(p *pack, id, rel string) (Entry, bool, error) {
+	if p == nil {
+		return Entry{}, false, fmt.Errorf("checkpoint store: no pack holds tree %s", id)
+	}
+	data, err := p.get(id)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	d, ok, err := decodeDir(data)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	if !ok {
+		t, err := decodeFlat(data)
+		e, in := t[rel]
+		return e, in, err
+	}
+	for {
+		name, rest, more := strings.Cut(rel, "/")
+		i := d.find(name)
+		if i < 0 {
+			return Entry{}, false, nil
 		}
-	} else {
-		id = hashID(data)
+		e := d.ents[i]
+		if !more {
+			if e.Type == TypeDir {
+				e.ID = ""
+			}
+			return e, true, nil
+		}
+		if e.Type != TypeDir {
+			return Entry{}, false, nil
+		}
+		if d, err = loadDir(p, e.ID); err != nil {
+			return Entry{}, false, err
+		}
+		rel = rest
 	}
-	key = statKey{size: fi2.Size(), mtime: fi2.ModTime().UnixNano(), ino: inode(fi2), mode: fi2.Mode()}
-	racy := now.Sub(fi2.ModTime()) < 2*time.Second
-	rc.mu.Lock()
-	rc.files[rel] = cached{key: key, id: id, racy: racy}
-	rc.mu.Unlock()
-	return Entry{Type: TypeFile, Mode: fi2.Mode().Perm(), Size: int64(len(data)), ID: id}, nil
 }
 
 // readRegular reads a regular file without following a symlink at its
@@ -385,15 +327,4 @@ func readRegular(abs string) ([]byte, fs.FileInfo, error) {
 	}
 	data, err := io.ReadAll(f)
 	return data, fi, err
-}
-
-func (s *Store) cache(root string) *rootCache {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rc := s.caches[root]
-	if rc == nil {
-		rc = &rootCache{files: map[string]cached{}}
-		s.caches[root] = rc
-	}
-	return rc
 }
