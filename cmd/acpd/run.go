@@ -86,8 +86,10 @@ Output (--output-format):
   json         one JSON object at the end: sessionId, stopReason or error
                {code,message,data}, text, toolCalls, usage (the last
                usage_update: used, size, cost), turnUsage (the turn's
-               requests, inputTokens, cachedInputTokens, outputTokens,
-               reasoningTokens, summaries, subagents, cost), budget
+               requests, inputTokens, cachedInputTokens,
+               cacheWriteInputTokens when the provider reports cache writes,
+               outputTokens, reasoningTokens, summaries, subagents, cost),
+               budget
   stream-json  each session/update notification's params as one JSON line as
                it happens, then the json result object as the last line
 
