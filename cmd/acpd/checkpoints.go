@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/acpd/acpd/session/checkpoint"
+	"github.com/acpd/acpd/session/display"
 )
 
 // checkpointsFlags are `acpd checkpoints`'s own flags.
@@ -154,7 +155,10 @@ func listSessionCheckpoints(a *app, st *checkpoint.Store, id string, show int) i
 		case !cp.Ended:
 			mark = "  (interrupted)"
 		}
-		fmt.Fprintf(a.stdout, "%d. %s  %s%s\n", cp.Turn, cp.Time.Local().Format("2006-01-02 15:04:05"), cp.Prompt, mark)
+		// The prompt, the workspace's file names and their contents are not
+		// acpd's: shown on a terminal, a carriage return or an escape
+		// sequence in them could rewrite what the listing says.
+		fmt.Fprintf(a.stdout, "%d. %s  %s%s\n", cp.Turn, cp.Time.Local().Format("2006-01-02 15:04:05"), display.Line(cp.Prompt), mark)
 		for _, c := range chs {
 			counts := fmt.Sprintf("+%d −%d", c.Added, c.Removed)
 			if c.Binary {
@@ -166,11 +170,11 @@ func listSessionCheckpoints(a *app, st *checkpoint.Store, id string, show int) i
 			case c.Deleted:
 				counts += " (deleted)"
 			}
-			fmt.Fprintf(a.stdout, "   %s  %s\n", c.Path, counts)
+			fmt.Fprintf(a.stdout, "   %s  %s\n", display.Line(c.Path), counts)
 		}
 		if show > 0 {
 			for _, c := range chs {
-				fmt.Fprint(a.stdout, c.Unified())
+				fmt.Fprint(display.Writer(a.stdout), c.Unified())
 			}
 		}
 	}

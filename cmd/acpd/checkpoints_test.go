@@ -59,3 +59,26 @@ func TestCheckpointsCmd_ListShowRewindPrune(t *testing.T) {
 	o = e.run(t, "", "checkpoints")
 	assert.NotContains(t, o.stdout, sid)
 }
+
+// A turn that writes a file whose name carries a carriage return, ESC [2K
+// and a bidi override, and whose text carries an escape sequence: acpd
+// checkpoints shows the name, the prompt and the diff with those
+// characters escaped, so a terminal cannot be made to show another file.
+func TestCheckpointsCmd_ControlCharactersShownEscaped(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	script := e.script(t, `{"toolCalls":[{"name":"write_file","arguments":{"file_path":"%s/a\r\u001b[2Kb\u202etxt.md","content":"x \u001b]0;title\u0007\n"}}]}
+{"text":"ok"}`)
+	o := e.run(t, "", e.scripted(script, "--yolo", "--output-format", "json", "write it \u001b[2K")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	var r jsonResult
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(o.stdout)), &r))
+	require.NotEmpty(t, r.SessionID)
+
+	o = e.run(t, "", "checkpoints", "--session", r.SessionID, "--show", "1")
+	require.Equal(t, 0, o.code, o.stderr)
+	assert.False(t, strings.ContainsAny(o.stdout, "\r\x1b\u202e\a"), "shown raw: %q", o.stdout)
+	assert.Contains(t, o.stdout, `write it \x1b[2K`)
+	assert.Contains(t, o.stdout, filepath.Join(e.ws, `a\r\x1b[2Kb\u202etxt.md`)+"  +1 −0 (created)")
+	assert.Contains(t, o.stdout, `+x \x1b]0;title\x07`)
+}
