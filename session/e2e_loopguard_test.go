@@ -360,3 +360,59 @@ func TestE2E_SubagentLoopRecoveryWarn(t *testing.T) {
 		}
 	}
 }
+
+// TestE2E_LoopRecoveryWarnDuplicate: the global duplicate behind
+// skipLoopDetection = false follows loopRecovery = "warn" too. A model
+// reading one unchanging file is warned where "stop" would halt (the 6th
+// call; under "results" the 7th, when six equal results are known) and
+// stopped at its next call with loopType global_tool_call_duplicate and
+// warned; one that changes approach after the warning finishes end_turn.
+func TestE2E_LoopRecoveryWarnDuplicate(t *testing.T) {
+	t.Parallel()
+	const warning = "Repeating it again will stop this turn"
+	for _, signal := range []string{"calls", "results"} {
+		warnAt := map[string]int{"calls": 6, "results": 7}[signal]
+		for _, changes := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, changes approach %t", signal, changes), func(t *testing.T) {
+				t.Parallel()
+				cwd := t.TempDir()
+				same := filepath.Join(cwd, "same.txt")
+				require.NoError(t, os.WriteFile(same, []byte("nothing new"), 0o644))
+				d := startDaemonIn(t, cwd, t.TempDir(), nil, nil,
+					"--skip-loop-detection=false", "--loop-recovery", "warn", "--stuck-signal", signal)
+				pollScript(d, same, 20, false)
+				if changes {
+					d.model.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
+						if strings.Contains(lastText(r), warning) {
+							return modeltest.Response{Text: "same.txt never changes; stopping here"}, true
+						}
+						return modeltest.Response{}, false
+					})
+				}
+				sid := d.session(t)
+				resp, data := promptLoop(t, d, sid)
+				reqs := d.model.Requests()
+				at := 0
+				for i, r := range reqs {
+					if strings.Contains(lastText(r), warning) {
+						require.Zero(t, at, "warned once")
+						at = i // request i follows call i
+					}
+				}
+				assert.Equal(t, warnAt, at, "warned after call %d's result", warnAt)
+				completed, _ := statusCounts(d.cc.Updates())
+				if changes {
+					require.NotNil(t, resp, "%v", data)
+					assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+					assert.Equal(t, warnAt, completed)
+					return
+				}
+				require.NotNil(t, data)
+				assert.Equal(t, "global_tool_call_duplicate", data["loopType"])
+				assert.Equal(t, true, data["warned"])
+				assert.EqualValues(t, warnAt+1, data["toolCalls"], "stopped at the call after the warning")
+				assert.Equal(t, warnAt, completed)
+			})
+		}
+	}
+}
