@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/acpd/acpd/loopdetect"
@@ -960,7 +961,7 @@ func tokenEnvField() *field {
 		if err := decode(c, raw, fromText, r); err != nil {
 			return err
 		}
-		if n := c.Server.TokenEnv; n != "" && !envNameRE.MatchString(n) {
+		if n := c.Server.TokenEnv; n != "" && !envNameRE().MatchString(n) {
 			return fmt.Errorf("must name an environment variable (letters, digits, _), got %s", quote(n))
 		}
 		return nil
@@ -968,7 +969,7 @@ func tokenEnvField() *field {
 	return f
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // originsField is server.allowedOrigins: each an origin as a browser sends
 // it, scheme://host[:port], with no path; compared exactly.

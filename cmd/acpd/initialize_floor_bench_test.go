@@ -48,7 +48,7 @@ func BenchmarkInitializeFloor(b *testing.B) {
 		floor = filepath.Join(dir, "floor")
 		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", floor, src)
 		build.Dir = dir
-		build.Env = append(os.Environ(), "GO111MODULE=off")
+		build.Env = append(os.Environ(), "GO111MODULE=off", "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			b.Fatalf("building the floor program: %v\n%s", err, out)
 		}

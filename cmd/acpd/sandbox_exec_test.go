@@ -23,8 +23,8 @@ func TestSandboxHelper_SkipsStartup(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	trace := string(out)
 	assert.Contains(t, trace, "init runtime @", "inittrace works")
-	assert.NotContains(t, trace, "init github.com/acpd/acpd/session/store @", "the helper skipped acpd's own init")
-	assert.NotContains(t, trace, "init github.com/acpd/acpd/session/tools @")
+	assert.NotContains(t, trace, "init github.com/acpd/acpd/session/tools @", "the helper skipped acpd's own init")
+	assert.NotContains(t, trace, "init github.com/acpd/acpd/config @")
 	if err == nil {
 		assert.Contains(t, trace, "helper-ran")
 	} else {
@@ -39,5 +39,5 @@ func TestSandboxHelper_SkipsStartup(t *testing.T) {
 	full.Env = cmd.Env
 	out, err = full.CombinedOutput()
 	require.NoError(t, err)
-	assert.Contains(t, string(out), "init github.com/acpd/acpd/session/store @", "the rest of acpd does pay it")
+	assert.Contains(t, string(out), "init github.com/acpd/acpd/session/tools @", "the rest of acpd does pay it")
 }

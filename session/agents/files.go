@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/acpd/acpd/session/deffiles"
 )
@@ -163,7 +164,7 @@ func lineError(path string, line int, format string, args ...any) error {
 // validName is what an agent may be called: it is the subagent_type the
 // model writes, so no spaces or punctuation beyond - _ . and at most 64
 // characters.
-var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var validName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 
 func loadFile(d Dir, c candidate) (fileAgent, error) {
 	data, err := deffiles.ReadText(c, maxFileSize)
@@ -203,7 +204,7 @@ func parse(path string, data []byte) (fileAgent, error) {
 		return fileAgent{}, lineError(path, 1, "missing the required key \"name\"")
 	case name.list != nil:
 		return fileAgent{}, lineError(path, name.line, "\"name\" must be a string")
-	case !validName.MatchString(name.text):
+	case !validName().MatchString(name.text):
 		return fileAgent{}, lineError(path, name.line, "%q is not a usable agent name (letters, digits, - _ . only, at most 64 characters)", name.text)
 	}
 	a.Name, a.nameLine = name.text, name.line

@@ -58,7 +58,7 @@ const (
 	maxRecord  = 1 << 30
 )
 
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
+var crcTable = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // pack is one session's pack file, open for reading and appending.
 type pack struct {
@@ -190,7 +190,7 @@ func (p *pack) scan(create bool) (int64, error) {
 			if _, err := io.ReadFull(r, body); err != nil {
 				return off, nil
 			}
-			crc := crc32.Update(crc32.Checksum(hdr[:1], crcTable), crcTable, body[:n])
+			crc := crc32.Update(crc32.Checksum(hdr[:1], crcTable()), crcTable(), body[:n])
 			if crc != binary.BigEndian.Uint32(body[n:]) {
 				return off, nil
 			}
@@ -229,9 +229,9 @@ func (p *pack) appendRecord(kind byte, parts ...[]byte) (int64, error) {
 	var hdr [recHeader]byte
 	hdr[0] = kind
 	binary.BigEndian.PutUint32(hdr[1:], uint32(n))
-	crc := crc32.Checksum(hdr[:1], crcTable)
+	crc := crc32.Checksum(hdr[:1], crcTable())
 	for _, b := range parts {
-		crc = crc32.Update(crc, crcTable, b)
+		crc = crc32.Update(crc, crcTable(), b)
 	}
 	start := p.size
 	if _, err := p.w.Write(hdr[:]); err != nil {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/tokens"
@@ -137,22 +138,22 @@ func render(m *model.Message) string {
 }
 
 var (
-	analysisRe = regexp.MustCompile(`(?s)<analysis>.*?(</analysis>|$)`)
-	snapshotRe = regexp.MustCompile(`(?s)<state_snapshot>.*?</state_snapshot>`)
+	analysisRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?s)<analysis>.*?(</analysis>|$)`) })
+	snapshotRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?s)<state_snapshot>.*?</state_snapshot>`) })
 )
 
 // ExtractSummary is the summary in a summariser's answer: the
 // <state_snapshot> element when there is one, else the answer without its
 // <analysis> block; "" when nothing is left.
 func ExtractSummary(answer string) string {
-	if s := snapshotRe.FindString(answer); s != "" {
+	if s := snapshotRe().FindString(answer); s != "" {
 		inner := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(s, "<state_snapshot>"), "</state_snapshot>"))
 		if inner == "" {
 			return ""
 		}
 		return s
 	}
-	return strings.TrimSpace(analysisRe.ReplaceAllString(answer, ""))
+	return strings.TrimSpace(analysisRe().ReplaceAllString(answer, ""))
 }
 
 // ErrNotASnapshot is a summariser's answer that is not the state snapshot

@@ -12,6 +12,7 @@ package contextmgr
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // DefaultWindow is the window of a model nothing is known about. qwen-code
@@ -21,38 +22,46 @@ const DefaultWindow = 131072
 
 // windowPatterns is the known-model table of agent-features.md §1.2 (input
 // windows), first match wins, matched against NormalizeModelID's result.
-var windowPatterns = []struct {
+var windowPatterns = sync.OnceValue(func() []windowPattern {
+	return []windowPattern{
+		{regexp.MustCompile(`^gemini-`), 1_000_000},
+		{regexp.MustCompile(`^gpt-5`), 272_000},
+		{regexp.MustCompile(`^gpt-`), 131_072},
+		{regexp.MustCompile(`^o\d`), 200_000},
+		{regexp.MustCompile(`^claude-opus-(4-(6|7|8)|5)`), 1_000_000},
+		{regexp.MustCompile(`^claude-`), 200_000},
+		{regexp.MustCompile(`^(qwen3-coder-plus|qwen3-coder-flash|qwen3\.\d|qwen-plus-latest$|qwen-flash-latest$|coder-model$)`), 1_000_000},
+		{regexp.MustCompile(`^(qwen3-max|qwen3-coder-|qwen)`), 262_144},
+		{regexp.MustCompile(`^deepseek-(v4|flash)`), 1_000_000},
+		{regexp.MustCompile(`^deepseek`), 131_072},
+		{regexp.MustCompile(`^glm-5(\.[01])?(-|$)`), 202_752},
+		{regexp.MustCompile(`^glm-([5-9]|\d{2,})`), 1_000_000},
+		{regexp.MustCompile(`^glm-`), 202_752},
+		{regexp.MustCompile(`^minimax-m3`), 1_000_000},
+		{regexp.MustCompile(`^minimax-m2\.5`), 196_608},
+		{regexp.MustCompile(`^minimax-`), 200_000},
+		{regexp.MustCompile(`^kimi-k3`), 1_000_000},
+		{regexp.MustCompile(`^kimi-`), 262_144},
+		{regexp.MustCompile(`^seed-oss`), 524_288},
+	}
+})
+
+type windowPattern struct {
 	re     *regexp.Regexp
 	window int
-}{
-	{regexp.MustCompile(`^gemini-`), 1_000_000},
-	{regexp.MustCompile(`^gpt-5`), 272_000},
-	{regexp.MustCompile(`^gpt-`), 131_072},
-	{regexp.MustCompile(`^o\d`), 200_000},
-	{regexp.MustCompile(`^claude-opus-(4-(6|7|8)|5)`), 1_000_000},
-	{regexp.MustCompile(`^claude-`), 200_000},
-	{regexp.MustCompile(`^(qwen3-coder-plus|qwen3-coder-flash|qwen3\.\d|qwen-plus-latest$|qwen-flash-latest$|coder-model$)`), 1_000_000},
-	{regexp.MustCompile(`^(qwen3-max|qwen3-coder-|qwen)`), 262_144},
-	{regexp.MustCompile(`^deepseek-(v4|flash)`), 1_000_000},
-	{regexp.MustCompile(`^deepseek`), 131_072},
-	{regexp.MustCompile(`^glm-5(\.[01])?(-|$)`), 202_752},
-	{regexp.MustCompile(`^glm-([5-9]|\d{2,})`), 1_000_000},
-	{regexp.MustCompile(`^glm-`), 202_752},
-	{regexp.MustCompile(`^minimax-m3`), 1_000_000},
-	{regexp.MustCompile(`^minimax-m2\.5`), 196_608},
-	{regexp.MustCompile(`^minimax-`), 200_000},
-	{regexp.MustCompile(`^kimi-k3`), 1_000_000},
-	{regexp.MustCompile(`^kimi-`), 262_144},
-	{regexp.MustCompile(`^seed-oss`), 524_288},
 }
 
 var (
 	// ":free", ":beta", ":latest", ":7b", ":7b-instruct-q4_K_M" (Ollama tags).
-	colonSuffix = regexp.MustCompile(`:(free|beta|latest|\d+(\.\d+)?b.*|[a-z0-9._-]*)$`)
+	colonSuffix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`:(free|beta|latest|\d+(\.\d+)?b.*|[a-z0-9._-]*)$`) })
 	// Quantisation suffixes: -int4, -int8, -fp16, -bf16, -fp8, -awq, -gptq, -q4_k_m, -gguf.
-	quantSuffix = regexp.MustCompile(`-(int[48]|fp(8|16|32)|bf16|awq|gptq|gguf|q\d(_[a-z0-9]+)*)$`)
+	quantSuffix = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`-(int[48]|fp(8|16|32)|bf16|awq|gptq|gguf|q\d(_[a-z0-9]+)*)$`)
+	})
 	// Date and version suffixes: -20250219, -2024-08-06, -0125, -v1.2, -latest, -exp, -preview.
-	dateSuffix = regexp.MustCompile(`-(\d{8}|\d{4}-\d{2}-\d{2}|\d{4}|v\d+(\.\d+)+|latest|exp|preview)$`)
+	dateSuffix = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`-(\d{8}|\d{4}-\d{2}-\d{2}|\d{4}|v\d+(\.\d+)+|latest|exp|preview)$`)
+	})
 )
 
 // NormalizeModelID is §1.2's normalisation: lower case, no provider prefix
@@ -66,10 +75,10 @@ func NormalizeModelID(id string) string {
 	if i := strings.LastIndexByte(s, '/'); i >= 0 {
 		s = s[i+1:]
 	}
-	s = colonSuffix.ReplaceAllString(s, "")
+	s = colonSuffix().ReplaceAllString(s, "")
 	for {
-		t := quantSuffix.ReplaceAllString(s, "")
-		t = dateSuffix.ReplaceAllString(t, "")
+		t := quantSuffix().ReplaceAllString(s, "")
+		t = dateSuffix().ReplaceAllString(t, "")
 		if t == s {
 			return s
 		}
@@ -80,7 +89,7 @@ func NormalizeModelID(id string) string {
 // KnownWindow is the input window of a known model family, or false.
 func KnownWindow(id string) (int, bool) {
 	n := NormalizeModelID(id)
-	for _, p := range windowPatterns {
+	for _, p := range windowPatterns() {
 		if p.re.MatchString(n) {
 			return p.window, true
 		}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/acpd/acpd/session/tokens"
@@ -455,7 +456,7 @@ func cutAt(s string, n int) string {
 
 // importRe finds @path tokens: at a line start or after whitespace, the
 // path starting with '.', '/', '~' or a letter or digit.
-var importRe = regexp.MustCompile(`(^|\s)@([./A-Za-z0-9_~][^\s` + "`" + `]*)`)
+var importRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|\s)@([./A-Za-z0-9_~][^\s` + "`" + `]*)`) })
 
 // expand writes text (a file in dir) to b with its @imports inlined; false
 // when it had to stop (b is full or ctx ended). stack holds the real paths
@@ -501,7 +502,7 @@ func (l *loader) expand(b *capped, text, dir string, stack []string, f *File) bo
 // expandSegment writes seg (text outside code) with its imports inlined.
 func (l *loader) expandSegment(b *capped, seg, dir string, stack []string, f *File) bool {
 	last := 0
-	for _, m := range importRe.FindAllStringSubmatchIndex(seg, -1) {
+	for _, m := range importRe().FindAllStringSubmatchIndex(seg, -1) {
 		// m[4]:m[5] is the path after '@'.
 		if !b.add(seg[last : m[4]-1]) {
 			return false

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // overflowMarkers are the texts providers use to refuse a request whose
@@ -53,7 +54,9 @@ func IsContextOverflow(err error) bool {
 // overflowCount finds the request's size in an overflow message:
 // "resulted in 52130 tokens", "you requested 52130 tokens", "prompt is too
 // long: 52130 tokens", "input token count (52130)".
-var overflowCount = regexp.MustCompile(`(?i)(?:resulted in|requested|too long:|token count \(|prompt contains)\s*(\d+)`)
+var overflowCount = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(?:resulted in|requested|too long:|token count \(|prompt contains)\s*(\d+)`)
+})
 
 // OverflowTokens is the request size an overflow error reports, 0 when it
 // names none.
@@ -62,7 +65,7 @@ func OverflowTokens(err error) int {
 	if !errors.As(err, &ae) {
 		return 0
 	}
-	m := overflowCount.FindStringSubmatch(ae.Message)
+	m := overflowCount().FindStringSubmatch(ae.Message)
 	if m == nil {
 		return 0
 	}
@@ -73,7 +76,9 @@ func OverflowTokens(err error) int {
 // overflowLimit finds the model's window in an overflow message: "maximum
 // context length is 48000 tokens", "Range of input length should be [1,
 // 30720]", "> 200000 maximum", "maximum number of tokens allowed (1048576)".
-var overflowLimit = regexp.MustCompile(`(?i)(?:maximum context length is|input length should be \[\d+,|tokens >|tokens allowed \()\s*(\d+)`)
+var overflowLimit = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(?:maximum context length is|input length should be \[\d+,|tokens >|tokens allowed \()\s*(\d+)`)
+})
 
 // OverflowLimit is the context window an overflow error names, 0 when it
 // names none.
@@ -82,7 +87,7 @@ func OverflowLimit(err error) int {
 	if !errors.As(err, &ae) {
 		return 0
 	}
-	m := overflowLimit.FindStringSubmatch(ae.Message)
+	m := overflowLimit().FindStringSubmatch(ae.Message)
 	if m == nil {
 		return 0
 	}

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 )
 
@@ -64,18 +63,31 @@ const (
 	DefaultSyncInterval = time.Second
 )
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-
 // ValidateID reports whether id is usable as a session id: it must match
 // ^[A-Za-z0-9_-]{1,128}$, which keeps it inside the data directory.
 func ValidateID(id string) error {
-	if !idRE.MatchString(id) {
+	if !validID(id) {
 		if len(id) > 40 {
 			id = id[:40] + "…"
 		}
 		return fmt.Errorf("%w %q: want 1-128 characters from A-Z a-z 0-9 _ -", ErrInvalidID, id)
 	}
 	return nil
+}
+
+// validID is ^[A-Za-z0-9_-]{1,128}$ as a loop: the regexp's bounded
+// repetition compiled to 128 states at every process start.
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // NewID returns a fresh random session id (128 bits, base32, 26 characters).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/acpd/acpd/loopdetect"
@@ -351,10 +352,10 @@ func metaToolName(meta json.RawMessage) string {
 
 // idNamed matches the ids agents build from the tool name: Gemini CLI's
 // `<tool>-<ms>-<n>` and `<tool>__<model's call id>`.
-var idNamed = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_.]*?)(?:-\d{10,}-\d+|__.+)$`)
+var idNamed = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_.]*?)(?:-\d{10,}-\d+|__.+)$`) })
 
 func idToolName(id string) string {
-	if m := idNamed.FindStringSubmatch(id); m != nil {
+	if m := idNamed().FindStringSubmatch(id); m != nil {
 		return m[1]
 	}
 	return ""

@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/acpd/acpd/session/model"
@@ -76,7 +77,7 @@ func New(opts Options) *Client {
 	return &Client{opts: opts, base: apiRoot(opts.BaseURL), streamer: model.NewStreamer(opts.HTTPOptions)}
 }
 
-var versioned = regexp.MustCompile(`/(v1|v1beta|v1alpha|v1beta1)(/|$)`)
+var versioned = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`/(v1|v1beta|v1alpha|v1beta1)(/|$)`) })
 
 // apiRoot is base with an API version.
 func apiRoot(base string) string {
@@ -84,7 +85,7 @@ func apiRoot(base string) string {
 	if base == "" {
 		return DefaultBaseURL
 	}
-	if versioned.MatchString(base) {
+	if versioned().MatchString(base) {
 		return base
 	}
 	return base + "/v1beta"
