@@ -137,6 +137,16 @@ func (s *HTTPStream) send(line []byte) error {
 	}
 	if sid != "" {
 		if err := s.openSession(sid); err != nil {
+			var c *conflict
+			if errors.As(err, &c) && m.Method != "" && len(m.ID) > 0 {
+				// As the SDK's client does: a 409 fails that session's
+				// request, not the connection, and the next message for
+				// the session opens its stream again.
+				s.mu.Lock()
+				delete(s.sessions, sid)
+				s.mu.Unlock()
+				return s.deliver(c.answer(m.ID), "")
+			}
 			return err
 		}
 	}
@@ -255,7 +265,11 @@ func (s *HTTPStream) stream(sid string, ready chan<- error) {
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
-			ready <- fmt.Errorf("GET stream %q: %s: %s", sid, resp.Status, body)
+			err := fmt.Errorf("GET stream %q: %s: %s", sid, resp.Status, body)
+			if resp.StatusCode == http.StatusConflict && sid != "" {
+				err = &conflict{err: err, body: string(body)}
+			}
+			ready <- err
 			return
 		}
 		ready <- nil
@@ -364,4 +378,28 @@ func (s *HTTPStream) Close() error {
 		err = nil
 	}
 	return err
+}
+
+// Drop goes away as a client whose process died or whose network failed
+// would: every stream is cut, and no DELETE is sent.
+func (s *HTTPStream) Drop() {
+	s.cancel()
+	s.streams.Wait()
+	s.pw.CloseWithError(io.EOF)
+}
+
+// conflict is a 409 on a session stream: that session may not be used on
+// this connection now (another connection holds it).
+type conflict struct {
+	err  error
+	body string
+}
+
+func (c *conflict) Error() string { return c.err.Error() }
+
+// answer is the error response the request id gets in place of the agent's.
+func (c *conflict) answer(id json.RawMessage) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{
+		"code": -32603, "message": c.err.Error(), "data": map[string]any{"status": http.StatusConflict, "body": c.body}}})
+	return b
 }

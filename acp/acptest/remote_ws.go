@@ -93,3 +93,11 @@ func (s *WSStream) Close() error {
 	<-s.done
 	return err
 }
+
+// Drop cuts the socket without a close frame, as a client whose process
+// died would.
+func (s *WSStream) Drop() {
+	_ = s.conn.CloseNow()
+	s.cancel()
+	<-s.done
+}

@@ -34,8 +34,9 @@ type conn struct {
 	active   int // open readers + requests being handled (idle clock)
 	idleAt   time.Time
 	idle     *time.Timer
-	ended    bool // end was called: no new input
-	finished bool // Serve returned: streams drain and close
+	drop     *time.Timer // runs once the connection stream lost its reader (HTTP)
+	ended    bool        // end was called: no new input
+	finished bool        // Serve returned: streams drain and close
 
 	endOnce sync.Once
 	done    chan struct{} // closed once Serve has returned
@@ -107,6 +108,9 @@ func (c *conn) end(reason string) {
 		c.h.remove(c)
 		c.mu.Lock()
 		c.ended = true
+		if c.drop != nil {
+			c.drop.Stop()
+		}
 		c.mu.Unlock()
 		c.idle.Stop()
 		c.in.Close()
@@ -160,6 +164,18 @@ func (c *conn) idleCheck() {
 	c.mu.Unlock()
 	if active == 0 && !ended && left <= 0 {
 		c.end("idle timeout")
+	}
+}
+
+// dropCheck ends the connection when its connection stream is still
+// without a reader DropGrace after it lost one.
+func (c *conn) dropCheck() {
+	c.mu.Lock()
+	s := c.streams[""]
+	gone := !c.ended && (s == nil || s.rd == nil)
+	c.mu.Unlock()
+	if gone {
+		c.end("connection stream closed and not reopened")
 	}
 }
 
@@ -291,11 +307,20 @@ func (c *conn) route(raw []byte) {
 		p, ok := c.pending[m.id]
 		if ok {
 			delete(c.pending, m.id)
-			// session/load is answered on the connection stream, as the
-			// SDK's own server does; other session-scoped replies follow
-			// their session's updates on its stream, keeping their order.
+			// Session-scoped replies follow their session's updates on its
+			// stream, keeping their order. session/load is answered on the
+			// connection stream, as the SDK's own server does, unless it
+			// succeeded and the session's stream is open: then the reply
+			// must come after the replay, which went to that stream, or a
+			// client takes the load as done with part of the conversation
+			// still to come.
 			if p.session != "" && p.method != "session/load" {
 				target = p.session
+			}
+			if p.session != "" && p.method == "session/load" && !m.isError {
+				if st := c.streams[p.session]; st != nil && st.rd != nil {
+					target = p.session
+				}
 			}
 			if p.session != "" && (p.method == "session/load" || p.method == "session/resume") {
 				if m.isError {
@@ -442,6 +467,9 @@ func (c *conn) attach(key string) (*stream, *reader, int, string) {
 	}
 	rd := &reader{wake: make(chan struct{}, 1), kill: make(chan struct{})}
 	s.rd = rd
+	if key == "" && c.drop != nil {
+		c.drop.Stop()
+	}
 	c.readers++
 	c.active++
 	if len(s.q) > 0 || s.closed {
@@ -464,6 +492,13 @@ func (c *conn) detachLocked(s *stream) {
 	s.rd = nil
 	c.readers--
 	c.idleDoneLocked()
+	if s.key == "" && !c.ws && !c.ended {
+		if c.drop == nil {
+			c.drop = time.AfterFunc(c.h.opts.DropGrace, c.dropCheck)
+		} else {
+			c.drop.Reset(c.h.opts.DropGrace)
+		}
+	}
 	if s.key != "" && len(s.q) == 0 && !s.lost && c.streams[s.key] == s {
 		delete(c.streams, s.key) // nothing held: forget it
 	}

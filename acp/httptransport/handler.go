@@ -80,6 +80,12 @@ type Options struct {
 	// IdleTimeout ends a connection that has had no open stream and no
 	// request for this long. Default 5 minutes.
 	IdleTimeout time.Duration
+	// DropGrace ends a Streamable HTTP connection whose connection stream
+	// closed and was not opened again within this time. The client is gone:
+	// the SDK's client takes that stream's end as the end of its transport
+	// and reconnects, if at all, on a new connection, which must not find
+	// the sessions still held for IdleTimeout. Default 10 s.
+	DropGrace time.Duration
 	// KeepAlive is the interval of SSE comment lines and WebSocket pings.
 	// Default 15 s (below the 60 s proxy timeouts of common ingresses).
 	KeepAlive time.Duration
@@ -120,6 +126,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 5 * time.Minute
+	}
+	if o.DropGrace <= 0 {
+		o.DropGrace = 10 * time.Second
 	}
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 15 * time.Second

@@ -163,9 +163,11 @@ func TestStatusCodes(t *testing.T) {
 }
 
 // TestSessionStreamBeforeLoad: the SDK opens a session's stream before
-// session/load of a session the connection never saw. It must be held,
-// receive the replay, and the load reply must come on the connection
-// stream; a failed load ends the held stream.
+// session/load of a session the connection never saw. It must be held and
+// receive the replay, and the load's reply must come after the replay, on
+// the same stream; a failed load is answered on the connection stream and
+// ends the held stream; a load with no session stream open is answered on
+// the connection stream.
 func TestSessionStreamBeforeLoad(t *testing.T) {
 	hs := newHarness(t, httptransport.Options{}, false)
 	conn := hs.initialize()
@@ -175,8 +177,8 @@ func TestSessionStreamBeforeLoad(t *testing.T) {
 	m := old.next()
 	require.Equal(t, "session/update", m["method"])
 	require.Contains(t, fmt.Sprint(m["params"]), "replayed")
-	m = cs.next()
-	require.EqualValues(t, 7, m["id"])
+	m = old.next()
+	require.EqualValues(t, 7, m["id"], "the reply follows the replay")
 	require.Contains(t, m, "result")
 
 	gone := hs.openSSE(conn, "gone")
@@ -188,6 +190,14 @@ func TestSessionStreamBeforeLoad(t *testing.T) {
 	// A loaded session keeps its stream.
 	hs.postOK(conn, "old", prompt(9, "old", "echo again"))
 	require.Contains(t, fmt.Sprint(old.next()["params"]), "again")
+
+	// No session stream open: the reply comes where the client reads.
+	conn2 := hs.initialize()
+	cs2 := hs.openSSE(conn2, "")
+	hs.postOK(conn2, "old", `{"jsonrpc":"2.0","id":10,"method":"session/load","params":{"sessionId":"old","cwd":"/tmp","mcpServers":[]}}`)
+	m = cs2.next()
+	require.EqualValues(t, 10, m["id"])
+	require.Contains(t, m, "result")
 }
 
 // TestHeldSessionOverflow: output for a session nobody reads is bounded;
@@ -223,6 +233,36 @@ func TestIdleTimeout(t *testing.T) {
 	require.Equal(t, 1, hs.h.Connections())
 	hs.postOK(conn, "", newSession(1))
 	require.EqualValues(t, 1, cs.next()["id"])
+}
+
+// TestDropGrace: a Streamable HTTP connection whose connection stream
+// closes ends once DropGrace has passed without a new one, cancelling the
+// turn it runs, long before its idle timeout; a stream opened again within
+// the grace keeps it.
+func TestDropGrace(t *testing.T) {
+	hs := newHarness(t, httptransport.Options{DropGrace: 500 * time.Millisecond, IdleTimeout: time.Hour}, false)
+	conn := hs.initialize()
+	cs := hs.openSSE(conn, "")
+	hs.postOK(conn, "", newSession(1))
+	sid := cs.next()["result"].(map[string]any)["sessionId"].(string)
+	ss := hs.openSSE(conn, sid)
+	hs.postOK(conn, sid, prompt(2, sid, "permission"))
+	require.Equal(t, "session/request_permission", ss.next()["method"], "the turn waits for the client")
+	cs.resp.Body.Close() // the client goes away without DELETE
+	eventually(t, "the dropped connection ended", func() bool { return hs.h.Connections() == 0 && hs.served.Load() == 1 })
+	require.EqualValues(t, 1, hs.prompts.Load(), "its turn was ended")
+
+	conn = hs.initialize()
+	cs = hs.openSSE(conn, "")
+	cs.resp.Body.Close()
+	eventually(t, "the stream opened again", func() bool {
+		// 409 until the server has seen the old reader go.
+		_, status := hs.tryOpenSSE(conn, "")
+		return status == http.StatusOK
+	})
+	time.Sleep(time.Second)
+	require.Equal(t, 1, hs.h.Connections(), "a connection stream opened again within the grace")
+	hs.postOK(conn, "", newSession(3))
 }
 
 // TestKeepAlive: an idle stream carries comment lines.

@@ -26,6 +26,11 @@ import (
 //     transcript's lock already refuses a second writer; the message says
 //     which holder), and a session stream or POST for it answers 409, which
 //     the SDK client takes as that session failing, not the connection.
+//   - A holder that is already ending (DELETE, WebSocket closed, its
+//     connection stream gone) is waited for, up to releaseWait, before a
+//     load, resume, delete or session stream of another connection is
+//     answered: a reconnect right after the old connection's end finds the
+//     session free.
 //   - Once the holder is gone the session is free: a dropped connection's
 //     running turn is cancelled (it answers `cancelled` into the void, its
 //     transcript records the cancellation), its transcripts are closed, and
@@ -70,6 +75,9 @@ type connAgent struct {
 	max    int
 	owners *owners
 	log    *slog.Logger
+	// await waits for an ending connection that holds a session to let go
+	// of it (Server.awaitRelease).
+	await func(ctx context.Context, self, sid string)
 
 	mu      sync.Mutex
 	live    map[string]bool
@@ -158,6 +166,7 @@ func (a *connAgent) NewSession(ctx context.Context, req *acp.NewSessionRequest) 
 }
 
 func (a *connAgent) LoadSession(ctx context.Context, req *acp.LoadSessionRequest) (*acp.LoadSessionResponse, error) {
+	a.await(ctx, a.id, req.SessionID)
 	r, err := a.reserve(req.SessionID)
 	if err != nil {
 		return nil, err
@@ -168,6 +177,7 @@ func (a *connAgent) LoadSession(ctx context.Context, req *acp.LoadSessionRequest
 }
 
 func (a *connAgent) ResumeSession(ctx context.Context, req *acp.ResumeSessionRequest) (*acp.LoadSessionResponse, error) {
+	a.await(ctx, a.id, req.SessionID)
 	r, err := a.reserve(req.SessionID)
 	if err != nil {
 		return nil, err
@@ -200,6 +210,7 @@ func (a *connAgent) CloseSession(ctx context.Context, req *acp.SessionIDRequest)
 }
 
 func (a *connAgent) DeleteSession(ctx context.Context, req *acp.SessionIDRequest) (*acp.Empty, error) {
+	a.await(ctx, a.id, req.SessionID)
 	resp, err := a.Manager.DeleteSession(ctx, req)
 	if err == nil {
 		a.forget(req.SessionID)
@@ -217,12 +228,12 @@ func (s *Server) serveConn(ctx context.Context, info httptransport.ConnInfo, r i
 	start := time.Now()
 	log := s.log.With("conn_id", info.ID)
 	log.Info("ACP connection opened", "remote", info.RemoteAddr, "transport", info.Transport, "user_agent", info.UserAgent)
-	s.addConn(info.ID)
+	lc := s.addConn(ctx, info.ID)
 	opts := s.opts.Session
 	opts.Logger = log
 	conn := acp.NewConn(r, w, acp.Options{Logger: log, Trace: s.opts.Trace, MaxLineBytes: int(s.opts.Config.MaxMessageBytes)})
 	a := &connAgent{Manager: session.NewManager(conn, opts), id: info.ID, max: s.opts.Config.MaxSessionsPerConnection,
-		owners: s.owners, log: log, live: map[string]bool{}}
+		owners: s.owners, log: log, await: s.awaitRelease, live: map[string]bool{}}
 	err := conn.Serve(ctx, a)
 	// Close cancels what still runs and closes every transcript, so the
 	// sessions are free for the next connection.
@@ -236,14 +247,16 @@ func (s *Server) serveConn(ctx context.Context, info httptransport.ConnInfo, r i
 	for _, id := range ids {
 		a.owners.drop(id, a.id)
 	}
-	s.dropConn(info.ID)
+	s.dropConn(info.ID, lc)
 	log.Info("ACP connection closed", "remote", info.RemoteAddr, "duration", time.Since(start).Round(time.Millisecond).String(), "sessions", len(ids))
 	return err
 }
 
 // sessionAllowed answers the transport before a connection names a
-// session it has not attached: no when another connection holds it.
-func (s *Server) sessionAllowed(_ context.Context, info httptransport.ConnInfo, sessionID string) bool {
+// session it has not attached: no when another connection holds it (one
+// that is ending is waited for first).
+func (s *Server) sessionAllowed(ctx context.Context, info httptransport.ConnInfo, sessionID string) bool {
+	s.awaitRelease(ctx, info.ID, sessionID)
 	other, ok := s.owners.owner(sessionID)
 	return !ok || other == info.ID
 }

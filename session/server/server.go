@@ -66,7 +66,7 @@ type Server struct {
 	owners *owners
 
 	mu    sync.Mutex
-	conns map[string]bool // live ACP connection ids
+	conns map[string]*liveConn // by ACP connection id
 
 	transport *httptransport.Handler
 	http      *http.Server
@@ -87,7 +87,7 @@ func New(opts Options) (*Server, error) {
 	if err := CheckAddress(c.Listen, c.TLSCert != ""); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, owners: &owners{by: map[string]string{}}, conns: map[string]bool{}}
+	s := &Server{opts: opts, log: opts.Logger, owners: &owners{by: map[string]string{}}, conns: map[string]*liveConn{}}
 	if c.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
 		if err != nil {
@@ -231,16 +231,29 @@ func (s *Server) Serve(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) addConn(id string) {
-	s.mu.Lock()
-	s.conns[id] = true
-	s.mu.Unlock()
+// liveConn is a connection being served: ending is its context, cancelled
+// once the transport ends it; done closes when it has let go of its
+// sessions.
+type liveConn struct {
+	ending context.Context
+	done   chan struct{}
 }
 
-func (s *Server) dropConn(id string) {
+func (s *Server) addConn(ctx context.Context, id string) *liveConn {
+	lc := &liveConn{ending: ctx, done: make(chan struct{})}
 	s.mu.Lock()
-	delete(s.conns, id)
+	s.conns[id] = lc
 	s.mu.Unlock()
+	return lc
+}
+
+func (s *Server) dropConn(id string, lc *liveConn) {
+	s.mu.Lock()
+	if s.conns[id] == lc {
+		delete(s.conns, id)
+	}
+	s.mu.Unlock()
+	close(lc.done)
 }
 
 func (s *Server) isConn(id string) bool {
@@ -249,7 +262,36 @@ func (s *Server) isConn(id string) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.conns[id]
+	return s.conns[id] != nil
+}
+
+// releaseWait bounds how long a request waits for an ending connection to
+// let go of a session (its turn cancelled, its transcript closed).
+const releaseWait = 10 * time.Second
+
+// awaitRelease waits, when session sid is held by another connection that
+// is already ending, until that connection has let go of it. A client that
+// reconnects right after ending its old connection (the SDK's http client
+// sends the DELETE without waiting for it) then finds the session free
+// instead of refused. A holder that is not ending is not waited for.
+func (s *Server) awaitRelease(ctx context.Context, self, sid string) {
+	other, ok := s.owners.owner(sid)
+	if !ok || other == self {
+		return
+	}
+	s.mu.Lock()
+	lc := s.conns[other]
+	s.mu.Unlock()
+	if lc == nil || lc.ending.Err() == nil {
+		return
+	}
+	t := time.NewTimer(releaseWait)
+	defer t.Stop()
+	select {
+	case <-lc.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // health answers GET /healthz. Without credentials it says only "up" (204,
