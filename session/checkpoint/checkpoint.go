@@ -33,6 +33,9 @@ type Store struct {
 	mu     sync.Mutex
 	caches map[string]*rootCache
 	packs  map[string]*pack
+
+	watchOnce sync.Once
+	watcher   *watcher
 }
 
 // Open opens (creating) the store under dataDir.

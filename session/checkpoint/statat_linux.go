@@ -23,6 +23,7 @@ func statOf(st *unix.Stat_t) fileStat {
 			dev:   st.Dev,
 			mode:  st.Mode,
 		},
+		nlink: uint64(st.Nlink),
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
@@ -40,18 +41,34 @@ func pathErr(op, abs, name string, err error) error {
 	return &fs.PathError{Op: op, Path: abs + "/" + name, Err: err}
 }
 
+// lstatAt lstats name in the open folder dir (abs its path), or abs/name
+// with dir nil.
 func lstatAt(dir *os.File, abs, name string) (fileStat, error) {
 	var st unix.Stat_t
+	fd := unix.AT_FDCWD
+	if dir != nil {
+		fd = int(dir.Fd())
+	} else {
+		name = abs + "/" + name
+	}
 	for {
-		err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return fileStat{}, pathErr("lstat", abs, name, err)
+			return fileStat{}, &fs.PathError{Op: "lstat", Path: name, Err: err}
 		}
 		return statOf(&st), nil
 	}
+}
+
+func statFile(f *os.File) (fileStat, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fileStat{}, &fs.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	}
+	return statOf(&st), nil
 }
 
 func readlinkAt(dir *os.File, abs, name string) (string, error) {

@@ -38,6 +38,14 @@ func lstatAt(_ *os.File, abs, name string) (fileStat, error) {
 	return statOf(fi), nil
 }
 
+func statFile(f *os.File) (fileStat, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return fileStat{}, err
+	}
+	return statOf(fi), nil
+}
+
 func readlinkAt(_ *os.File, abs, name string) (string, error) {
 	return os.Readlink(filepath.Join(abs, name))
 }

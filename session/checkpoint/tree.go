@@ -87,6 +87,13 @@ type dirList struct {
 	racy []bool
 	// id is the folder's object in the store, once stored.
 	id string
+	// ino is the folder's inode when it was listed; volatile says it holds
+	// a racy file or one with several links, so it is listed at every walk
+	// even when watched; gitignore is the stat of its .gitignore (zero for
+	// none).
+	ino       uint64
+	volatile  bool
+	gitignore statKey
 }
 
 func (d *dirList) find(name string) int {

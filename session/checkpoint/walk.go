@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -47,7 +49,9 @@ type statKey struct {
 	mode  uint32
 }
 
-const racyWindow = 2 * time.Second
+// racyWindow is a variable for the tests only, which shorten it rather
+// than wait.
+var racyWindow = 2 * time.Second
 
 func (k statKey) racy(start time.Time) bool {
 	edge := start.Add(-racyWindow).UnixNano()
@@ -56,9 +60,10 @@ func (k statKey) racy(start time.Time) bool {
 
 // fileStat is a path's lstat, as the walk needs it.
 type fileStat struct {
-	kind fs.FileMode // fs.ModeDir, fs.ModeSymlink, 0 (regular) or fs.ModeIrregular
-	perm fs.FileMode
-	key  statKey
+	kind  fs.FileMode // fs.ModeDir, fs.ModeSymlink, 0 (regular) or fs.ModeIrregular
+	perm  fs.FileMode
+	key   statKey
+	nlink uint64
 }
 
 // rootCache is one workspace root's last snapshot, folder by folder,
@@ -66,8 +71,23 @@ type fileStat struct {
 // stat data did not change is not read again, and a folder whose listing
 // did not change is not encoded, hashed or stored again.
 type rootCache struct {
-	mu   sync.Mutex
-	dirs map[string]*dirList // by slash-separated folder, "." the root
+	// storing is held by a walk that stores: the events it takes are
+	// accounted against the listings it leaves, so two such walks of one
+	// root run one after the other.
+	storing sync.Mutex
+	mu      sync.Mutex
+	dirs    map[string]*dirList // by slash-separated folder, "." the root
+	// With a watcher (see watcher): the folders watched, the folders with
+	// an event since the last walk, all after an overflow; exclude is the
+	// stat of .git/info/exclude at the last walk.
+	watch   bool
+	watched map[string]bool
+	dirty   map[string]bool
+	all     bool
+	exclude statKey
+	// reused is how many folders the last walk took from the one before
+	// without reading them.
+	reused int
 }
 
 func (s *Store) cache(root string) *rootCache {
@@ -75,7 +95,13 @@ func (s *Store) cache(root string) *rootCache {
 	defer s.mu.Unlock()
 	rc := s.caches[root]
 	if rc == nil {
-		rc = &rootCache{dirs: map[string]*dirList{}}
+		s.watchOnce.Do(func() {
+			if s.watcher = newWatcher(); s.watcher != nil {
+				runtime.AddCleanup(s, (*watcher).close, s.watcher)
+			}
+		})
+		rc = &rootCache{dirs: map[string]*dirList{}, watched: map[string]bool{}, dirty: map[string]bool{}, all: true}
+		rc.watch = s.watcher.usable(root)
 		s.caches[root] = rc
 	}
 	return rc
@@ -126,23 +152,43 @@ func (s *Store) walk(root string, pk *pack) (tree, error) {
 // the cache is updated; with pk nil nothing is stored.
 func (s *Store) scan(root string, pk *pack) (map[string]*dirList, error) {
 	rc := s.cache(root)
-	rc.mu.Lock()
-	prev := rc.dirs
-	rc.mu.Unlock()
+	if pk != nil {
+		rc.storing.Lock()
+		defer rc.storing.Unlock()
+	}
 	rr, err := os.OpenRoot(root)
 	if err != nil {
 		return nil, err
 	}
 	defer rr.Close()
-	ign := tools.NewIgnorer(rr)
 	start := time.Now()
+	// The folders changed since the last walk, as of now: an event after
+	// this point is seen by the next walk, since every folder listed below
+	// is watched before it is read.
+	var nw narrow
+	if pk != nil && rc.watch {
+		s.watcher.drain()
+		excl, _ := lstatAt(nil, root, ".git/info/exclude")
+		rc.mu.Lock()
+		nw = narrow{w: s.watcher, rc: rc, dirty: rc.dirty, watched: maps.Clone(rc.watched), all: rc.all || excl.key != rc.exclude}
+		rc.dirty, rc.all, rc.exclude = map[string]bool{}, false, excl.key
+		rc.mu.Unlock()
+	}
+	rc.mu.Lock()
+	prev := rc.dirs
+	rc.mu.Unlock()
+	rootStat, err := lstatAt(nil, filepath.Dir(root), filepath.Base(root))
+	if err != nil {
+		return nil, err
+	}
+	ign := tools.NewIgnorer(rr)
 	var (
 		mu      sync.Mutex
 		firstEr error
 		failed  atomic.Bool
 		count   atomic.Int64
 		wg      sync.WaitGroup
-		queue   = make(chan string, 1024)
+		queue   = make(chan dirItem, 1024)
 		pending sync.WaitGroup
 		out     = make(map[string]*dirList, len(prev)+1)
 	)
@@ -154,7 +200,7 @@ func (s *Store) scan(root string, pk *pack) (map[string]*dirList, error) {
 		mu.Unlock()
 		failed.Store(true)
 	}
-	enqueue := func(dir string) {
+	enqueue := func(dir dirItem) {
 		pending.Add(1)
 		select {
 		case queue <- dir:
@@ -162,9 +208,10 @@ func (s *Store) scan(root string, pk *pack) (map[string]*dirList, error) {
 			go func() { queue <- dir }()
 		}
 	}
-	visit := func(dir string) {
+	visit := func(item dirItem) {
 		defer pending.Done()
-		d, subdirs, err := s.listDir(rr, ign, root, dir, prev[dir], pk, start)
+		dir := item.dir
+		d, subdirs, err := s.listDir(rr, ign, root, item, prev[dir], pk, start, &nw)
 		if err != nil {
 			setErr(err)
 			return
@@ -194,11 +241,21 @@ func (s *Store) scan(root string, pk *pack) (map[string]*dirList, error) {
 			}
 		})
 	}
-	enqueue(".")
+	enqueue(dirItem{dir: ".", ino: rootStat.key.ino})
 	pending.Wait()
 	close(queue)
 	wg.Wait()
+	// A walk that fails lost the marks it took: the next one lists
+	// everything.
+	relist := func() {
+		if nw.rc != nil {
+			rc.mu.Lock()
+			rc.all = true
+			rc.mu.Unlock()
+		}
+	}
 	if firstEr != nil {
+		relist()
 		return nil, firstEr
 	}
 	if out["."] == nil {
@@ -220,10 +277,11 @@ func (s *Store) scan(root string, pk *pack) (map[string]*dirList, error) {
 		return out, nil
 	}
 	if err := storeDirs(out, prev, pk); err != nil {
+		relist()
 		return nil, err
 	}
 	rc.mu.Lock()
-	rc.dirs = out
+	rc.dirs, rc.reused = out, int(nw.reused.Load())
 	rc.mu.Unlock()
 	return out, nil
 }
@@ -269,12 +327,61 @@ func storeDirs(out, prev map[string]*dirList, pk *pack) error {
 	return nil
 }
 
+// dirItem is a folder the walk is to read: its inode as its parent's
+// listing saw it, and stale when a .gitignore above it changed (the last
+// listing's choice of what is ignored no longer holds).
+type dirItem struct {
+	dir   string
+	ino   uint64
+	stale bool
+}
+
+// narrow is what a walk knows from the watcher; rc nil: nothing, every
+// folder is listed.
+type narrow struct {
+	w              *watcher
+	rc             *rootCache
+	dirty, watched map[string]bool
+	all            bool
+	reused         atomic.Int64
+}
+
+// reusable reports whether the folder's last listing still holds without
+// reading it: watched since before it was listed, no event since, the same
+// inode, nothing in it volatile, no .gitignore above it changed.
+func (n *narrow) reusable(item dirItem, prev *dirList, prevStored bool) bool {
+	return n.rc != nil && !n.all && !item.stale && prevStored && !prev.volatile && prev.ino == item.ino &&
+		n.watched[item.dir] && !n.dirty[item.dir]
+}
+
+func (d *dirList) subdirs(dir string, stale bool) []dirItem {
+	var out []dirItem
+	for i, e := range d.ents {
+		if e.Type == TypeDir {
+			out = append(out, dirItem{dir: childPath(dir, d.names[i]), ino: d.keys[i].ino, stale: stale})
+		}
+	}
+	return out
+}
+
 // listDir reads one folder (slash-separated, relative to root), reusing
 // the hashes of prev (its listing in the last snapshot) for files whose
-// stat data is unchanged and not racy. It returns the listing (nil when the
-// folder is gone) and the subfolders to read.
-func (s *Store) listDir(rr *os.Root, ign *tools.Ignorer, root, dir string, prev *dirList, pk *pack, start time.Time) (*dirList, []string, error) {
+// stat data is unchanged and not racy, or prev whole when the watcher
+// says nothing in it changed. It returns the listing (nil when the folder
+// is gone) and the subfolders to read.
+func (s *Store) listDir(rr *os.Root, ign *tools.Ignorer, root string, item dirItem, prev *dirList, pk *pack, start time.Time, nw *narrow) (*dirList, []dirItem, error) {
+	dir := item.dir
 	ign.EnterDir(dir)
+	// Every file of prev is in pk when prev's listing is: a listing is
+	// stored after the files it names.
+	prevStored := prev != nil && prev.id != "" && pk != nil && pk.has(prev.id)
+	if nw.reusable(item, prev, prevStored) {
+		nw.reused.Add(1)
+		d := *prev
+		d.names, d.ents = slices.Clone(prev.names), slices.Clone(prev.ents)
+		d.keys, d.racy = slices.Clone(prev.keys), slices.Clone(prev.racy)
+		return &d, d.subdirs(dir, false), nil
+	}
 	f, err := rr.Open(filepath.FromSlash(dir))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
@@ -283,6 +390,15 @@ func (s *Store) listDir(rr *os.Root, ign *tools.Ignorer, root, dir string, prev 
 		return nil, nil, err
 	}
 	defer f.Close()
+	if nw.rc != nil && nw.w.add(f, nw.rc, dir) {
+		nw.rc.mu.Lock()
+		nw.rc.watched[dir] = true
+		nw.rc.mu.Unlock()
+	}
+	self, err := statFile(f)
+	if err != nil {
+		return nil, nil, err
+	}
 	// Names only: the entries are lstat'ed below, once each (a listing's
 	// own types would cost a second lstat per entry for a folder opened
 	// through a root).
@@ -298,16 +414,14 @@ func (s *Store) listDir(rr *os.Root, ign *tools.Ignorer, root, dir string, prev 
 	if dir != "." {
 		abs = filepath.Join(root, filepath.FromSlash(dir))
 	}
-	// Every file of prev is in pk when prev's listing is: a listing is
-	// stored after the files it names.
-	prevStored := prev != nil && prev.id != "" && pk != nil && pk.has(prev.id)
 	d := &dirList{
+		ino:   self.key.ino,
 		names: make([]string, 0, len(names)),
 		ents:  make([]Entry, 0, len(names)),
 		keys:  make([]statKey, 0, len(names)),
 		racy:  make([]bool, 0, len(names)),
 	}
-	var subdirs []string
+	gitignoreRacy := false
 	for _, name := range names {
 		if skipName(name) {
 			continue
@@ -318,6 +432,12 @@ func (s *Store) listDir(rr *os.Root, ign *tools.Ignorer, root, dir string, prev 
 				continue // gone since the listing
 			}
 			return nil, nil, err
+		}
+		if name == ".gitignore" {
+			d.gitignore, gitignoreRacy = st.key, st.key.racy(start)
+		}
+		if st.kind == 0 && st.nlink > 1 {
+			d.volatile = true // a write through its other name is not this folder's event
 		}
 		if st.kind == fs.ModeIrregular {
 			continue // devices, pipes, sockets: nothing to restore
@@ -333,8 +453,7 @@ func (s *Store) listDir(rr *os.Root, ign *tools.Ignorer, root, dir string, prev 
 		)
 		switch st.kind {
 		case fs.ModeDir:
-			e = Entry{Type: TypeDir, Mode: st.perm}
-			subdirs = append(subdirs, rel)
+			e, key = Entry{Type: TypeDir, Mode: st.perm}, st.key
 		case fs.ModeSymlink:
 			target, err := readlinkAt(f, abs, name)
 			if err != nil {
@@ -382,6 +501,10 @@ func (s *Store) listDir(rr *os.Root, ign *tools.Ignorer, root, dir string, prev 
 		d.ents = append(d.ents, e)
 		d.keys = append(d.keys, key)
 		d.racy = append(d.racy, racy)
+		if racy {
+			d.volatile = true
+		}
 	}
-	return d, subdirs, nil
+	stale := item.stale || prev == nil || prev.gitignore != d.gitignore || gitignoreRacy
+	return d, d.subdirs(dir, stale), nil
 }
