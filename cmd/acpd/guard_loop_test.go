@@ -17,8 +17,9 @@ import (
 
 // pollScenario makes srv play one turn of n read_file calls of status.txt,
 // one per response. With changing set, the file is rewritten before every
-// response, so each read returns a new status.
-func pollScenario(srv *modeltest.Server, ws string, n int, changing bool) {
+// response, so each read returns a new status. From call switchAt on (0:
+// never) the model changes approach: it reads a different file each time.
+func pollScenario(srv *modeltest.Server, ws string, n int, changing bool, switchAt int) {
 	var mu sync.Mutex
 	served := 0
 	status := filepath.Join(ws, "status.txt")
@@ -33,11 +34,15 @@ func pollScenario(srv *modeltest.Server, ws string, n int, changing bool) {
 			return modeltest.Response{Text: "done"}, true
 		}
 		served++
-		if changing {
+		path := status
+		if switchAt > 0 && served >= switchAt {
+			path = filepath.Join(ws, fmt.Sprintf("other_%d.txt", served))
+			_ = os.WriteFile(path, []byte(fmt.Sprintf("other %d\n", served)), 0o644)
+		} else if changing {
 			_ = os.WriteFile(status, []byte(fmt.Sprintf("step %d running\n", served)), 0o644)
 		}
 		return modeltest.Response{ToolCalls: []modeltest.ToolCall{{ID: fmt.Sprintf("call_%d", served), Name: "read_file",
-			Arguments: fmt.Sprintf(`{"file_path":%q}`, status)}}, WholeArguments: true}, true
+			Arguments: fmt.Sprintf(`{"file_path":%q}`, path)}}, WholeArguments: true}, true
 	})
 }
 
@@ -55,17 +60,21 @@ func TestGuard_InnerAcpdStuckSignal(t *testing.T) {
 		changing bool
 		reason   string // "" for end_turn
 		calls    int
+		switchAt int // the call from which the model reads other files (0: never)
 	}{
-		{"calls, changing", nil, true, "stuck", 101},
-		{"results, changing", []string{"--stuck-signal", "results"}, true, "", 0},
-		{"results, unchanging", []string{"--stuck-signal", "results"}, false, "stuck", 101},
-		{"results and warn, unchanging", []string{"--stuck-signal", "results", "--loop-recovery", "warn"}, false, "stuck_after_warning", 102},
+		{"calls, changing", nil, true, "stuck", 101, 0},
+		{"results, changing", []string{"--stuck-signal", "results"}, true, "", 0, 0},
+		{"results, unchanging", []string{"--stuck-signal", "results"}, false, "stuck", 101, 0},
+		{"results and warn, unchanging", []string{"--stuck-signal", "results", "--loop-recovery", "warn"}, false, "stuck_after_warning", 102, 0},
+		// Warned at call 101, the model reads other files from call 102 on.
+		{"results and warn, changes approach", []string{"--stuck-signal", "results", "--loop-recovery", "warn"}, false, "", 0, 102},
+		{"calls and warn, changes approach", []string{"--loop-recovery", "warn"}, false, "", 0, 102},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := modeltest.NewServer(t)
 			a := innerAcpd(t, srv)
-			pollScenario(srv, a.ws, 130, tt.changing)
+			pollScenario(srv, a.ws, 130, tt.changing, tt.switchAt)
 			g := startGuard(t, a, t.TempDir(), tt.flags...)
 			sid := g.newSession(a.ws)
 			stop, e := g.prompt(sid, "poll")
@@ -78,14 +87,17 @@ func TestGuard_InnerAcpdStuckSignal(t *testing.T) {
 				assert.EqualValues(t, tt.calls, d["toolCalls"])
 				if strings.Contains(tt.name, "warn") {
 					assert.Equal(t, true, d["warned"])
-					g.mu.Lock()
-					shown := false
-					for _, u := range g.updates {
-						shown = shown || strings.Contains(string(u), "Repeating it again will stop this turn")
-					}
-					g.mu.Unlock()
-					assert.True(t, shown, "the editor is shown the warning")
 				}
+			}
+			if strings.Contains(tt.name, "warn") {
+				// Shown once, whether the turn then stopped or went on.
+				g.mu.Lock()
+				shown := 0
+				for _, u := range g.updates {
+					shown += strings.Count(string(u), "Repeating it again will stop this turn")
+				}
+				g.mu.Unlock()
+				assert.Equal(t, 1, shown, "the editor is shown the warning once")
 			}
 			g.closeAndCheck()
 		})
