@@ -119,7 +119,8 @@ func TestGuard_ClaudeAgentACP(t *testing.T) {
 			srv := anthropictest.NewServer(t)
 			a := claudeAgent(t, srv)
 			claudeScript(srv, a.ws, tt.n, tt.args)
-			g := startGuard(t, a, t.TempDir(), tt.flags...)
+			data := t.TempDir()
+			g := startGuard(t, a, data, tt.flags...)
 			sid := g.newSession(a.ws)
 			stop, e := g.prompt(sid, "read the file")
 			if tt.loop == "" {
@@ -136,6 +137,16 @@ func TestGuard_ClaudeAgentACP(t *testing.T) {
 				} else {
 					assert.EqualValues(t, 6, d["repeatCount"])
 				}
+			}
+			// What the guard recorded is keyed as it counted: one key for
+			// the identical calls, one per distinct call.
+			g.closeAndCheck()
+			distinct, maxRepeat := statsKeys(t, a, data)
+			if tt.loop == "" {
+				assert.Equal(t, tt.n, distinct, "acpd stats: a key per distinct call")
+			} else {
+				assert.Equal(t, 1, distinct, "acpd stats: one key for the identical calls")
+				assert.EqualValues(t, loopData(t, e)["maxKeyRepeat"], maxRepeat)
 			}
 			// The adapter's placeholder first frame is what this test is
 			// about: the crossing call must not be keyed on it.

@@ -110,7 +110,8 @@ func TestGuard_CodexACP(t *testing.T) {
 			srv.SetLaxReasoning(true)
 			a := codexAgent(t, srv)
 			codexScript(srv, tt.n, tt.cmd)
-			g := startGuard(t, a, t.TempDir(), tt.flags...)
+			data := t.TempDir()
+			g := startGuard(t, a, data, tt.flags...)
 			sid := g.newSession(a.ws)
 			stop, e := g.prompt(sid, "list the files")
 			if tt.loop == "" {
@@ -126,6 +127,16 @@ func TestGuard_CodexACP(t *testing.T) {
 				} else {
 					assert.EqualValues(t, 6, d["repeatCount"])
 				}
+			}
+			// What the guard recorded is keyed as it counted: one key for
+			// the identical calls, one per distinct call.
+			g.closeAndCheck()
+			distinct, maxRepeat := statsKeys(t, a, data)
+			if tt.loop == "" {
+				assert.Equal(t, tt.n, distinct, "acpd stats: a key per distinct call")
+			} else {
+				assert.Equal(t, 1, distinct, "acpd stats: one key for the identical calls")
+				assert.EqualValues(t, loopData(t, e)["maxKeyRepeat"], maxRepeat)
 			}
 			if testing.Verbose() {
 				g.mu.Lock()

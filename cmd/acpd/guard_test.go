@@ -426,3 +426,23 @@ func TestGuard_ConfigFile(t *testing.T) {
 	assert.Equal(t, "explicit", d["capReason"], "100 set in a file is a hard cap, not the adaptive default")
 	assert.EqualValues(t, 101, d["toolCalls"])
 }
+
+// statsKeys runs `acpd stats` on the guard's data folder and returns the
+// first turn's count of distinct (tool, args) keys and its highest repeat:
+// how the guard keyed the agent's calls in what it recorded.
+func statsKeys(t *testing.T, a guardAgent, data string) (distinct, maxRepeat int) {
+	t.Helper()
+	cmd := exec.Command(acpdBinary(t), "stats", "--config", os.DevNull, "--data-dir", data, "--format", "json")
+	cmd.Env = a.env
+	out, err := cmd.Output()
+	require.NoError(t, err, "acpd stats")
+	var rep struct {
+		Turns []struct {
+			DistinctKeys int `json:"distinctKeys"`
+			MaxRepeat    int `json:"maxRepeat"`
+		} `json:"turns"`
+	}
+	require.NoError(t, json.Unmarshal(out, &rep), string(out))
+	require.Len(t, rep.Turns, 1, string(out))
+	return rep.Turns[0].DistinctKeys, rep.Turns[0].MaxRepeat
+}
