@@ -89,6 +89,9 @@ func TestE2E_GeminiThinkingToolTurn(t *testing.T) {
 		require.NotNil(t, r.GenerationConfig, "request %d", i)
 		assert.JSONEq(t, `{"includeThoughts":true,"thinkingLevel":"high"}`, string(r.GenerationConfig.ThinkingConfig), "request %d", i)
 	}
+	for i := 1; i < len(reqs); i++ {
+		assertStablePrefix(t, reqs[i-1].Body, reqs[i].Body, "contents", "systemInstruction", "tools", "toolConfig", "generationConfig")
+	}
 	sigs := firstCallSignatures(reqs[2])
 	require.Len(t, sigs, 2)
 	for _, s := range sigs {
@@ -172,4 +175,26 @@ func TestE2E_GeminiOverflowCompactsAndRetries(t *testing.T) {
 	}
 	assert.Equal(t, 1, refused, "one refusal, then compaction kept the requests inside")
 	assert.Equal(t, 4, srv.Served())
+}
+
+// assertStablePrefix checks that next repeats prev's request byte for byte
+// where a prefix cache reads it: every field in fixed, and each element of
+// prev's list (contents, input) at the same place in next's. A provider's
+// implicit cache matches the prompt from its start, so one re-encoded
+// earlier turn (a reordered key, a changed number) would miss it all.
+func assertStablePrefix(t *testing.T, prev, next []byte, list string, fixed ...string) {
+	t.Helper()
+	var a, b map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(prev, &a))
+	require.NoError(t, json.Unmarshal(next, &b))
+	for _, f := range fixed {
+		assert.Equal(t, string(a[f]), string(b[f]), "field %s changed between requests", f)
+	}
+	var la, lb []json.RawMessage
+	require.NoError(t, json.Unmarshal(a[list], &la))
+	require.NoError(t, json.Unmarshal(b[list], &lb))
+	require.Greater(t, len(lb), len(la), "the conversation grew")
+	for i := range la {
+		assert.Equal(t, string(la[i]), string(lb[i]), "%s[%d] re-encoded differently", list, i)
+	}
 }

@@ -90,6 +90,9 @@ func TestE2E_ResponsesReasoningToolTurn(t *testing.T) {
 		assert.JSONEq(t, `{"effort":"medium","summary":"auto"}`, string(r.Reasoning), "request %d", i)
 		assert.Equal(t, key, r.PromptCacheKey, "one cache key for the session")
 	}
+	for i := 1; i < len(reqs); i++ {
+		assertStablePrefix(t, reqs[i-1].Body, reqs[i].Body, "input", "instructions", "tools", "prompt_cache_key", "reasoning", "include", "store")
+	}
 	first := reasoningItems(reqs[2])
 	assert.Len(t, first, 2, "both reasoning items went back with their calls")
 
