@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 )
 
 // NormalizeArgs turns a call's concatenated argument text into a JSON
@@ -104,4 +105,26 @@ func harmlessTail(rest []byte, first json.RawMessage) bool {
 func rawString(raw []byte) json.RawMessage {
 	b, _ := json.Marshal(string(raw)) // a string always marshals
 	return b
+}
+
+// ArgumentsText is a call's arguments as the text protocols that carry them
+// as a string (chat, Responses) send back in history: compact JSON, or the
+// model's own text for a call that was invalid, so the model sees what it
+// wrote rather than the JSON string it was wrapped in.
+func (tc ToolCall) ArgumentsText() string {
+	raw := bytes.TrimSpace(tc.Arguments)
+	if len(raw) == 0 {
+		return "{}"
+	}
+	if tc.Invalid != "" && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return strings.TrimSpace(string(raw))
+	}
+	return buf.String()
 }

@@ -111,6 +111,17 @@ var errIdle = errors.New("no data from the model server")
 // iterating; it never reaches the consumer.
 var ErrStopped = errors.New("iteration stopped")
 
+// Emit hands evs to emit in order, for a Call's Read: it stops at the first
+// one emit refuses and reports that as ErrStopped.
+func Emit(emit func(Event) bool, evs ...Event) error {
+	for _, ev := range evs {
+		if !emit(ev) {
+			return ErrStopped
+		}
+	}
+	return nil
+}
+
 // Stream runs c, yielding its events. Failed attempts are retried per the
 // options; an attempt that already yielded events is followed by
 // EventRetry before the next one, so the consumer drops that attempt's

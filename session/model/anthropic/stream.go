@@ -375,14 +375,6 @@ func Read(body io.Reader, emit func(model.Event) bool) error {
 	r := sse.NewReader(body)
 	defer r.Release()
 	p := NewParser()
-	send := func(evs []model.Event) error {
-		for _, ev := range evs {
-			if !emit(ev) {
-				return model.ErrStopped
-			}
-		}
-		return nil
-	}
 	for {
 		kind, data, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -401,7 +393,7 @@ func Read(body io.Reader, emit func(model.Event) bool) error {
 		if err != nil {
 			return err
 		}
-		if err := send(evs); err != nil {
+		if err := model.Emit(emit, evs...); err != nil {
 			return err
 		}
 	}
@@ -409,5 +401,5 @@ func Read(body io.Reader, emit func(model.Event) bool) error {
 	if err != nil {
 		return err
 	}
-	return send(evs)
+	return model.Emit(emit, evs...)
 }

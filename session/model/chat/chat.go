@@ -102,14 +102,6 @@ func (c *Client) Stream(ctx context.Context, req model.Request) iter.Seq2[model.
 func streamSSE(body io.Reader, a *Assembler, emit func(model.Event) bool) error {
 	r := sse.NewReader(body)
 	defer r.Release()
-	send := func(evs []model.Event) error {
-		for _, ev := range evs {
-			if !emit(ev) {
-				return model.ErrStopped
-			}
-		}
-		return nil
-	}
 read:
 	for {
 		kind, data, err := r.Next()
@@ -129,7 +121,7 @@ read:
 			if err != nil {
 				return err
 			}
-			if err := send(evs); err != nil {
+			if err := model.Emit(emit, evs...); err != nil {
 				return err
 			}
 		}
@@ -138,5 +130,5 @@ read:
 	if err != nil {
 		return err
 	}
-	return send(evs)
+	return model.Emit(emit, evs...)
 }

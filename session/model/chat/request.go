@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 
 	segjson "github.com/segmentio/encoding/json"
@@ -342,7 +341,7 @@ func buildRequest(req model.Request, cache *MessageCache, markers bool) (request
 				}
 				cm.ToolCalls = append(cm.ToolCalls, chatToolCall{
 					ID: id, Type: "function",
-					Function:     chatFunction{Name: tc.Name, Arguments: argumentsText(tc)},
+					Function:     chatFunction{Name: tc.Name, Arguments: tc.ArgumentsText()},
 					ExtraContent: thinkingRaw(tc.Thinking, TypeExtraContent),
 				})
 			}
@@ -421,26 +420,6 @@ func buildRequest(req model.Request, cache *MessageCache, markers bool) (request
 	body := newRequestBody(first, cached, fresh, last)
 	body.markers = markers
 	return body, nil
-}
-
-// argumentsText is the arguments string echoed back in history: compact
-// JSON, or the model's raw text for a call that was invalid.
-func argumentsText(tc model.ToolCall) string {
-	raw := bytes.TrimSpace(tc.Arguments)
-	if len(raw) == 0 {
-		return "{}"
-	}
-	if tc.Invalid != "" && raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return s
-		}
-	}
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
-		return strings.TrimSpace(string(raw))
-	}
-	return buf.String()
 }
 
 var closeBracket = []byte{']'}

@@ -191,22 +191,15 @@ read:
 		if err != nil {
 			return err
 		}
-		for _, ev := range evs {
-			if !emit(ev) {
-				return model.ErrStopped
-			}
+		if err := model.Emit(emit, evs...); err != nil {
+			return err
 		}
 	}
 	res, err := d.Finish()
 	if err != nil {
 		return err
 	}
-	for _, ev := range res.Events() {
-		if !emit(ev) {
-			return model.ErrStopped
-		}
-	}
-	return nil
+	return model.Emit(emit, res.Events()...)
 }
 
 // httpError is the APIError of a non-200 answer: Google's

@@ -178,10 +178,8 @@ read:
 		if err != nil {
 			return err
 		}
-		for _, ev := range evs {
-			if !emit(ev) {
-				return model.ErrStopped
-			}
+		if err := model.Emit(emit, evs...); err != nil {
+			return err
 		}
 	}
 	res, err := d.Finish()
@@ -190,14 +188,9 @@ read:
 	}
 	for _, rs := range res.Reasoning {
 		th := model.Thinking{Protocol: Protocol, Type: "reasoning", ID: rs.ID, Text: strings.Join(rs.Summary, "\n\n"), Data: rs.Encrypted, Raw: rs.Raw}
-		if !emit(model.Event{Kind: model.EventThinking, Thinking: th}) {
-			return model.ErrStopped
+		if err := model.Emit(emit, model.Event{Kind: model.EventThinking, Thinking: th}); err != nil {
+			return err
 		}
 	}
-	for _, ev := range res.Events() {
-		if !emit(ev) {
-			return model.ErrStopped
-		}
-	}
-	return nil
+	return model.Emit(emit, res.Events()...)
 }

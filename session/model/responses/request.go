@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/acpd/acpd/session/model"
 )
@@ -171,7 +170,7 @@ func buildRequest(req model.Request, in buildInput) ([]byte, error) {
 					id = fmt.Sprintf("call_%d_%d", i, j)
 					pending = append(pending, id)
 				}
-				if err = add(inputCall{Type: "function_call", CallID: id, Name: tc.Name, Arguments: argumentsText(tc)}); err != nil {
+				if err = add(inputCall{Type: "function_call", CallID: id, Name: tc.Name, Arguments: tc.ArgumentsText()}); err != nil {
 					break
 				}
 			}
@@ -192,24 +191,4 @@ func buildRequest(req model.Request, in buildInput) ([]byte, error) {
 		}
 	}
 	return json.Marshal(out)
-}
-
-// argumentsText is the arguments string sent back: compact JSON, or the
-// model's own text for a call that was invalid.
-func argumentsText(tc model.ToolCall) string {
-	raw := bytes.TrimSpace(tc.Arguments)
-	if len(raw) == 0 {
-		return "{}"
-	}
-	if tc.Invalid != "" && raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return s
-		}
-	}
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
-		return strings.TrimSpace(string(raw))
-	}
-	return buf.String()
 }
