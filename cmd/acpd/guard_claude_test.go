@@ -94,8 +94,9 @@ func claudeScript(srv *anthropictest.Server, ws string, n int, args func(i int) 
 // Its first frame of a call has rawInput {} and the input follows in a
 // status-less tool_call_update; keyed on the full input, 130 identical Read
 // calls stop at about 101 with capReason stuck and maxKeyRepeat 101 under
-// both stuck signals, skipLoopDetection=false stops the sixth repeat, and a productive turn of
-// distinct reads ends normally.
+// both stuck signals (under warn: warned at 101, stopped at 102 with
+// capReason stuck_after_warning), skipLoopDetection=false stops the sixth
+// repeat, and a productive turn of distinct reads ends normally.
 func TestGuard_ClaudeAgentACP(t *testing.T) {
 	t.Parallel()
 	same := func(int) string { return `"offset":1,"limit":1` }
@@ -111,6 +112,10 @@ func TestGuard_ClaudeAgentACP(t *testing.T) {
 		{"stuck", nil, 130, same, "stuck", "turn_tool_call_cap"},
 		// Its results come as tool_call_update content text.
 		{"stuck, results", []string{"--stuck-signal", "results"}, 130, same, "stuck", "turn_tool_call_cap"},
+		// Warned at call 101 (the warning is the editor's: the guard cannot
+		// reach Claude's model), stopped when the same call comes again.
+		// The placeholder frame of call 102 must not count as a new call.
+		{"stuck, results, warn", []string{"--stuck-signal", "results", "--loop-recovery", "warn"}, 130, same, "stuck_after_warning", "turn_tool_call_cap"},
 		{"sixth repeat", []string{"--skip-loop-detection=false"}, 20, same, "", "global_tool_call_duplicate"},
 		{"productive", nil, 10, distinct, "", ""},
 	} {
@@ -130,7 +135,19 @@ func TestGuard_ClaudeAgentACP(t *testing.T) {
 				d := loopData(t, e)
 				t.Logf("loop data: %v", d)
 				assert.Equal(t, tt.loop, d["loopType"])
-				if tt.reason != "" {
+				if tt.reason == "stuck_after_warning" {
+					assert.Equal(t, tt.reason, d["capReason"])
+					assert.Equal(t, true, d["warned"])
+					assert.EqualValues(t, 102, d["toolCalls"], "stopped at the repeat after the warning")
+					assert.EqualValues(t, 102, d["maxKeyRepeat"])
+					g.mu.Lock()
+					shown := 0
+					for _, u := range g.updates {
+						shown += strings.Count(string(u), "Repeating it again will stop this turn")
+					}
+					g.mu.Unlock()
+					assert.Equal(t, 1, shown, "the editor is shown the warning once")
+				} else if tt.reason != "" {
 					assert.Equal(t, tt.reason, d["capReason"])
 					assert.InDelta(t, 101, d["toolCalls"], 2, "about 101")
 					assert.EqualValues(t, 101, d["maxKeyRepeat"])

@@ -82,7 +82,8 @@ func codexScript(srv *responsestest.Server, n int, cmd func(i int) string) {
 // calls carry per-call stamps (call_id, process_id, started_at_ms) and its
 // results (rawOutput only) completed_at_ms and a duration; keyed and
 // digested right, 130 identical `ls` calls stop at about 101 with
-// capReason stuck under both stuck signals, skipLoopDetection=false stops
+// capReason stuck under both stuck signals (under warn: warned at 101,
+// stopped at 102 with stuck_after_warning), skipLoopDetection=false stops
 // the sixth repeat, and a productive turn of distinct commands ends
 // normally. Codex takes about a second a call here, so the turns are kept
 // to what the rules need.
@@ -101,6 +102,9 @@ func TestGuard_CodexACP(t *testing.T) {
 		{"stuck", nil, 130, same, "stuck", "turn_tool_call_cap"},
 		// Its results are in rawOutput only, stamped and timed per call.
 		{"stuck, results", []string{"--stuck-signal", "results"}, 130, same, "stuck", "turn_tool_call_cap"},
+		// Warned at call 101 (in the editor: the guard cannot reach Codex's
+		// model), stopped when the same call comes again.
+		{"stuck, results, warn", []string{"--stuck-signal", "results", "--loop-recovery", "warn"}, 130, same, "stuck_after_warning", "turn_tool_call_cap"},
 		{"sixth repeat", []string{"--skip-loop-detection=false"}, 20, same, "", "global_tool_call_duplicate"},
 		{"productive", nil, 10, distinct, "", ""},
 	} {
@@ -121,7 +125,18 @@ func TestGuard_CodexACP(t *testing.T) {
 				d := loopData(t, e)
 				t.Logf("loop data: %v", d)
 				assert.Equal(t, tt.loop, d["loopType"])
-				if tt.reason != "" {
+				if tt.reason == "stuck_after_warning" {
+					assert.Equal(t, tt.reason, d["capReason"])
+					assert.Equal(t, true, d["warned"])
+					assert.EqualValues(t, 102, d["toolCalls"], "stopped at the repeat after the warning")
+					g.mu.Lock()
+					shown := 0
+					for _, u := range g.updates {
+						shown += strings.Count(string(u), "Repeating it again will stop this turn")
+					}
+					g.mu.Unlock()
+					assert.Equal(t, 1, shown, "the editor is shown the warning once")
+				} else if tt.reason != "" {
 					assert.Equal(t, tt.reason, d["capReason"])
 					assert.InDelta(t, 101, d["toolCalls"], 2, "about 101")
 				} else {
