@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/config"
+	"github.com/acpd/acpd/session/model/gemini"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
@@ -241,7 +242,7 @@ func checkProviders(ctx context.Context, env *Env) Result {
 // probe asks a provider for its model list — GET {base}/models for the
 // openai protocol (OpenAI, DashScope, OpenRouter, vLLM, Ollama and llama.cpp
 // serve it), {base}/v1/models for anthropic, {base}/v1beta/models for
-// gemini, each with its own key header — and looks for mdl in it.
+// gemini (when base names no version), each with its own key header — and looks for mdl in it.
 func probe(ctx context.Context, env *Env, protocol, baseURL, key, keyEnv, mdl, field string) Result {
 	timeout := env.timeout()
 	client := env.HTTP
@@ -258,7 +259,9 @@ func probe(ctx context.Context, env *Env, protocol, baseURL, key, keyEnv, mdl, f
 			url = base + "/v1/models"
 		}
 	case "gemini":
-		url = base + "/v1beta/models"
+		// The same root the requests use: a base that already names its
+		// version (…/v1beta, as Google's examples write it) keeps it.
+		url = gemini.APIRoot(base) + "/models"
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session/model/anthropic/anthropictest"
+	"github.com/acpd/acpd/session/model/gemini/geminitest"
 	"github.com/acpd/acpd/session/model/modeltest"
 	"github.com/acpd/acpd/session/telemetry/telemetrytest"
 	"github.com/acpd/acpd/session/tools/sandbox/sandboxtest"
@@ -105,6 +106,23 @@ func TestDoctor_Providers(t *testing.T) {
 	assert.True(t, strings.HasPrefix(l, "FAIL"), l)
 	assert.Contains(t, l, "anthropic: FAIL GET "+claude.URL+"/v1/models: 401 Unauthorized: the provider refused the key read from ANTHROPIC_API_KEY")
 	assert.Contains(t, l, "openrouter: FAIL environment variable OPENROUTER_API_KEY is empty or unset")
+}
+
+// A Gemini provider is checked at the model list its requests' root has:
+// the host alone and a base that already names v1beta (as Google's examples
+// write it) both reach GET /v1beta/models and find the model.
+func TestDoctor_GeminiBaseWithOrWithoutVersion(t *testing.T) {
+	gem := geminitest.NewServer(t)
+	gem.SetModels("gemini-2.5-pro")
+	for _, base := range []string{gem.URL, gem.URL + "/v1beta", gem.URL + "/v1beta/"} {
+		cfg := okConfig(t, "http://127.0.0.1:9/v1")
+		cfg.Providers = []config.ProviderConfig{{ID: "gemini", Protocol: "gemini", BaseURL: base, APIKeyEnv: "GEMINI_API_KEY", APIKey: "k",
+			Models: []config.ProviderModel{{ID: "gemini-2.5-pro"}}}}
+		_, lines := run(t, &Env{Config: cfg})
+		l := line(t, lines, "providers")
+		assert.True(t, strings.HasPrefix(l, "ok"), "base %s: %s", base, l)
+		assert.Contains(t, l, gem.URL+"/v1beta/models reachable, model gemini-2.5-pro listed", base)
+	}
 }
 
 func TestDoctor_ModelNotListed(t *testing.T) {

@@ -74,13 +74,16 @@ func New(opts Options) *Client {
 	if opts.HTTPOptions.Name == "" {
 		opts.HTTPOptions.Name = Provider
 	}
-	return &Client{opts: opts, base: apiRoot(opts.BaseURL), streamer: model.NewStreamer(opts.HTTPOptions)}
+	return &Client{opts: opts, base: APIRoot(opts.BaseURL), streamer: model.NewStreamer(opts.HTTPOptions)}
 }
 
 var versioned = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`/(v1|v1beta|v1alpha|v1beta1)(/|$)`) })
 
-// apiRoot is base with an API version.
-func apiRoot(base string) string {
+// APIRoot is base with an API version: a base without one (the host alone)
+// gets v1beta, one that names a version (v1, v1beta, Vertex's
+// v1beta1/projects/…) is kept. Requests and acpd doctor's model list both
+// start from it.
+func APIRoot(base string) string {
 	base = strings.TrimRight(base, "/")
 	if base == "" {
 		return DefaultBaseURL

@@ -220,10 +220,10 @@ func TestClient_FinishReasons(t *testing.T) {
 }
 
 func TestAPIRoot(t *testing.T) {
-	assert.Equal(t, DefaultBaseURL, apiRoot(""))
-	assert.Equal(t, "https://generativelanguage.googleapis.com/v1beta", apiRoot("https://generativelanguage.googleapis.com"))
-	assert.Equal(t, "http://h/v1", apiRoot("http://h/v1/"))
-	assert.Equal(t, "https://x/v1beta1/projects/p/locations/l/publishers/google", apiRoot("https://x/v1beta1/projects/p/locations/l/publishers/google"))
+	assert.Equal(t, DefaultBaseURL, APIRoot(""))
+	assert.Equal(t, "https://generativelanguage.googleapis.com/v1beta", APIRoot("https://generativelanguage.googleapis.com"))
+	assert.Equal(t, "http://h/v1", APIRoot("http://h/v1/"))
+	assert.Equal(t, "https://x/v1beta1/projects/p/locations/l/publishers/google", APIRoot("https://x/v1beta1/projects/p/locations/l/publishers/google"))
 }
 
 func TestBuildRequest_BadInput(t *testing.T) {

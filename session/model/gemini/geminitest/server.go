@@ -268,6 +268,12 @@ func writeJSON(w http.ResponseWriter, status int, body []byte, retryAfter string
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
+		// Google serves the list under one version only: a doubled one
+		// (…/v1beta/v1beta/models) is a 404 there too.
+		if r.URL.Path != "/v1beta/models" && r.URL.Path != "/v1/models" {
+			writeJSON(w, http.StatusNotFound, googleError(404, "NOT_FOUND", "geminitest: the model list is GET /v1beta/models or /v1/models, not "+r.URL.Path, ""), "")
+			return
+		}
 		s.mu.Lock()
 		list := []map[string]any{}
 		for _, id := range s.models {
