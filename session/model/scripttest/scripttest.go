@@ -2,7 +2,8 @@
 // (modeltest, anthropictest, geminitest, responsestest): the loopback
 // listener and its shutdown, the scripted delay, JSON error writing, the
 // SSE writer with its injected faults (raw body, cut, hang), and rune-safe
-// splitting of streamed text. Each server keeps its own wire format; only
+// splitting of streamed text, and the script of requests received and
+// responses to serve (Script). Each server keeps its own wire format; only
 // what is the same in all of them lives here.
 package scripttest
 

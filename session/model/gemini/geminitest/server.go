@@ -148,11 +148,9 @@ type Server struct {
 
 	closing <-chan struct{}
 
-	mu        sync.Mutex
-	queues    model.ScriptQueues[Response]
-	requests  []Request
-	responder func(Request) (Response, bool)
-	limit     int
+	mu     sync.Mutex
+	script scripttest.Script[Request, Response]
+	limit  int
 	// signed maps the key of each signed call issued (callKey) to its
 	// signature.
 	signed map[string]string
@@ -175,18 +173,14 @@ func (s *Server) BaseURL() string { return s.URL + "/v1beta" }
 
 // Add appends responses to the script.
 func (s *Server) Add(rs ...Response) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, r := range rs {
-		s.queues.Add(r.Match, r)
+		s.script.Add(r.Match, r)
 	}
 }
 
 // SetResponder installs f, asked first for every valid request.
 func (s *Server) SetResponder(f func(Request) (Response, bool)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.responder = f
+	s.script.SetResponder(f)
 }
 
 // SetModels sets the model ids GET …/models lists, as Gemini does
@@ -207,16 +201,12 @@ func (s *Server) SetTokenLimit(limit int) {
 
 // Requests returns the requests received so far, refused ones included.
 func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
+	return s.script.Requests()
 }
 
 // Served is how many responses of the main script have been used.
 func (s *Server) Served() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.queues.Served("")
+	return s.script.Served()
 }
 
 // CountTokens is the server's tokenizer: about 3.5 characters a token over
@@ -312,29 +302,18 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	refusal := s.check(req)
 	if refusal != "" {
 		req.Rejected = refusal
-		s.requests = append(s.requests, req)
+		s.script.Record(req)
 		s.mu.Unlock()
 		writeJSON(w, http.StatusBadRequest, googleError(400, "INVALID_ARGUMENT", refusal, ""), "")
 		return
 	}
-	s.requests = append(s.requests, req)
-	responder := s.responder
+	s.script.Record(req)
 	s.mu.Unlock()
 
-	var resp Response
-	ok = false
-	if responder != nil {
-		resp, ok = responder(req)
-	}
+	resp, ok, exhausted := s.script.Next(req, firstUserText(req))
 	if !ok {
-		s.mu.Lock()
-		var exhausted string
-		resp, ok, exhausted = s.queues.Next(firstUserText(req))
-		s.mu.Unlock()
-		if !ok {
-			writeJSON(w, http.StatusBadRequest, googleError(400, "INVALID_ARGUMENT", "geminitest: script exhausted after "+exhausted, ""), "")
-			return
-		}
+		writeJSON(w, http.StatusBadRequest, googleError(400, "INVALID_ARGUMENT", "geminitest: script exhausted after "+exhausted, ""), "")
+		return
 	}
 	s.serve(w, r, req, resp)
 }

@@ -212,11 +212,9 @@ type Server struct {
 
 	closing <-chan struct{}
 
-	mu        sync.Mutex
-	queues    model.ScriptQueues[Response]
-	requests  []Request
-	responder func(Request) (Response, bool)
-	limit     int
+	mu     sync.Mutex
+	script scripttest.Script[Request, Response]
+	limit  int
 	// reasoning holds every reasoning item issued, by id; callReasoning
 	// the reasoning item ids that preceded each issued call, by call_id.
 	reasoning     map[string]issued
@@ -242,19 +240,15 @@ func (s *Server) BaseURL() string { return s.URL + "/v1" }
 // Add appends responses to the script (a response with Match to that
 // text's own queue).
 func (s *Server) Add(rs ...Response) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, r := range rs {
-		s.queues.Add(r.Match, r)
+		s.script.Add(r.Match, r)
 	}
 }
 
 // SetResponder installs f, asked first for every valid request: when it
 // returns true its response is served and the script is not advanced.
 func (s *Server) SetResponder(f func(Request) (Response, bool)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.responder = f
+	s.script.SetResponder(f)
 }
 
 // SetModels sets the model ids GET …/models lists (OpenAI's shape); none by
@@ -285,16 +279,12 @@ func (s *Server) SetLaxReasoning(lax bool) {
 
 // Requests returns the requests received so far, refused ones included.
 func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
+	return s.script.Requests()
 }
 
 // Served is how many responses of the main script have been used.
 func (s *Server) Served() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.queues.Served("")
+	return s.script.Served()
 }
 
 // CountTokens is the server's tokenizer: about 3.5 characters a token over
@@ -383,29 +373,18 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = json.Unmarshal(refusal, &e)
 		req.Rejected = e.Error.Message
-		s.requests = append(s.requests, req)
+		s.script.Record(req)
 		s.mu.Unlock()
 		writeJSON(w, status, refusal, "")
 		return
 	}
-	s.requests = append(s.requests, req)
-	responder := s.responder
+	s.script.Record(req)
 	s.mu.Unlock()
 
-	var resp Response
-	ok := false
-	if responder != nil {
-		resp, ok = responder(req)
-	}
+	resp, ok, exhausted := s.script.Next(req, firstUserText(req))
 	if !ok {
-		s.mu.Lock()
-		var exhausted string
-		resp, ok, exhausted = s.queues.Next(firstUserText(req))
-		s.mu.Unlock()
-		if !ok {
-			writeJSON(w, http.StatusBadRequest, apiError("responsestest: script exhausted after "+exhausted, "invalid_request_error", "", ""), "")
-			return
-		}
+		writeJSON(w, http.StatusBadRequest, apiError("responsestest: script exhausted after "+exhausted, "invalid_request_error", "", ""), "")
+		return
 	}
 	s.serve(w, r, req, resp)
 }
