@@ -54,6 +54,13 @@ func (s *Script[Q, R]) Served() int {
 	return s.queues.Served("")
 }
 
+// Remaining is how many scripted responses are left in all the queues.
+func (s *Script[Q, R]) Remaining() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queues.Remaining()
+}
+
 // Next is the response to req: the responder's when it has one, else the
 // next one of the queue first (the request's first user text) selects.
 // When neither has one, exhausted names the queue that ran out. The

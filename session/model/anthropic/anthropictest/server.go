@@ -25,7 +25,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/scripttest"
 )
 
@@ -208,16 +207,14 @@ type Server struct {
 
 	key []byte // signs thinking blocks
 
-	mu        sync.Mutex
-	responses model.ScriptQueues[Response]
-	requests  []Request
-	responder func(Request) (Response, bool)
-	limit     int
-	minCache  int
-	apiKey    string
-	cache     map[string]bool // prefix digests cached at breakpoints
-	n         int
-	models    []string // listed by GET /v1/models
+	mu       sync.Mutex
+	script   scripttest.Script[Request, Response]
+	limit    int
+	minCache int
+	apiKey   string
+	cache    map[string]bool // prefix digests cached at breakpoints
+	n        int
+	models   []string // listed by GET /v1/models
 }
 
 // SetModels sets the model ids GET /v1/models lists.
@@ -258,18 +255,14 @@ func NewServer(t testing.TB, responses ...Response) *Server {
 
 // Add appends responses to the script.
 func (s *Server) Add(rs ...Response) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, r := range rs {
-		s.responses.Add(r.Match, r)
+		s.script.Add(r.Match, r)
 	}
 }
 
 // SetResponder installs f, asked first for every valid request.
 func (s *Server) SetResponder(f func(Request) (Response, bool)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.responder = f
+	s.script.SetResponder(f)
 }
 
 // SetTokenLimit makes the model's window limit tokens (0: none).
@@ -295,16 +288,12 @@ func (s *Server) SetAPIKey(key string) {
 
 // Requests returns the requests received so far, in order.
 func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
+	return s.script.Requests()
 }
 
 // Remaining is how many scripted responses are left.
 func (s *Server) Remaining() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.responses.Remaining()
+	return s.script.Remaining()
 }
 
 // Bill is what the accepted requests cost, in tokens.
@@ -390,23 +379,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	s.bill(&req, p)
 
-	s.mu.Lock()
-	responder := s.responder
-	s.mu.Unlock()
-	var resp Response
-	ok := false
-	if responder != nil {
-		resp, ok = responder(req)
-	}
+	resp, ok, exhausted := s.script.Next(req, req.FirstUserText())
 	if !ok {
-		s.mu.Lock()
-		var exhausted string
-		resp, ok, exhausted = s.responses.Next(req.FirstUserText())
-		s.mu.Unlock()
-		if !ok {
-			s.reject(w, req, "anthropictest: script exhausted after "+exhausted)
-			return
-		}
+		s.reject(w, req, "anthropictest: script exhausted after "+exhausted)
+		return
 	}
 	if resp.Status != 0 && resp.Status != http.StatusOK {
 		req.Rejected = fmt.Sprintf("scripted HTTP %d", resp.Status)
@@ -422,9 +398,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) record(req Request) {
-	s.mu.Lock()
-	s.requests = append(s.requests, req)
-	s.mu.Unlock()
+	s.script.Record(req)
 }
 
 // reject answers 400 invalid_request_error with msg, as the API words it.
