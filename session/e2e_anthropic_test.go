@@ -92,19 +92,13 @@ func TestE2E_AnthropicThinkingToolTurn(t *testing.T) {
 
 	// A new process loads the session from its transcript and goes on:
 	// the stored thinking goes back with the history, accepted.
-	require.NoError(t, d.stdin.Close())
-	require.NoError(t, d.cmd.Wait())
-	d.waited = true
+	d.stop(t)
 	srv.Add(
 		anthropictest.Response{Thinking: "Now c.go.", ToolCalls: []anthropictest.ToolCall{anthropicRead(filepath.Join(cwd, "c.go"))}},
 		anthropictest.Response{Thinking: "Done.", Text: "c.go too."},
 	)
 	d2 := launch(t, cwd, t.TempDir(), []string{"--config", cfg, "--data-dir", dataDir}, []string{"ANTHROPIC_API_KEY=sk-ant-test"}, nil, nil)
-	_, err = d2.cc.Initialize(t.Context())
-	require.NoError(t, err)
-	var lr acp.LoadSessionResponse
-	require.NoError(t, d2.cc.Call(t.Context(), acp.MethodSessionLoad,
-		acp.LoadSessionRequest{SessionID: sid, Cwd: cwd, MCPServers: []acp.MCPServer{}}, &lr))
+	d2.load(t.Context(), t, sid)
 	assert.Contains(t, thoughts(d2, 0), "Start with a.go.", "the replay shows the thinking")
 	seen := len(d2.cc.Updates())
 	resp, err = d2.cc.Prompt(t.Context(), sid, "And c.go?")
@@ -234,14 +228,9 @@ models = ["local-coder"]
 
 	// The level is saved with the session and restored by session/load.
 	dataDir := d.dataDir
-	require.NoError(t, d.stdin.Close())
-	require.NoError(t, d.cmd.Wait())
-	d.waited = true
+	d.stop(t)
 	d2 := launch(t, cwd, t.TempDir(), []string{"--config", cfg, "--data-dir", dataDir}, []string{"ANTHROPIC_API_KEY=sk-ant-test"}, nil, nil)
-	_, err = d2.cc.Initialize(ctx)
-	require.NoError(t, err)
-	var lr acp.LoadSessionResponse
-	require.NoError(t, d2.cc.Call(ctx, acp.MethodSessionLoad, acp.LoadSessionRequest{SessionID: sid, Cwd: cwd, MCPServers: []acp.MCPServer{}}, &lr))
+	lr := d2.load(ctx, t, sid)
 	assert.Equal(t, "claude-sonnet-4-5", option(lr.ConfigOptions, "model").CurrentValue)
 	assert.Equal(t, "low", option(lr.ConfigOptions, "thought_level").CurrentValue)
 }

@@ -96,19 +96,13 @@ func TestE2E_ResponsesReasoningToolTurn(t *testing.T) {
 	first := reasoningItems(reqs[2])
 	assert.Len(t, first, 2, "both reasoning items went back with their calls")
 
-	require.NoError(t, d.stdin.Close())
-	require.NoError(t, d.cmd.Wait())
-	d.waited = true
+	d.stop(t)
 	srv.Add(
 		responsestest.Response{Reasoning: "Now c.go.", Calls: []responsestest.Call{responsesRead(filepath.Join(cwd, "c.go"))}},
 		responsestest.Response{Reasoning: "Done.", Text: "c.go too."},
 	)
 	d2 := launch(t, cwd, t.TempDir(), []string{"--config", cfg, "--data-dir", dataDir}, env, nil, nil)
-	_, err = d2.cc.Initialize(t.Context())
-	require.NoError(t, err)
-	var lr acp.LoadSessionResponse
-	require.NoError(t, d2.cc.Call(t.Context(), acp.MethodSessionLoad,
-		acp.LoadSessionRequest{SessionID: sid, Cwd: cwd, MCPServers: []acp.MCPServer{}}, &lr))
+	d2.load(t.Context(), t, sid)
 	assert.Contains(t, thoughts(d2, 0), "Start with a.go.", "the replay shows the thinking")
 	seen := len(d2.cc.Updates())
 	resp, err = d2.cc.Prompt(t.Context(), sid, "And c.go?")

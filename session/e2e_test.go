@@ -144,6 +144,26 @@ func (l *testLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// stop closes stdin and reaps the process, as an editor that quits does.
+func (d *daemon) stop(t testing.TB) {
+	t.Helper()
+	require.NoError(t, d.stdin.Close())
+	require.NoError(t, d.cmd.Wait())
+	d.waited = true
+}
+
+// load initializes d and loads session sid in d's cwd, as an editor that
+// reopens it does.
+func (d *daemon) load(ctx context.Context, t testing.TB, sid string) acp.LoadSessionResponse {
+	t.Helper()
+	_, err := d.cc.Initialize(ctx)
+	require.NoError(t, err)
+	var lr acp.LoadSessionResponse
+	require.NoError(t, d.cc.Call(ctx, acp.MethodSessionLoad,
+		acp.LoadSessionRequest{SessionID: sid, Cwd: d.cwd, MCPServers: []acp.MCPServer{}}, &lr))
+	return lr
+}
+
 func (d *daemon) session(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
