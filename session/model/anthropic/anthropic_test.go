@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,32 +17,15 @@ import (
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/anthropic"
 	"github.com/acpd/acpd/session/model/anthropic/anthropictest"
+	"github.com/acpd/acpd/session/model/scripttest"
 )
-
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) got() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.d...)
-}
 
 const sonnet = "claude-sonnet-4-5"
 
-func client(srv *anthropictest.Server, sl *sleeps, retries int) *anthropic.Client {
+func client(srv *anthropictest.Server, sl *scripttest.Sleeps, retries int) *anthropic.Client {
 	return anthropic.New(anthropic.Options{
 		BaseURL: srv.URL, APIKey: "sk-ant-test",
-		HTTPOptions: model.HTTPOptions{MaxRetries: retries, Sleep: sl.sleep, BackoffBase: 100 * time.Millisecond},
+		HTTPOptions: model.HTTPOptions{MaxRetries: retries, Sleep: sl.Sleep, BackoffBase: 100 * time.Millisecond},
 		Models:      map[string]anthropic.Model{sonnet: {Thinking: anthropic.ThinkingBudget, DefaultLevel: "medium"}},
 	})
 }
@@ -108,7 +90,7 @@ func TestClient_ThinkingToolLoop(t *testing.T) {
 		anthropictest.Response{Thinking: "Now b.go.", Redacted: true, Text: "Reading b.", ToolCalls: []anthropictest.ToolCall{{ID: "toolu_2", Name: "read_file", Arguments: `{"path":"b.go"}`}}},
 		anthropictest.Response{Thinking: "Both read.", Text: "Done: both files are fine."},
 	)
-	p := client(srv, &sleeps{}, 0)
+	p := client(srv, &scripttest.Sleeps{}, 0)
 	msgs := []model.Message{{Role: model.RoleUser, Content: "Check a.go and b.go."}}
 	var last response
 	for step := range 3 {
@@ -161,7 +143,7 @@ func TestClient_AlteredSignatureIsRejected(t *testing.T) {
 		anthropictest.Response{Thinking: "plan", ToolCalls: []anthropictest.ToolCall{{ID: "toolu_1", Name: "read_file"}}},
 		anthropictest.Response{Text: "never"},
 	)
-	p := client(srv, &sleeps{}, 3)
+	p := client(srv, &scripttest.Sleeps{}, 3)
 	msgs := []model.Message{{Role: model.RoleUser, Content: "go"}}
 	r, err := run(t, p, model.Request{Model: sonnet, Messages: msgs, Tools: tools})
 	require.NoError(t, err)
@@ -186,7 +168,7 @@ func TestClient_EditedPrefixDropsTheBlock(t *testing.T) {
 		anthropictest.Response{Thinking: "plan", ToolCalls: []anthropictest.ToolCall{{ID: "toolu_1", Name: "read_file"}}},
 		anthropictest.Response{Thinking: "unused", Text: "done"},
 	)
-	p := client(srv, &sleeps{}, 0)
+	p := client(srv, &scripttest.Sleeps{}, 0)
 	msgs := []model.Message{{Role: model.RoleUser, Content: "a long first prompt"}}
 	r, err := run(t, p, model.Request{Model: sonnet, Messages: msgs, Tools: tools})
 	require.NoError(t, err)
@@ -222,24 +204,24 @@ func TestClient_Retries(t *testing.T) {
 		anthropictest.Response{Text: "cut short", CutAfter: 4},
 		anthropictest.Response{Text: "finally"},
 	)
-	sl := &sleeps{}
+	sl := &scripttest.Sleeps{}
 	r, err := run(t, client(srv, sl, 4), model.Request{Model: "claude-haiku-4-5", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	require.NoError(t, err)
 	assert.Equal(t, "finally", r.text)
 	assert.Equal(t, 2, r.retries, "the two attempts that yielded text are voided")
-	d := sl.got()
+	d := sl.Got()
 	require.Len(t, d, 4)
 	assert.Equal(t, 7*time.Second, d[0], "retry-after honoured")
 
 	// Out of retries, a 429 reads as the rate-limit message.
 	srv2 := anthropictest.NewServer(t, anthropictest.Response{Status: http.StatusTooManyRequests, ErrorMessage: "slow down"})
-	_, err = run(t, client(srv2, &sleeps{}, 0), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+	_, err = run(t, client(srv2, &scripttest.Sleeps{}, 0), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	require.Error(t, err)
 	assert.Equal(t, model.RateLimitMessage, err.Error())
 	// An authentication failure is final and verbatim.
 	srv3 := anthropictest.NewServer(t)
 	srv3.SetAPIKey("the-right-key")
-	_, err = run(t, client(srv3, &sleeps{}, 3), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+	_, err = run(t, client(srv3, &scripttest.Sleeps{}, 3), model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	var ae *model.APIError
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, "authentication_error", ae.Type)
@@ -252,7 +234,7 @@ func TestClient_OverflowIsRecognised(t *testing.T) {
 	t.Parallel()
 	srv := anthropictest.NewServer(t, anthropictest.Response{Text: "never"})
 	srv.SetTokenLimit(100)
-	_, err := run(t, client(srv, &sleeps{}, 3), model.Request{Model: sonnet, Messages: []model.Message{{Role: model.RoleUser, Content: strings.Repeat("long text ", 100)}}})
+	_, err := run(t, client(srv, &scripttest.Sleeps{}, 3), model.Request{Model: sonnet, Messages: []model.Message{{Role: model.RoleUser, Content: strings.Repeat("long text ", 100)}}})
 	require.Error(t, err)
 	assert.True(t, model.IsContextOverflow(err), "%v", err)
 	assert.Equal(t, 100, model.OverflowLimit(err))
@@ -286,7 +268,7 @@ func TestClient_CacheBreakpoints(t *testing.T) {
 	t.Parallel()
 	srv := anthropictest.NewServer(t)
 	srv.SetMinCacheTokens(100)
-	p := client(srv, &sleeps{}, 0)
+	p := client(srv, &scripttest.Sleeps{}, 0)
 	sys := strings.Repeat("You are a careful coding agent. ", 40)
 	cache := &model.Cache{}
 	msgs := []model.Message{{Role: model.RoleUser, Content: "start"}}
@@ -375,7 +357,7 @@ func TestClient_ThinkingLevels(t *testing.T) {
 func TestClient_RequestShape(t *testing.T) {
 	t.Parallel()
 	srv := anthropictest.NewServer(t, anthropictest.Response{Text: "ok"})
-	p := client(srv, &sleeps{}, 0)
+	p := client(srv, &scripttest.Sleeps{}, 0)
 	msgs := []model.Message{
 		{Role: model.RoleUser, Content: "go", Images: []model.Image{{MimeType: "image/png", Data: "iVBORw0KGgo="}}},
 		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{
@@ -422,7 +404,7 @@ func TestClient_ResultsWrittenOnlyWhenReadAgain(t *testing.T) {
 	t.Parallel()
 	srv := anthropictest.NewServer(t)
 	srv.SetMinCacheTokens(1)
-	p := client(srv, &sleeps{}, 0)
+	p := client(srv, &scripttest.Sleeps{}, 0)
 	cache := &model.Cache{}
 	var msgs []model.Message
 	lastMarked := func() string {

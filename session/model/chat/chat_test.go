@@ -20,29 +20,11 @@ import (
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/chat"
 	"github.com/acpd/acpd/session/model/modeltest"
+	"github.com/acpd/acpd/session/model/scripttest"
 )
 
-// sleeps records the backoff waits instead of spending them.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) got() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]time.Duration(nil), s.d...)
-}
-
-func newProvider(srv *modeltest.Server, maxRetries int, sl *sleeps) *chat.Client {
-	return chat.New(chat.Options{BaseURL: srv.BaseURL(), APIKey: "sk-test", HTTPOptions: model.HTTPOptions{MaxRetries: maxRetries, BackoffBase: 100 * time.Millisecond, BackoffCap: time.Second, Rand: rand.New(rand.NewPCG(1, 2)), Sleep: sl.sleep}})
+func newProvider(srv *modeltest.Server, maxRetries int, sl *scripttest.Sleeps) *chat.Client {
+	return chat.New(chat.Options{BaseURL: srv.BaseURL(), APIKey: "sk-test", HTTPOptions: model.HTTPOptions{MaxRetries: maxRetries, BackoffBase: 100 * time.Millisecond, BackoffCap: time.Second, Rand: rand.New(rand.NewPCG(1, 2)), Sleep: sl.Sleep}})
 }
 
 // collect drains a stream, merging adjacent text deltas for readability.
@@ -80,7 +62,7 @@ func TestOpenAI_StreamAndRequest(t *testing.T) {
 		},
 		Usage: &model.Usage{PromptTokens: 12, CompletionTokens: 30, TotalTokens: 42},
 	})
-	sl := &sleeps{}
+	sl := &scripttest.Sleeps{}
 	temp := 0.2
 	req := model.Request{
 		Model:  "qwen3-max",
@@ -148,7 +130,7 @@ func TestOpenAI_StreamAndRequest(t *testing.T) {
 func TestOpenAI_RequestOmitsEmptyToolsAndNullsToolOnlyContent(t *testing.T) {
 	t.Parallel()
 	srv := modeltest.NewServer(t, modeltest.Response{Text: "ok"})
-	_, err := collect(t, newProvider(srv, 0, &sleeps{}).Stream(t.Context(), model.Request{
+	_, err := collect(t, newProvider(srv, 0, &scripttest.Sleeps{}).Stream(t.Context(), model.Request{
 		Model: "m",
 		Messages: []model.Message{
 			{Role: model.RoleUser, Content: "hi"},
@@ -178,7 +160,7 @@ func TestOpenAI_BadRequestNamesField(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := collect(t, newProvider(srv, 0, &sleeps{}).Stream(t.Context(), tt.req))
+			_, err := collect(t, newProvider(srv, 0, &scripttest.Sleeps{}).Stream(t.Context(), tt.req))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.field)
 		})
@@ -210,12 +192,12 @@ func TestOpenAI_429RetryAfterThenSuccess(t *testing.T) {
 		script = append(script, modeltest.Response{Status: http.StatusTooManyRequests, RetryAfter: tt.retryAfter, ErrorMessage: "slow down"})
 	}
 	srv := modeltest.NewServer(t, append(script, modeltest.Response{Text: "finally"})...)
-	sl := &sleeps{}
-	p := chat.New(chat.Options{BaseURL: srv.BaseURL(), HTTPOptions: model.HTTPOptions{MaxRetries: len(tests), BackoffBase: 100 * time.Millisecond, BackoffCap: time.Hour, Sleep: sl.sleep}})
+	sl := &scripttest.Sleeps{}
+	p := chat.New(chat.Options{BaseURL: srv.BaseURL(), HTTPOptions: model.HTTPOptions{MaxRetries: len(tests), BackoffBase: 100 * time.Millisecond, BackoffCap: time.Hour, Sleep: sl.Sleep}})
 	evs, err := collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
 	require.NoError(t, err)
 	assert.Equal(t, []model.Event{text("finally"), finish("stop")}, evs, "no retry marker: nothing was yielded before")
-	d := sl.got()
+	d := sl.Got()
 	require.Len(t, d, len(tests))
 	for i, tt := range tests {
 		assert.GreaterOrEqual(t, d[i], tt.min, "Retry-After %q", tt.retryAfter)
@@ -232,11 +214,11 @@ func TestOpenAI_500ThenSuccessUsesJitteredBackoff(t *testing.T) {
 		modeltest.Response{Status: http.StatusServiceUnavailable},
 		modeltest.Response{Text: "ok"},
 	)
-	sl := &sleeps{}
+	sl := &scripttest.Sleeps{}
 	evs, err := collect(t, newProvider(srv, 5, sl).Stream(t.Context(), model.Request{Model: "m"}))
 	require.NoError(t, err)
 	assert.Equal(t, []model.Event{text("ok"), finish("stop")}, evs)
-	d := sl.got()
+	d := sl.Got()
 	require.Len(t, d, 3)
 	// base 100ms doubling: each wait lies in [step/2, step].
 	for i, step := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
@@ -258,7 +240,7 @@ func TestOpenAI_CutMidStreamRetriesAndDiscards(t *testing.T) {
 			ToolCalls: []modeltest.ToolCall{{ID: "call_new", Name: "read_file", Arguments: `{"path":"x"}`}},
 		},
 	)
-	sl := &sleeps{}
+	sl := &scripttest.Sleeps{}
 	evs, err := collect(t, newProvider(srv, 2, sl).Stream(t.Context(), model.Request{Model: "m"}))
 	require.NoError(t, err)
 	require.Len(t, evs, 5)
@@ -266,7 +248,7 @@ func TestOpenAI_CutMidStreamRetriesAndDiscards(t *testing.T) {
 	assert.Equal(t, model.EventRetry, evs[1].Kind)
 	require.Error(t, evs[1].RetryErr)
 	assert.Equal(t, []model.Event{text("Second"), call("call_new", "read_file", `{"path":"x"}`), finish("tool_calls")}, evs[2:])
-	assert.Len(t, sl.got(), 1)
+	assert.Len(t, sl.Got(), 1)
 }
 
 // Every mid-stream failure form of spec §4.2 after some output is retried:
@@ -294,7 +276,7 @@ func TestOpenAI_MidStreamErrorsAreRetried(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := modeltest.NewServer(t, modeltest.Response{Raw: tt.body}, modeltest.Response{Text: "Hi again"})
-			sl := &sleeps{}
+			sl := &scripttest.Sleeps{}
 			evs, err := collect(t, newProvider(srv, 1, sl).Stream(t.Context(), model.Request{Model: "m"}))
 			require.NoError(t, err)
 			require.Len(t, evs, 4)
@@ -302,7 +284,7 @@ func TestOpenAI_MidStreamErrorsAreRetried(t *testing.T) {
 			assert.Equal(t, model.EventRetry, evs[1].Kind)
 			assert.EqualError(t, evs[1].RetryErr, tt.msg)
 			assert.Equal(t, []model.Event{text("Hi again"), finish("stop")}, evs[2:])
-			assert.Len(t, sl.got(), 1)
+			assert.Len(t, sl.Got(), 1)
 		})
 	}
 }
@@ -312,7 +294,7 @@ func TestOpenAI_MidStreamErrorsAreRetried(t *testing.T) {
 func TestOpenAI_MidStreamErrorExhausted(t *testing.T) {
 	t.Parallel()
 	srv := modeltest.NewServer(t, modeltest.Response{Text: "Hello", ErrorMessage: "stream failed after output"})
-	evs, err := collect(t, newProvider(srv, 0, &sleeps{}).Stream(t.Context(), model.Request{Model: "m"}))
+	evs, err := collect(t, newProvider(srv, 0, &scripttest.Sleeps{}).Stream(t.Context(), model.Request{Model: "m"}))
 	require.Error(t, err)
 	assert.Equal(t, []model.Event{text("Hello")}, evs)
 	assert.EqualError(t, err, "stream failed after output")
@@ -339,7 +321,7 @@ func TestOpenAI_NonRetryable4xxSurfacesProviderMessage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := modeltest.NewServer(t, modeltest.Response{Status: tt.status, ErrorMessage: tt.msg}, modeltest.Response{Text: "never"})
-			sl := &sleeps{}
+			sl := &scripttest.Sleeps{}
 			_, err := collect(t, newProvider(srv, 3, sl).Stream(t.Context(), model.Request{Model: "m"}))
 			require.Error(t, err)
 			assert.Equal(t, tt.msg, err.Error())
@@ -348,7 +330,7 @@ func TestOpenAI_NonRetryable4xxSurfacesProviderMessage(t *testing.T) {
 			assert.Equal(t, tt.status, ae.Status)
 			assert.False(t, ae.Retryable())
 			assert.Equal(t, 1, srv.Served())
-			assert.Empty(t, sl.got())
+			assert.Empty(t, sl.Got())
 		})
 	}
 }
@@ -368,8 +350,8 @@ func TestOpenAI_429ExhaustedUsesQwenMessage(t *testing.T) {
 		_, _ = w.Write(body)
 	}))
 	t.Cleanup(hs.Close)
-	sl := &sleeps{}
-	p := chat.New(chat.Options{BaseURL: hs.URL, HTTPOptions: model.HTTPOptions{MaxRetries: 2, Sleep: sl.sleep}})
+	sl := &scripttest.Sleeps{}
+	p := chat.New(chat.Options{BaseURL: hs.URL, HTTPOptions: model.HTTPOptions{MaxRetries: 2, Sleep: sl.Sleep}})
 	_, err = collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
 	require.Error(t, err)
 	assert.Equal(t, model.RateLimitMessage, err.Error())
@@ -381,7 +363,7 @@ func TestOpenAI_429ExhaustedUsesQwenMessage(t *testing.T) {
 	mu.Lock()
 	assert.Equal(t, 3, hits)
 	mu.Unlock()
-	assert.Len(t, sl.got(), 2)
+	assert.Len(t, sl.Got(), 2)
 }
 
 func TestOpenAI_ConnectionErrorIsRetried(t *testing.T) {
@@ -390,12 +372,12 @@ func TestOpenAI_ConnectionErrorIsRetried(t *testing.T) {
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close()) // nothing listens there now
-	sl := &sleeps{}
-	p := chat.New(chat.Options{BaseURL: "http://" + addr + "/v1", HTTPOptions: model.HTTPOptions{MaxRetries: 2, Sleep: sl.sleep}})
+	sl := &scripttest.Sleeps{}
+	p := chat.New(chat.Options{BaseURL: "http://" + addr + "/v1", HTTPOptions: model.HTTPOptions{MaxRetries: 2, Sleep: sl.Sleep}})
 	_, err = collect(t, p.Stream(t.Context(), model.Request{Model: "m"}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "model request")
-	assert.Len(t, sl.got(), 2)
+	assert.Len(t, sl.Got(), 2)
 }
 
 // abortServer answers every request by hanging, either before the
@@ -443,7 +425,7 @@ func TestOpenAI_CancelAbortsRequest(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			url, arrived, closed := abortServer(t, midStream)
-			p := chat.New(chat.Options{BaseURL: url, HTTPOptions: model.HTTPOptions{MaxRetries: 3, Sleep: (&sleeps{}).sleep}})
+			p := chat.New(chat.Options{BaseURL: url, HTTPOptions: model.HTTPOptions{MaxRetries: 3, Sleep: (&scripttest.Sleeps{}).Sleep}})
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			texts := make(chan string, 8)
@@ -573,7 +555,7 @@ func TestOpenAI_ConsumerStopsEarly(t *testing.T) {
 	t.Parallel()
 	srv := modeltest.NewServer(t, modeltest.Response{Text: "a long answer in many deltas"})
 	n := 0
-	for range newProvider(srv, 0, &sleeps{}).Stream(t.Context(), model.Request{Model: "m"}) {
+	for range newProvider(srv, 0, &scripttest.Sleeps{}).Stream(t.Context(), model.Request{Model: "m"}) {
 		n++
 		break
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/gemini/geminitest"
+	"github.com/acpd/acpd/session/model/scripttest"
 )
 
 type collected struct {
@@ -54,18 +55,10 @@ func collect(t *testing.T, p model.Provider, req model.Request) collected {
 	return c
 }
 
-type sleeps []time.Duration
-
-func (s *sleeps) sleep(_ context.Context, d time.Duration) error {
-	*s = append(*s, d)
-	return nil
-}
-
 func newClient(srv *geminitest.Server, opts Options) *Client {
 	opts.BaseURL = srv.BaseURL()
 	if opts.HTTPOptions.Sleep == nil {
-		var s sleeps
-		opts.HTTPOptions.Sleep = s.sleep
+		opts.HTTPOptions.Sleep = new(scripttest.Sleeps).Sleep
 	}
 	return New(opts)
 }
@@ -165,12 +158,13 @@ func TestClient_Retries(t *testing.T) {
 		geminitest.Response{FinishReason: "MALFORMED_FUNCTION_CALL", Thought: "hm"},
 		geminitest.Response{Text: "done"},
 	)
-	var s sleeps
-	c := newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 4, Sleep: s.sleep, BackoffBase: time.Millisecond, BackoffCap: 2 * time.Millisecond}})
+	var sl scripttest.Sleeps
+	c := newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 4, Sleep: sl.Sleep, BackoffBase: time.Millisecond, BackoffCap: 2 * time.Millisecond}})
 	got := collect(t, c, model.Request{Model: "g", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	require.NoError(t, got.err)
 	assert.Equal(t, "done", got.text)
 	assert.Equal(t, 2, got.retries)
+	s := sl.Got()
 	require.Len(t, s, 4)
 	assert.Equal(t, 7*time.Second, s[0], "RetryInfo's retryDelay")
 	assert.Equal(t, 2*time.Second, s[1], "Retry-After")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/responses/responsestest"
+	"github.com/acpd/acpd/session/model/scripttest"
 )
 
 type collected struct {
@@ -59,19 +60,10 @@ func collect(t *testing.T, p model.Provider, req model.Request) collected {
 
 var weather = []model.ToolSpec{{Name: "weather", Description: "Get the weather", Parameters: json.RawMessage(`{"type":"object","properties":{"location":{"type":"string"}}}`)}}
 
-// sleeps records the backoff waits without spending them.
-type sleeps []time.Duration
-
-func (s *sleeps) sleep(_ context.Context, d time.Duration) error {
-	*s = append(*s, d)
-	return nil
-}
-
 func newClient(srv *responsestest.Server, opts Options) *Client {
 	opts.BaseURL = srv.BaseURL()
 	if opts.HTTPOptions.Sleep == nil {
-		var s sleeps
-		opts.HTTPOptions.Sleep = s.sleep
+		opts.HTTPOptions.Sleep = new(scripttest.Sleeps).Sleep
 	}
 	return New(opts)
 }
@@ -159,12 +151,13 @@ func TestClient_RetriesHonourRetryAfter(t *testing.T) {
 		responsestest.Response{Text: "partial", CutAfter: 6},
 		responsestest.Response{Text: "done"},
 	)
-	var s sleeps
-	c := newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 3, Sleep: s.sleep, BackoffBase: time.Millisecond, BackoffCap: 4 * time.Millisecond}})
+	var sl scripttest.Sleeps
+	c := newClient(srv, Options{HTTPOptions: model.HTTPOptions{MaxRetries: 3, Sleep: sl.Sleep, BackoffBase: time.Millisecond, BackoffCap: 4 * time.Millisecond}})
 	got := collect(t, c, model.Request{Model: "m", Messages: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
 	require.NoError(t, got.err)
 	assert.Equal(t, "done", got.text)
 	assert.Equal(t, 1, got.retries, "the cut attempt had streamed text")
+	s := sl.Got()
 	require.Len(t, s, 3)
 	assert.Equal(t, 7*time.Second, s[0])
 	assert.LessOrEqual(t, s[1], 2*time.Millisecond)

@@ -1,8 +1,13 @@
 package scripttest
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestScriptResponderThenQueues(t *testing.T) {
@@ -44,4 +49,13 @@ func TestScriptResponderThenQueues(t *testing.T) {
 	if r := s.Requests(); strings.Join(r, ",") != "ask responder,a,b,c,d,e" {
 		t.Errorf("Requests() = %q", r)
 	}
+}
+
+func TestSleepsRecordAndHonourTheContext(t *testing.T) {
+	var s Sleeps
+	require.NoError(t, s.Sleep(t.Context(), time.Second))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.ErrorIs(t, s.Sleep(ctx, 2*time.Second), context.Canceled)
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second}, s.Got())
 }

@@ -3,7 +3,8 @@
 // listener and its shutdown, the scripted delay, JSON error writing, the
 // SSE writer with its injected faults (raw body, cut, hang), and rune-safe
 // splitting of streamed text, and the script of requests received and
-// responses to serve (Script). Each server keeps its own wire format; only
+// responses to serve (Script); and Sleeps, the backoff recorder the
+// clients' tests put in place of a real sleep. Each server keeps its own wire format; only
 // what is the same in all of them lives here.
 package scripttest
 
