@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 )
@@ -127,4 +128,25 @@ func (tc ToolCall) ArgumentsText() string {
 		return strings.TrimSpace(string(raw))
 	}
 	return buf.String()
+}
+
+// emptySchema stands for a tool declared without parameters: the APIs that
+// require a schema accept an object with no properties.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// Schema is the parameters schema of t, the i-th tool of a request, as the
+// protocols that require one send it: {"type":"object","properties":{}}
+// when t has none. A tool without a name or with parameters that are not
+// JSON is an error naming tools[i] and the field.
+func (t ToolSpec) Schema(i int) (json.RawMessage, error) {
+	if t.Name == "" {
+		return nil, fmt.Errorf("tools[%d].name: required", i)
+	}
+	if len(bytes.TrimSpace(t.Parameters)) == 0 {
+		return emptySchema, nil
+	}
+	if !json.Valid(t.Parameters) {
+		return nil, fmt.Errorf("tools[%d].parameters: not valid JSON", i)
+	}
+	return t.Parameters, nil
 }

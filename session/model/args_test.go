@@ -25,3 +25,20 @@ func TestArgumentsText(t *testing.T) {
 		}
 	}
 }
+
+func TestToolSpecSchema(t *testing.T) {
+	got, err := ToolSpec{Name: "ls", Parameters: json.RawMessage(" \n")}.Schema(0)
+	if err != nil || string(got) != `{"type":"object","properties":{}}` {
+		t.Errorf("no parameters: %s, %v; want the empty object schema", got, err)
+	}
+	own := json.RawMessage(`{"type":"object","properties":{"p":{"type":"string"}}}`)
+	if got, err := (ToolSpec{Name: "ls", Parameters: own}).Schema(0); err != nil || string(got) != string(own) {
+		t.Errorf("own schema: %s, %v; want it unchanged", got, err)
+	}
+	if _, err := (ToolSpec{Parameters: own}).Schema(2); err == nil || err.Error() != "tools[2].name: required" {
+		t.Errorf("nameless tool: %v", err)
+	}
+	if _, err := (ToolSpec{Name: "ls", Parameters: json.RawMessage(`{`)}).Schema(1); err == nil || err.Error() != "tools[1].parameters: not valid JSON" {
+		t.Errorf("bad schema: %v", err)
+	}
+}

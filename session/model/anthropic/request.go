@@ -90,8 +90,6 @@ const maxBreakpoints = 4
 // cached prefix.
 const lookBack = 20
 
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
-
 // body is an encoded request. digest is the prefix digest through its last
 // message: the Prefix of the thinking blocks its answer brings.
 type body struct {
@@ -156,14 +154,9 @@ func (c *Client) build(req model.Request) (body, error) {
 		out.System = []contentBlock{{Type: "text", Text: req.System}}
 	}
 	for i, t := range req.Tools {
-		if t.Name == "" {
-			return body{}, fmt.Errorf("tools[%d].name: required", i)
-		}
-		params := t.Parameters
-		if len(bytes.TrimSpace(params)) == 0 {
-			params = emptySchema
-		} else if !json.Valid(params) {
-			return body{}, fmt.Errorf("tools[%d].parameters: not valid JSON", i)
+		params, err := t.Schema(i)
+		if err != nil {
+			return body{}, err
 		}
 		out.Tools = append(out.Tools, wireTool{Name: t.Name, Description: t.Description, InputSchema: params})
 	}

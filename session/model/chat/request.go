@@ -75,8 +75,6 @@ type chatToolSpec struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
-
 // MessageCache memoises the wire encoding of a conversation's messages. The
 // whole conversation is re-sent on every model request and only grows, so a
 // session keeps one cache (Request.Cache) and each request encodes only the
@@ -376,14 +374,9 @@ func buildRequest(req model.Request, cache *MessageCache, markers bool) (request
 	}
 	head, err := cache.head(req, markers, func() ([]byte, error) {
 		for i, t := range req.Tools {
-			if t.Name == "" {
-				return nil, fmt.Errorf("tools[%d].name: required", i)
-			}
-			params := t.Parameters
-			if len(bytes.TrimSpace(params)) == 0 {
-				params = emptySchema
-			} else if !json.Valid(params) {
-				return nil, fmt.Errorf("tools[%d].parameters: not valid JSON", i)
+			params, err := t.Schema(i)
+			if err != nil {
+				return nil, err
 			}
 			out.Tools = append(out.Tools, chatTool{Type: "function", Function: chatToolSpec{
 				Name: t.Name, Description: t.Description, Parameters: params,

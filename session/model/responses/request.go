@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -63,8 +62,6 @@ type inputOutput struct {
 	Output string `json:"output"`
 }
 
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
-
 // buildInput says how one request is built beyond the model.Request.
 type buildInput struct {
 	// reasoning returns the reasoning items (raw, as received) to send back
@@ -99,14 +96,9 @@ func buildRequest(req model.Request, in buildInput) ([]byte, error) {
 		out.Reasoning = &wireReasoning{Effort: in.effort, Summary: in.summary}
 	}
 	for i, t := range req.Tools {
-		if t.Name == "" {
-			return nil, fmt.Errorf("tools[%d].name: required", i)
-		}
-		params := t.Parameters
-		if len(bytes.TrimSpace(params)) == 0 {
-			params = emptySchema
-		} else if !json.Valid(params) {
-			return nil, fmt.Errorf("tools[%d].parameters: not valid JSON", i)
+		params, err := t.Schema(i)
+		if err != nil {
+			return nil, err
 		}
 		out.Tools = append(out.Tools, wireTool{Type: "function", Name: t.Name, Description: t.Description, Parameters: params})
 	}
