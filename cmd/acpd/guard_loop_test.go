@@ -91,13 +91,7 @@ func TestGuard_InnerAcpdStuckSignal(t *testing.T) {
 			}
 			if strings.Contains(tt.name, "warn") {
 				// Shown once, whether the turn then stopped or went on.
-				g.mu.Lock()
-				shown := 0
-				for _, u := range g.updates {
-					shown += strings.Count(string(u), "Repeating it again will stop this turn")
-				}
-				g.mu.Unlock()
-				assert.Equal(t, 1, shown, "the editor is shown the warning once")
+				assert.Equal(t, 1, g.warningsShown(), "the editor is shown the warning once")
 			}
 			g.closeAndCheck()
 		})

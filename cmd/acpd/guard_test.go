@@ -142,6 +142,18 @@ func (g *guarded) Update(params json.RawMessage) {
 	g.updates = append(g.updates, append(json.RawMessage(nil), params...))
 }
 
+// warningsShown counts how often the editor was shown the loop warning
+// (the text the guard adds when it lets a repeat through once).
+func (g *guarded) warningsShown() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, u := range g.updates {
+		n += strings.Count(string(u), "Repeating it again will stop this turn")
+	}
+	return n
+}
+
 func (g *guarded) Permission(json.RawMessage) *acp.RequestPermissionResponse {
 	return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "selected", OptionID: "proceed_once"}}
 }
