@@ -130,13 +130,11 @@ func slicesContain(s []string, v string) bool {
 	return false
 }
 
-// TestE2E_LoopRecoveryWarn: under "warn" the stuck turn is not stopped at
-// call 101; the model's next request carries the warning after that call's
-// result, and the editor is shown it. A model that keeps repeating is
-// stopped at the next call with capReason stuck_after_warning; one that
-// changes approach finishes end_turn. Both stuck signals.
-func TestE2E_LoopRecoveryWarn(t *testing.T) {
-	t.Parallel()
+// eachWarnCase runs f as a parallel subtest under both stuck signals, for
+// a model that keeps repeating and for one that changes approach after
+// the warning; each gets a fresh workspace cwd holding one file that never
+// changes, same.
+func eachWarnCase(t *testing.T, f func(t *testing.T, signal string, changes bool, cwd, same string)) {
 	for _, signal := range []string{"calls", "results"} {
 		for _, changes := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, changes approach %t", signal, changes), func(t *testing.T) {
@@ -144,73 +142,85 @@ func TestE2E_LoopRecoveryWarn(t *testing.T) {
 				cwd := t.TempDir()
 				same := filepath.Join(cwd, "same.txt")
 				require.NoError(t, os.WriteFile(same, []byte("nothing new"), 0o644))
-				d := startDaemonIn(t, cwd, t.TempDir(), nil, nil, "--loop-recovery", "warn", "--stuck-signal", signal)
-				n := 130
-				if changes {
-					n = 101
-				}
-				pollScript(d, same, n, false)
-				if changes {
-					// After the warning: other files, then the answer (the
-					// final "done" of pollScript is then unused).
-					d.model.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
-						if len(r.Messages) == 0 || !strings.Contains(r.Messages[len(r.Messages)-1].Text(), "Repeating it again will stop this turn") &&
-							!strings.Contains(r.Messages[len(r.Messages)-1].Text(), "other_") {
-							return modeltest.Response{}, false
-						}
-						k := strings.Count(lastText(r), "other_") // 0 after the warning
-						if k >= 10 {
-							return modeltest.Response{Text: "changed approach; done"}, true
-						}
-						p := filepath.Join(cwd, fmt.Sprintf("other_%d.txt", k))
-						_ = os.WriteFile(p, []byte(fmt.Sprintf("other_%d ", k)+strings.Repeat("other_ ", k)), 0o644)
-						c := readCall(p)
-						c.ID = fmt.Sprintf("call_other_%d", k)
-						return modeltest.Response{ToolCalls: []modeltest.ToolCall{c}, WholeArguments: true}, true
-					})
-				}
-				sid := d.session(t)
-				resp, data := promptLoop(t, d, sid)
-
-				// The request after call 101 ends with the warning.
-				var warned *modeltest.Request
-				reqs := d.model.Requests()
-				for i := range reqs {
-					if strings.Contains(lastText(reqs[i]), "Repeating it again will stop this turn") {
-						warned = &reqs[i]
-						break
-					}
-				}
-				require.NotNil(t, warned, "the model was warned")
-				w := lastText(*warned)
-				assert.Contains(t, w, "the same read_file call")
-				if signal == "results" {
-					assert.Contains(t, w, "with the same result")
-				}
-				shown := false
-				for _, u := range d.cc.Updates() {
-					if c := u.Update.Content; c != nil && strings.Contains(c.Text, "Repeating it again will stop this turn") {
-						shown = true
-					}
-				}
-				assert.True(t, shown, "the editor is shown the warning")
-
-				if changes {
-					require.NotNil(t, resp, "%v", data)
-					assert.Equal(t, acp.StopEndTurn, resp.StopReason)
-					completed, _ := statusCounts(d.cc.Updates())
-					assert.Equal(t, 111, completed)
-					return
-				}
-				require.NotNil(t, data)
-				assert.Equal(t, "stuck_after_warning", data["capReason"])
-				assert.Equal(t, true, data["warned"])
-				assert.EqualValues(t, 102, data["toolCalls"], "stopped at the next repeat")
-				stop := loopStopRecord(t, d.dataDir, sid)
-				assert.Contains(t, stop, `"warned":true`)
+				f(t, signal, changes, cwd, same)
 			})
 		}
 	}
+}
+
+// TestE2E_LoopRecoveryWarn: under "warn" the stuck turn is not stopped at
+// call 101; the model's next request carries the warning after that call's
+// result, and the editor is shown it. A model that keeps repeating is
+// stopped at the next call with capReason stuck_after_warning; one that
+// changes approach finishes end_turn. Both stuck signals.
+func TestE2E_LoopRecoveryWarn(t *testing.T) {
+	t.Parallel()
+	eachWarnCase(t, func(t *testing.T, signal string, changes bool, cwd, same string) {
+		d := startDaemonIn(t, cwd, t.TempDir(), nil, nil, "--loop-recovery", "warn", "--stuck-signal", signal)
+		n := 130
+		if changes {
+			n = 101
+		}
+		pollScript(d, same, n, false)
+		if changes {
+			// After the warning: other files, then the answer (the
+			// final "done" of pollScript is then unused).
+			d.model.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
+				if len(r.Messages) == 0 || !strings.Contains(r.Messages[len(r.Messages)-1].Text(), "Repeating it again will stop this turn") &&
+					!strings.Contains(r.Messages[len(r.Messages)-1].Text(), "other_") {
+					return modeltest.Response{}, false
+				}
+				k := strings.Count(lastText(r), "other_") // 0 after the warning
+				if k >= 10 {
+					return modeltest.Response{Text: "changed approach; done"}, true
+				}
+				p := filepath.Join(cwd, fmt.Sprintf("other_%d.txt", k))
+				_ = os.WriteFile(p, []byte(fmt.Sprintf("other_%d ", k)+strings.Repeat("other_ ", k)), 0o644)
+				c := readCall(p)
+				c.ID = fmt.Sprintf("call_other_%d", k)
+				return modeltest.Response{ToolCalls: []modeltest.ToolCall{c}, WholeArguments: true}, true
+			})
+		}
+		sid := d.session(t)
+		resp, data := promptLoop(t, d, sid)
+
+		// The request after call 101 ends with the warning.
+		var warned *modeltest.Request
+		reqs := d.model.Requests()
+		for i := range reqs {
+			if strings.Contains(lastText(reqs[i]), "Repeating it again will stop this turn") {
+				warned = &reqs[i]
+				break
+			}
+		}
+		require.NotNil(t, warned, "the model was warned")
+		w := lastText(*warned)
+		assert.Contains(t, w, "the same read_file call")
+		if signal == "results" {
+			assert.Contains(t, w, "with the same result")
+		}
+		shown := false
+		for _, u := range d.cc.Updates() {
+			if c := u.Update.Content; c != nil && strings.Contains(c.Text, "Repeating it again will stop this turn") {
+				shown = true
+			}
+		}
+		assert.True(t, shown, "the editor is shown the warning")
+
+		if changes {
+			require.NotNil(t, resp, "%v", data)
+			assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+			completed, _ := statusCounts(d.cc.Updates())
+			assert.Equal(t, 111, completed)
+			return
+		}
+		require.NotNil(t, data)
+		assert.Equal(t, "stuck_after_warning", data["capReason"])
+		assert.Equal(t, true, data["warned"])
+		assert.EqualValues(t, 102, data["toolCalls"], "stopped at the next repeat")
+		stop := loopStopRecord(t, d.dataDir, sid)
+		assert.Contains(t, stop, `"warned":true`)
+	})
 }
 
 // lastText is the text of a request's last message.
@@ -282,83 +292,72 @@ func TestE2E_SubagentStuckSignalResults(t *testing.T) {
 func TestE2E_SubagentLoopRecoveryWarn(t *testing.T) {
 	t.Parallel()
 	const warning = "Repeating it again will stop this turn"
-	for _, signal := range []string{"calls", "results"} {
-		for _, changes := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s, changes approach %t", signal, changes), func(t *testing.T) {
-				t.Parallel()
-				cwd := t.TempDir()
-				same := filepath.Join(cwd, "same.txt")
-				require.NoError(t, os.WriteFile(same, []byte("nothing new"), 0o644))
-				const key = "STUCK-TASK-7"
-				d := startDaemonIn(t, cwd, t.TempDir(), nil, []modeltest.Response{
-					{ToolCalls: []modeltest.ToolCall{agentTC("call_stuck", "Read it", key+": read same.txt until it changes", "")}},
-					{Text: "The subagent reported."},
-				}, "--loop-recovery", "warn", "--stuck-signal", signal)
-				for i := range 110 {
-					c := readCall(same)
-					c.ID = fmt.Sprintf("call_same_%d", i)
-					d.model.Add(modeltest.Response{Match: key, ToolCalls: []modeltest.ToolCall{c}, WholeArguments: true})
+	eachWarnCase(t, func(t *testing.T, signal string, changes bool, cwd, same string) {
+		const key = "STUCK-TASK-7"
+		d := startDaemonIn(t, cwd, t.TempDir(), nil, []modeltest.Response{
+			{ToolCalls: []modeltest.ToolCall{agentTC("call_stuck", "Read it", key+": read same.txt until it changes", "")}},
+			{Text: "The subagent reported."},
+		}, "--loop-recovery", "warn", "--stuck-signal", signal)
+		for i := range 110 {
+			c := readCall(same)
+			c.ID = fmt.Sprintf("call_same_%d", i)
+			d.model.Add(modeltest.Response{Match: key, ToolCalls: []modeltest.ToolCall{c}, WholeArguments: true})
+		}
+		if changes {
+			// The run's model, once warned, stops reading and answers.
+			d.model.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
+				if strings.Contains(lastText(r), warning) {
+					return modeltest.Response{Text: "same.txt never changes; giving up on it"}, true
 				}
-				if changes {
-					// The run's model, once warned, stops reading and answers.
-					d.model.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
-						if strings.Contains(lastText(r), warning) {
-							return modeltest.Response{Text: "same.txt never changes; giving up on it"}, true
-						}
-						return modeltest.Response{}, false
-					})
-				}
-				ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-				defer cancel()
-				_, err := d.cc.InitializeWith(ctx, acp.ClientCapabilities{Session: &acp.ClientSessionCapabilities{Notices: &acp.Capability{}}})
-				require.NoError(t, err)
-				sid, err := d.cc.NewSession(ctx, d.cwd)
-				require.NoError(t, err)
-				waitCommands(t, d, sid, 1)
-				skip := len(d.cc.Updates())
-				resp, err := d.cc.Prompt(ctx, sid, "go")
-				require.NoError(t, err, "the parent's turn is not stopped")
-				assert.Equal(t, acp.StopEndTurn, resp.StopReason)
-
-				// The run's request after its call 101 ends with the
-				// warning, and no other request carries it.
-				sub := subRequests(d.model, key)
-				require.GreaterOrEqual(t, len(sub), 102, "the run went past its call 101")
-				assert.Contains(t, lastText(sub[101]), warning, "the run's model is warned after call 101's result")
-				for i := range 101 {
-					assert.NotContains(t, lastText(sub[i]), warning, "request %d", i+1)
-				}
-				warned := 0
-				for _, r := range d.model.Requests() {
-					if strings.Contains(lastText(r), warning) {
-						warned++
-					}
-				}
-				assert.Equal(t, 1, warned, "one request of all, the run's, carries the warning")
-				live := d.cc.Updates()[skip:]
-				var shown []acp.Notice
-				for _, u := range live {
-					if n := u.Update.Notice; n != nil && n.Title == "The turn looks stuck in a loop" {
-						shown = append(shown, *n)
-					}
-				}
-				require.Len(t, shown, 1, "one warning notice")
-				assert.Equal(t, acp.SeverityWarning, shown[0].Severity)
-				assert.Contains(t, shown[0].Description, warning)
-
-				st, text := finalContent(live, "call_stuck")
-				if changes {
-					assert.Equal(t, acp.StatusCompleted, st, text)
-					assert.Equal(t, "same.txt never changes; giving up on it", text)
-					assert.Equal(t, 101, d.model.ServedMatching(key), "101 reads, then the answer")
-					return
-				}
-				assert.Equal(t, acp.StatusFailed, st)
-				assert.Contains(t, text, "cap reason stuck_after_warning, 102 tool calls")
-				assert.Equal(t, 102, d.model.ServedMatching(key), "stopped at the call after the warning")
+				return modeltest.Response{}, false
 			})
 		}
-	}
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		sid := d.noticeSession(ctx, t)
+		waitCommands(t, d, sid, 1)
+		skip := len(d.cc.Updates())
+		resp, err := d.cc.Prompt(ctx, sid, "go")
+		require.NoError(t, err, "the parent's turn is not stopped")
+		assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+
+		// The run's request after its call 101 ends with the
+		// warning, and no other request carries it.
+		sub := subRequests(d.model, key)
+		require.GreaterOrEqual(t, len(sub), 102, "the run went past its call 101")
+		assert.Contains(t, lastText(sub[101]), warning, "the run's model is warned after call 101's result")
+		for i := range 101 {
+			assert.NotContains(t, lastText(sub[i]), warning, "request %d", i+1)
+		}
+		warned := 0
+		for _, r := range d.model.Requests() {
+			if strings.Contains(lastText(r), warning) {
+				warned++
+			}
+		}
+		assert.Equal(t, 1, warned, "one request of all, the run's, carries the warning")
+		live := d.cc.Updates()[skip:]
+		var shown []acp.Notice
+		for _, u := range live {
+			if n := u.Update.Notice; n != nil && n.Title == "The turn looks stuck in a loop" {
+				shown = append(shown, *n)
+			}
+		}
+		require.Len(t, shown, 1, "one warning notice")
+		assert.Equal(t, acp.SeverityWarning, shown[0].Severity)
+		assert.Contains(t, shown[0].Description, warning)
+
+		st, text := finalContent(live, "call_stuck")
+		if changes {
+			assert.Equal(t, acp.StatusCompleted, st, text)
+			assert.Equal(t, "same.txt never changes; giving up on it", text)
+			assert.Equal(t, 101, d.model.ServedMatching(key), "101 reads, then the answer")
+			return
+		}
+		assert.Equal(t, acp.StatusFailed, st)
+		assert.Contains(t, text, "cap reason stuck_after_warning, 102 tool calls")
+		assert.Equal(t, 102, d.model.ServedMatching(key), "stopped at the call after the warning")
+	})
 }
 
 // TestE2E_LoopRecoveryWarnDuplicate: the global duplicate behind
@@ -370,49 +369,41 @@ func TestE2E_SubagentLoopRecoveryWarn(t *testing.T) {
 func TestE2E_LoopRecoveryWarnDuplicate(t *testing.T) {
 	t.Parallel()
 	const warning = "Repeating it again will stop this turn"
-	for _, signal := range []string{"calls", "results"} {
+	eachWarnCase(t, func(t *testing.T, signal string, changes bool, cwd, same string) {
 		warnAt := map[string]int{"calls": 6, "results": 7}[signal]
-		for _, changes := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s, changes approach %t", signal, changes), func(t *testing.T) {
-				t.Parallel()
-				cwd := t.TempDir()
-				same := filepath.Join(cwd, "same.txt")
-				require.NoError(t, os.WriteFile(same, []byte("nothing new"), 0o644))
-				d := startDaemonIn(t, cwd, t.TempDir(), nil, nil,
-					"--skip-loop-detection=false", "--loop-recovery", "warn", "--stuck-signal", signal)
-				pollScript(d, same, 20, false)
-				if changes {
-					d.model.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
-						if strings.Contains(lastText(r), warning) {
-							return modeltest.Response{Text: "same.txt never changes; stopping here"}, true
-						}
-						return modeltest.Response{}, false
-					})
+		d := startDaemonIn(t, cwd, t.TempDir(), nil, nil,
+			"--skip-loop-detection=false", "--loop-recovery", "warn", "--stuck-signal", signal)
+		pollScript(d, same, 20, false)
+		if changes {
+			d.model.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
+				if strings.Contains(lastText(r), warning) {
+					return modeltest.Response{Text: "same.txt never changes; stopping here"}, true
 				}
-				sid := d.session(t)
-				resp, data := promptLoop(t, d, sid)
-				reqs := d.model.Requests()
-				at := 0
-				for i, r := range reqs {
-					if strings.Contains(lastText(r), warning) {
-						require.Zero(t, at, "warned once")
-						at = i // request i follows call i
-					}
-				}
-				assert.Equal(t, warnAt, at, "warned after call %d's result", warnAt)
-				completed, _ := statusCounts(d.cc.Updates())
-				if changes {
-					require.NotNil(t, resp, "%v", data)
-					assert.Equal(t, acp.StopEndTurn, resp.StopReason)
-					assert.Equal(t, warnAt, completed)
-					return
-				}
-				require.NotNil(t, data)
-				assert.Equal(t, "global_tool_call_duplicate", data["loopType"])
-				assert.Equal(t, true, data["warned"])
-				assert.EqualValues(t, warnAt+1, data["toolCalls"], "stopped at the call after the warning")
-				assert.Equal(t, warnAt, completed)
+				return modeltest.Response{}, false
 			})
 		}
-	}
+		sid := d.session(t)
+		resp, data := promptLoop(t, d, sid)
+		reqs := d.model.Requests()
+		at := 0
+		for i, r := range reqs {
+			if strings.Contains(lastText(r), warning) {
+				require.Zero(t, at, "warned once")
+				at = i // request i follows call i
+			}
+		}
+		assert.Equal(t, warnAt, at, "warned after call %d's result", warnAt)
+		completed, _ := statusCounts(d.cc.Updates())
+		if changes {
+			require.NotNil(t, resp, "%v", data)
+			assert.Equal(t, acp.StopEndTurn, resp.StopReason)
+			assert.Equal(t, warnAt, completed)
+			return
+		}
+		require.NotNil(t, data)
+		assert.Equal(t, "global_tool_call_duplicate", data["loopType"])
+		assert.Equal(t, true, data["warned"])
+		assert.EqualValues(t, warnAt+1, data["toolCalls"], "stopped at the call after the warning")
+		assert.Equal(t, warnAt, completed)
+	})
 }

@@ -74,16 +74,25 @@ func TestE2E_Notices(t *testing.T) {
 	}
 }
 
+// noticeSession initializes d's connection as a client that takes notices
+// (and nothing else: no fs, no terminal) and opens a session in d's
+// workspace.
+func (d *daemon) noticeSession(ctx context.Context, t testing.TB) string {
+	t.Helper()
+	_, err := d.cc.InitializeWith(ctx, acp.ClientCapabilities{Session: &acp.ClientSessionCapabilities{Notices: &acp.Capability{}}})
+	require.NoError(t, err)
+	sid, err := d.cc.NewSession(ctx, d.cwd)
+	require.NoError(t, err)
+	return sid
+}
+
 // A provider that answers 429 and is retried: an info notice says so (with
 // the status), and the turn ends normally with the retried answer.
 func TestE2E_ProviderRetryNotice(t *testing.T) {
 	d := startDaemon(t, nil, []modeltest.Response{{Status: 429, RetryAfter: "1"}, {Text: "hi"}})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	_, err := d.cc.InitializeWith(ctx, acp.ClientCapabilities{Session: &acp.ClientSessionCapabilities{Notices: &acp.Capability{}}})
-	require.NoError(t, err)
-	sid, err := d.cc.NewSession(ctx, d.cwd)
-	require.NoError(t, err)
+	sid := d.noticeSession(ctx, t)
 	resp, err := d.cc.Prompt(ctx, sid, "hello")
 	require.NoError(t, err)
 	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
@@ -103,18 +112,14 @@ func TestE2E_ProviderRetryNotice(t *testing.T) {
 // A request that takes the conversation past 80% of
 // model.sessionTokenLimit is sent, and the user is told the limit is near.
 func TestE2E_BudgetNearNotice(t *testing.T) {
-	notices := acp.ClientCapabilities{Session: &acp.ClientSessionCapabilities{Notices: &acp.Capability{}}}
 	// What the first request of a session holds (the system prompt and the
 	// tools), as /context reports it; the limit is set a little above it,
 	// so the request fits and is past 80%.
 	d0 := startDaemon(t, nil, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	_, err := d0.cc.InitializeWith(ctx, notices)
-	require.NoError(t, err)
-	sid0, err := d0.cc.NewSession(ctx, d0.cwd)
-	require.NoError(t, err)
-	_, err = d0.cc.Prompt(ctx, sid0, "/context")
+	sid0 := d0.noticeSession(ctx, t)
+	_, err := d0.cc.Prompt(ctx, sid0, "/context")
 	require.NoError(t, err)
 	var used int
 	_, err = fmt.Sscanf(regexp.MustCompile(`Used: \d+`).FindString(acptest.AgentText(d0.cc.Updates(), sid0)), "Used: %d", &used)
@@ -122,10 +127,7 @@ func TestE2E_BudgetNearNotice(t *testing.T) {
 	limit := used * 115 / 100
 
 	d := startDaemonIn(t, d0.cwd, t.TempDir(), nil, []modeltest.Response{{Text: "hi"}}, "--session-token-limit", fmt.Sprint(limit))
-	_, err = d.cc.InitializeWith(ctx, notices)
-	require.NoError(t, err)
-	sid, err := d.cc.NewSession(ctx, d.cwd)
-	require.NoError(t, err)
+	sid := d.noticeSession(ctx, t)
 	resp, err := d.cc.Prompt(ctx, sid, "hello")
 	require.NoError(t, err)
 	assert.Equal(t, acp.StopEndTurn, resp.StopReason)
