@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"syscall"
@@ -14,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
-	"github.com/acpd/acpd/session/instructions/gittest"
+	"github.com/acpd/acpd/session/idletest"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
@@ -24,35 +23,8 @@ type discardClient struct{ recClient }
 
 func (*discardClient) SessionUpdate(context.Context, *acp.SessionNotification) error { return nil }
 
-// idleWorkspace is a committed git repository as a team keeps one: 200
-// source files, an AGENTS.md importing a second file, and three command
-// files in .acpd/commands.
-func idleWorkspace(tb testing.TB) string {
-	tb.Helper()
-	gittest.Require(tb)
-	dir := tb.TempDir()
-	for i := range 200 {
-		sub := filepath.Join(dir, fmt.Sprintf("pkg%02d", i%20))
-		require.NoError(tb, os.MkdirAll(sub, 0o755))
-		require.NoError(tb, os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%03d.go", i)), []byte("package p\n"), 0o644))
-	}
-	agents := "# Rules\n\nRun `go test ./...` before every commit. Keep functions short.\n\nSee @docs/style.md for the style.\n"
-	require.NoError(tb, os.WriteFile(filepath.Join(dir, "AGENTS.md"), []byte(agents), 0o644))
-	require.NoError(tb, os.MkdirAll(filepath.Join(dir, "docs"), 0o755))
-	style := ""
-	for i := range 20 {
-		style += fmt.Sprintf("- Style rule %d: name things for what they hold, not for their type.\n", i)
-	}
-	require.NoError(tb, os.WriteFile(filepath.Join(dir, "docs", "style.md"), []byte(style), 0o644))
-	cmds := filepath.Join(dir, ".acpd", "commands")
-	require.NoError(tb, os.MkdirAll(cmds, 0o755))
-	for _, n := range []string{"review", "release", "triage"} {
-		body := fmt.Sprintf("---\ndescription: %s the current change\nargument-hint: [focus]\n---\nPlease %s the change, focusing on $ARGUMENTS.\n", n, n)
-		require.NoError(tb, os.WriteFile(filepath.Join(cmds, n+".md"), []byte(body), 0o644))
-	}
-	gittest.Seed(tb, dir)
-	return dir
-}
+// idleWorkspace is the benchmarks' git workspace (idletest.Workspace).
+func idleWorkspace(tb testing.TB) string { return idletest.Workspace(tb) }
 
 // idleManager is a Manager configured as the daemon configures one (a
 // durable store, the built-in tools), with a discarding client.
@@ -166,7 +138,3 @@ func cpuTime(tb testing.TB) time.Duration {
 	require.NoError(tb, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-// IdleWorkspace is idleWorkspace for the end-to-end benchmarks of the
-// external test package.
-func IdleWorkspace(tb testing.TB) string { return idleWorkspace(tb) }

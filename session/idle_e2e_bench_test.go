@@ -9,14 +9,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/acpd/acpd/session"
 	"github.com/acpd/acpd/session/heaprelease"
+	"github.com/acpd/acpd/session/idletest"
 )
 
 // BenchmarkDaemon_IdleSessions measures what 1,000 idle sessions cost the
@@ -35,7 +34,7 @@ import (
 // Target: ≤ 12 KB a session.
 func BenchmarkDaemon_IdleSessions(b *testing.B) {
 	const n = 1000
-	ws := session.IdleWorkspace(b)
+	ws := idletest.Workspace(b)
 	b.Run("new", func(b *testing.B) {
 		var r idleRSS
 		for b.Loop() {
@@ -85,17 +84,16 @@ func BenchmarkDaemon_IdleSessions(b *testing.B) {
 // second after it, and once the daemon has been idle past
 // heaprelease.Quiet; each growth divided by n.
 type idleRSS struct {
-	before      int64
+	g           *idletest.Growth
 	burst, idle float64
 }
 
-func (r *idleRSS) start(d *idleDaemon) { r.before = rssAnonKB(d.b, d.cmd.Process.Pid) }
+func (r *idleRSS) start(d *idleDaemon) { r.g = idletest.Start(d.b, d.cmd.Process.Pid) }
 
 func (r *idleRSS) settle(d *idleDaemon, n int) {
-	time.Sleep(time.Second)
-	r.burst = float64(rssAnonKB(d.b, d.cmd.Process.Pid)-r.before) / float64(n)
-	time.Sleep(heaprelease.Quiet + time.Second)
-	r.idle = float64(rssAnonKB(d.b, d.cmd.Process.Pid)-r.before) / float64(n)
+	r.g.Burst()
+	r.burst = r.g.After(d.b, time.Second, n)
+	r.idle = r.g.After(d.b, heaprelease.Quiet+2*time.Second, n)
 }
 
 func (r *idleRSS) report(b *testing.B) {
@@ -182,20 +180,4 @@ func (d *idleDaemon) loadSession(cwd, id string) {
 func (d *idleDaemon) close() {
 	_ = d.stdin.Close()
 	require.NoError(d.b, d.cmd.Wait())
-}
-
-// rssAnonKB is a live process's anonymous resident memory in KiB.
-func rssAnonKB(b testing.TB, pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	require.NoError(b, err)
-	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
-			var kb int64
-			_, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
-			require.NoError(b, err)
-			return kb
-		}
-	}
-	b.Fatal("no RssAnon in /proc status")
-	return 0
 }
