@@ -329,8 +329,18 @@ func (s *HTTPStream) deliver(data []byte, sid string) error {
 		}
 		if m.Method == "" && m.Result.SessionID != "" {
 			// As the SDK does: a session's updates may follow its
-			// session/new reply at once, so its stream opens now.
-			go func() { _ = s.openSession(m.Result.SessionID) }()
+			// session/new reply at once, so its stream opens now. A
+			// refusal other than 409 (which the session's next request
+			// meets and answers) ends the stream: the session's
+			// messages can never arrive, and a reader waiting for them
+			// must learn why instead of waiting forever.
+			go func() {
+				err := s.openSession(m.Result.SessionID)
+				var c *conflict
+				if err != nil && !errors.As(err, &c) && s.ctx.Err() == nil {
+					s.fail(fmt.Errorf("session %s: %w", m.Result.SessionID, err))
+				}
+			}()
 		}
 	}
 	s.outMu.Lock()
