@@ -1,13 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/acpd/acpd/acp"
 )
@@ -19,28 +18,28 @@ import (
 // become text and embedded blobs become resource links. Structured content
 // is used as JSON text when there are no blocks. maxBytes > 0 truncates the
 // model text with a note.
-func convertResult(res *sdk.CallToolResult, maxBytes int) (string, []acp.ToolCallContent) {
+func convertResult(res *callToolResult, maxBytes int) (string, []acp.ToolCallContent) {
 	var llm []string
 	var out []acp.ToolCallContent
 	add := func(b acp.ContentBlock) {
 		out = append(out, acp.ToolCallContent{Type: "content", Content: &b})
 	}
 	for _, c := range res.Content {
-		switch c := c.(type) {
-		case *sdk.TextContent:
+		switch c.Type {
+		case "text":
 			add(acp.TextBlock(c.Text))
 			llm = append(llm, c.Text)
-		case *sdk.ImageContent:
+		case "image":
 			add(acp.ContentBlock{Type: "image", MimeType: c.MIMEType, Data: base64.StdEncoding.EncodeToString(c.Data)})
 			llm = append(llm, fmt.Sprintf("[image %s, %d bytes]", c.MIMEType, len(c.Data)))
-		case *sdk.AudioContent:
+		case "audio":
 			add(acp.ContentBlock{Type: "audio", MimeType: c.MIMEType, Data: base64.StdEncoding.EncodeToString(c.Data)})
 			llm = append(llm, fmt.Sprintf("[audio %s, %d bytes]", c.MIMEType, len(c.Data)))
-		case *sdk.ResourceLink:
+		case "resource_link":
 			add(acp.ContentBlock{Type: "resource_link", URI: c.URI, Name: linkName(c.Name, c.URI), Title: c.Title,
 				Description: c.Description, MimeType: c.MIMEType, Size: c.Size})
 			llm = append(llm, fmt.Sprintf("[resource %s: %s]", linkName(c.Name, c.URI), c.URI))
-		case *sdk.EmbeddedResource:
+		case "resource":
 			r := c.Resource
 			if r == nil {
 				continue
@@ -54,11 +53,15 @@ func convertResult(res *sdk.CallToolResult, maxBytes int) (string, []acp.ToolCal
 			add(acp.ContentBlock{Type: "resource_link", URI: r.URI, Name: linkName("", r.URI), MimeType: r.MIMEType, Size: &size})
 			llm = append(llm, fmt.Sprintf("[resource %s, %s, %d bytes]", r.URI, r.MIMEType, size))
 		default:
-			// Sampling-only blocks (tool_use, tool_result) are not valid in a
-			// tool result; show them as JSON rather than dropping them.
-			if b, err := c.MarshalJSON(); err == nil {
-				add(acp.TextBlock(string(b)))
-				llm = append(llm, string(b))
+			// Sampling-only blocks (tool_use, tool_result) and types newer
+			// than acpd are not valid in a tool result as acpd knows it;
+			// show them as JSON rather than dropping them.
+			if len(c.raw) > 0 {
+				var compact bytes.Buffer
+				if json.Compact(&compact, c.raw) == nil {
+					add(acp.TextBlock(compact.String()))
+					llm = append(llm, compact.String())
+				}
 			}
 		}
 	}

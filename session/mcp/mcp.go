@@ -5,7 +5,10 @@
 // run as child processes; HTTP servers use the streamable HTTP transport. A
 // server that dies mid-session (a stdio child that exits, an HTTP server
 // that lost the session and answers 404) is reported on its next call and
-// restarted (a new MCP session) once. It uses the official MCP Go SDK.
+// restarted (a new MCP session) once. The MCP client is acpd's own (rpc.go,
+// stdio.go, http.go, protocol.go, schema.go): the official SDK cost every
+// process its package init and page faults before the editor's initialize
+// was answered, sessions without MCP servers included.
 package mcp
 
 import (

@@ -30,8 +30,9 @@ import (
 	"github.com/acpd/acpd/session/tools"
 )
 
-// serverBin is the test MCP server, built once by TestMain.
-var serverBin string
+// serverBin is the test MCP server (the official SDK's), badServerBin the
+// hand-written misbehaving one; TestMain builds both once.
+var serverBin, badServerBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "mcpserver")
@@ -40,11 +41,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	serverBin = filepath.Join(dir, "mcpserver")
-	build := exec.Command("go", "build", "-o", serverBin, "./testdata/mcpserver")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the test MCP server:", err)
-		os.Exit(1)
+	badServerBin = filepath.Join(dir, "badserver")
+	for bin, pkg := range map[string]string{serverBin: "./testdata/mcpserver", badServerBin: "./testdata/badserver"} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building the test MCP server:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
@@ -369,16 +373,17 @@ func TestConvertResult(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
-		res      *sdk.CallToolResult
+		res      *callToolResult
 		max      int
 		wantLLM  string
 		wantWire string
 	}{
-		{name: "empty", res: &sdk.CallToolResult{}, wantWire: `null`},
-		{name: "structured only", res: &sdk.CallToolResult{StructuredContent: map[string]any{"n": 1}}, wantLLM: `{"n":1}`, wantWire: `[{"type":"content","content":{"type":"text","text":"{\"n\":1}"}}]`},
-		{name: "audio", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.AudioContent{MIMEType: "audio/wav", Data: []byte{1, 2}}}}, wantLLM: "[audio audio/wav, 2 bytes]", wantWire: `[{"type":"content","content":{"type":"audio","mimeType":"audio/wav","data":"AQI="}}]`},
-		{name: "truncated", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "héllo world"}}}, max: 2, wantLLM: "h\n[output truncated: 11 of 12 bytes omitted]", wantWire: `[{"type":"content","content":{"type":"text","text":"héllo world"}}]`},
-		{name: "empty text kept", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{}}}, wantWire: `[{"type":"content","content":{"type":"text","text":""}}]`},
+		{name: "empty", res: &callToolResult{}, wantWire: `null`},
+		{name: "structured only", res: &callToolResult{StructuredContent: map[string]any{"n": 1}}, wantLLM: `{"n":1}`, wantWire: `[{"type":"content","content":{"type":"text","text":"{\"n\":1}"}}]`},
+		{name: "audio", res: &callToolResult{Content: []contentBlock{{Type: "audio", MIMEType: "audio/wav", Data: []byte{1, 2}}}}, wantLLM: "[audio audio/wav, 2 bytes]", wantWire: `[{"type":"content","content":{"type":"audio","mimeType":"audio/wav","data":"AQI="}}]`},
+		{name: "truncated", res: &callToolResult{Content: []contentBlock{{Type: "text", Text: "héllo world"}}}, max: 2, wantLLM: "h\n[output truncated: 11 of 12 bytes omitted]", wantWire: `[{"type":"content","content":{"type":"text","text":"héllo world"}}]`},
+		{name: "empty text kept", res: &callToolResult{Content: []contentBlock{{Type: "text"}}}, wantWire: `[{"type":"content","content":{"type":"text","text":""}}]`},
+		{name: "unknown block as JSON", res: decodeResult(t, `{"content":[{"type":"tool_use","id":"x", "name":"n","input":{}}]}`), wantLLM: `{"type":"tool_use","id":"x","name":"n","input":{}}`, wantWire: `[{"type":"content","content":{"type":"text","text":"{\"type\":\"tool_use\",\"id\":\"x\",\"name\":\"n\",\"input\":{}}"}}]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -538,7 +543,7 @@ func TestConnect_TimeoutReported(t *testing.T) {
 
 // httpServer is a streamable HTTP MCP server on loopback that records the
 // headers of every request.
-func httpServer(t *testing.T) (string, func() http.Header) {
+func httpServer(t testing.TB) (string, func() http.Header) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "httpserver", Version: "1.0.0"}, nil)
 	s.AddTool(&sdk.Tool{
 		Name:        "whoami",
@@ -674,4 +679,11 @@ func TestChildEnv_PathKeepsAbsoluteEntries(t *testing.T) {
 	if runtime.GOOS != "windows" {
 		assert.Equal(t, "/", neutralDir())
 	}
+}
+
+func decodeResult(t *testing.T, raw string) *callToolResult {
+	t.Helper()
+	var res callToolResult
+	require.NoError(t, json.Unmarshal([]byte(raw), &res))
+	return &res
 }

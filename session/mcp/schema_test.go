@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -91,6 +90,6 @@ func TestInputSchema_Keywords(t *testing.T) {
 
 func toolWithSchema(t *testing.T, schema string) *Tool {
 	t.Helper()
-	def := newToolDef(&sdk.Tool{Name: "t", InputSchema: json.RawMessage(schema)})
+	def := newToolDef(&mcpTool{Name: "t", InputSchema: json.RawMessage(schema)})
 	return &Tool{name: "mcp__s__t", srv: &server{name: "s"}, def: def}
 }

@@ -15,9 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/acpd/acpd/acp"
 )
 
@@ -69,7 +66,7 @@ type server struct {
 // conn is one live connection: the session, the child process (stdio) and
 // a channel closed when the connection ends.
 type conn struct {
-	cs   *sdk.ClientSession
+	cs   *session
 	cmd  *exec.Cmd
 	gen  int
 	done chan struct{}
@@ -138,16 +135,19 @@ func (s *server) connectLocked(ctx context.Context) error {
 	defer cancel()
 	defer context.AfterFunc(s.life, cancel)()
 
-	transport, cmd := s.transport()
-	client := sdk.NewClient(&sdk.Implementation{Name: "acpd", Version: s.opts.ClientVersion}, &sdk.ClientOptions{Logger: s.log})
-	cs, err := client.Connect(cctx, transport, nil)
+	r, cmd, err := s.dial()
 	if err != nil {
+		return &ServerError{Server: s.name, Err: s.connectErr("connect", cctx, err)}
+	}
+	cs, err := initialize(cctx, r, s.opts.ClientVersion)
+	if err != nil {
+		_ = r.close()
 		killGroup(cmd)
 		return &ServerError{Server: s.name, Err: s.connectErr("connect", cctx, err)}
 	}
 	defs, err := listTools(cctx, cs)
 	if err != nil {
-		_ = cs.Close()
+		_ = r.close()
 		killGroup(cmd)
 		return &ServerError{Server: s.name, Err: s.connectErr("list tools", cctx, err)}
 	}
@@ -171,8 +171,10 @@ func (s *server) connectErr(step string, cctx context.Context, err error) error 
 	return fmt.Errorf("%s: %w", step, err)
 }
 
-// transport builds a fresh transport; cmd is the child for stdio servers.
-func (s *server) transport() (sdk.Transport, *exec.Cmd) {
+// dial opens a fresh connection: an HTTP transport, or a started child for
+// stdio servers (cmd).
+func (s *server) dial() (*rpc, *exec.Cmd, error) {
+	r := newRPC(s.log)
 	if s.cfg.Type == TypeHTTP {
 		base := http.DefaultTransport
 		client := &http.Client{}
@@ -183,18 +185,24 @@ func (s *server) transport() (sdk.Transport, *exec.Cmd) {
 			}
 		}
 		client.Transport = &headerTransport{base: base, headers: s.cfg.Headers}
-		return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: client}, nil
+		r.t = newHTTPTransport(s.cfg.URL, client, r)
+		return r, nil, nil
 	}
 	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
 	cmd.Env = childEnv(s.cfg.Env)
 	cmd.Dir = neutralDir()
-	// The SDK reads stdout; stderr is the server's log and must never reach
-	// the daemon's stdout (the ACP stream).
+	// The client reads stdout; stderr is the server's log and must never
+	// reach the daemon's stdout (the ACP stream).
 	cmd.Stderr = &stderrLog{log: s.log}
 	// A grandchild holding stderr open must not hang Wait.
 	cmd.WaitDelay = s.opts.StopTimeout
 	setProcAttr(cmd)
-	return &sdk.CommandTransport{Command: cmd, TerminateDuration: s.opts.StopTimeout}, cmd
+	t, err := startStdio(cmd, r, s.opts.StopTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.t = t
+	return r, cmd, nil
 }
 
 // neutralDir is the working directory of every stdio server: never the
@@ -244,13 +252,13 @@ func childEnv(vars []acp.EnvVariable) []string {
 }
 
 // listTools follows tools/list pagination.
-func listTools(ctx context.Context, cs *sdk.ClientSession) ([]*toolDef, error) {
+func listTools(ctx context.Context, cs *session) ([]*toolDef, error) {
 	var defs []*toolDef
 	seen := map[string]bool{}
 	cursors := map[string]bool{}
-	params := &sdk.ListToolsParams{}
+	cursor := ""
 	for range maxListPages {
-		res, err := cs.ListTools(ctx, params)
+		res, err := cs.listTools(ctx, cursor)
 		if err != nil {
 			return nil, err
 		}
@@ -268,7 +276,7 @@ func listTools(ctx context.Context, cs *sdk.ClientSession) ([]*toolDef, error) {
 			return nil, fmt.Errorf("tools/list repeated cursor %q", res.NextCursor)
 		}
 		cursors[res.NextCursor] = true
-		params = &sdk.ListToolsParams{Cursor: res.NextCursor}
+		cursor = res.NextCursor
 	}
 	return nil, fmt.Errorf("tools/list returned more than %d pages", maxListPages)
 }
@@ -284,7 +292,7 @@ func (s *server) setDefs(defs []*toolDef) {
 // watch waits for the connection to end; an end we did not cause marks the
 // server dead until its next call reports it.
 func (s *server) watch(c *conn) {
-	err := c.cs.Wait()
+	err := c.cs.rpc.wait()
 	c.exitErr = err
 	close(c.done)
 	s.mu.Lock()
@@ -302,7 +310,7 @@ func (s *server) watch(c *conn) {
 		s.log.Warn("mcp server stopped unexpectedly", "err", err)
 	}
 	// Reap the child and anything it left behind.
-	_ = c.cs.Close()
+	_ = c.cs.rpc.close()
 	killGroup(c.cmd)
 }
 
@@ -315,7 +323,7 @@ func exitReason(err error) error {
 
 // call runs one tools/call. A dead server is reported here, once, naming
 // it, and restarted (once per session).
-func (s *server) call(ctx context.Context, tool string, args []byte) (*sdk.CallToolResult, error) {
+func (s *server) call(ctx context.Context, tool string, args []byte) (*callToolResult, error) {
 	s.mu.Lock()
 	switch {
 	case s.closed:
@@ -340,11 +348,11 @@ func (s *server) call(ctx context.Context, tool string, args []byte) (*sdk.CallT
 	}
 	s.mu.Unlock()
 
-	// Close cancels calls in flight: the SDK's Close waits for them.
+	// Close cancels calls in flight.
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.life, cancel)()
-	res, err := c.cs.CallTool(cctx, &sdk.CallToolParams{Name: tool, Arguments: jsonObject(args)})
+	res, err := c.cs.callTool(cctx, tool, jsonObject(args))
 	if err == nil {
 		return res, nil
 	}
@@ -370,10 +378,10 @@ func (s *server) call(ctx context.Context, tool string, args []byte) (*sdk.CallT
 // error from the server is an answer; anything else waits briefly for the
 // read loop to notice a closed connection.
 func (s *server) connectionLost(ctx context.Context, c *conn, err error) bool {
-	if errors.Is(err, sdk.ErrConnectionClosed) {
+	if errors.Is(err, errConnClosed) {
 		return true
 	}
-	if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) {
+	if rpcErr := (*rpcError)(nil); errors.As(err, &rpcErr) {
 		return false
 	}
 	t := time.NewTimer(exitReportWait)
@@ -448,8 +456,8 @@ func (s *server) status() Status {
 	return st
 }
 
-// close ends the connection (the SDK closes a child's stdin, then signals
-// it) and kills whatever is left of the child's process group.
+// close ends the connection (a child's stdin is closed, then it is
+// signalled) and kills whatever is left of the child's process group.
 func (s *server) close() error {
 	s.stop()
 	s.mu.Lock()
@@ -463,7 +471,7 @@ func (s *server) close() error {
 	s.mu.Unlock()
 	var err error
 	if c != nil {
-		err = c.cs.Close()
+		err = c.cs.rpc.close()
 		killGroup(c.cmd)
 	}
 	s.watchers.Wait()

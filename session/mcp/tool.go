@@ -11,9 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/jsonschema-go/jsonschema"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/tools"
@@ -38,11 +35,11 @@ type toolDef struct {
 	name        string
 	title       string
 	description string
-	params      json.RawMessage      // what the model sees
-	schema      *jsonschema.Resolved // nil: any object
+	params      json.RawMessage // what the model sees
+	schema      *schema         // nil: any object
 }
 
-func newToolDef(t *sdk.Tool) *toolDef {
+func newToolDef(t *mcpTool) *toolDef {
 	d := &toolDef{name: t.Name, title: t.Title, description: t.Description, params: anyObject}
 	if d.title == "" && t.Annotations != nil {
 		d.title = t.Annotations.Title
@@ -50,11 +47,8 @@ func newToolDef(t *sdk.Tool) *toolDef {
 	if d.description == "" {
 		d.description = d.title
 	}
-	if t.InputSchema == nil {
-		return d
-	}
-	raw, err := json.Marshal(t.InputSchema)
-	if err != nil {
+	raw := bytes.TrimSpace(t.InputSchema)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return d
 	}
 	sch, err := compileSchema(raw)
@@ -63,91 +57,8 @@ func newToolDef(t *sdk.Tool) *toolDef {
 		// object and let the server judge the arguments.
 		return d
 	}
-	d.params, d.schema = raw, sch
+	d.params, d.schema = append(json.RawMessage(nil), raw...), sch
 	return d
-}
-
-// compileSchema prepares a server's input schema for validating the
-// model's arguments. It uses the JSON Schema implementation the MCP SDK
-// itself links (drafts 2020-12 and 07, the dialects MCP servers emit), so
-// no second library and its package init are in the binary. A $ref outside
-// the schema is refused (the default without a loader): a server's schema
-// must not make the daemon read files or fetch URLs.
-func compileSchema(raw []byte) (*jsonschema.Resolved, error) {
-	var doc any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, err
-	}
-	if _, ok := doc.(map[string]any); !ok {
-		return nil, errors.New("input schema is not an object")
-	}
-	var s jsonschema.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, err
-	}
-	dialect, ok := dialects[strings.TrimSuffix(s.Schema, "#")]
-	if !ok {
-		// Another draft's keywords mean other things (draft-04's boolean
-		// exclusiveMinimum, 2019-09's array items): validating them as
-		// 2020-12 could refuse good arguments, so the server judges.
-		return nil, fmt.Errorf("input schema dialect %q is not supported", s.Schema)
-	}
-	s.Schema = dialect
-	if err := checkTypeNames(&s); err != nil {
-		return nil, err
-	}
-	return s.Resolve(nil)
-}
-
-// dialects maps each accepted $schema, without a trailing '#' (servers
-// write it both ways), to the spelling the validator knows.
-var dialects = map[string]string{
-	"": "",
-	"https://json-schema.org/draft/2020-12/schema": "https://json-schema.org/draft/2020-12/schema",
-	"http://json-schema.org/draft-07/schema":       "http://json-schema.org/draft-07/schema#",
-	"https://json-schema.org/draft-07/schema":      "https://json-schema.org/draft-07/schema#",
-}
-
-// checkTypeNames refuses a "type" that names no JSON type anywhere in the
-// schema (the validator would otherwise refuse every value there): such a
-// schema is unusable and the tool falls back to any object.
-func checkTypeNames(s *jsonschema.Schema) error {
-	var bad error
-	walkSchema(s, func(s *jsonschema.Schema) {
-		for _, t := range append([]string{s.Type}, s.Types...) {
-			switch t {
-			case "", "object", "array", "string", "integer", "number", "boolean", "null":
-			default:
-				if bad == nil {
-					bad = fmt.Errorf("type %q is not a JSON type", t)
-				}
-			}
-		}
-	})
-	return bad
-}
-
-// walkSchema calls f on s and every schema inside it.
-func walkSchema(s *jsonschema.Schema, f func(*jsonschema.Schema)) {
-	if s == nil {
-		return
-	}
-	f(s)
-	for _, sub := range []*jsonschema.Schema{s.AdditionalItems, s.Contains, s.UnevaluatedItems, s.Items,
-		s.AdditionalProperties, s.PropertyNames, s.UnevaluatedProperties, s.Not, s.If, s.Then, s.Else, s.ContentSchema} {
-		walkSchema(sub, f)
-	}
-	for _, list := range [][]*jsonschema.Schema{s.PrefixItems, s.ItemsArray, s.AllOf, s.AnyOf, s.OneOf} {
-		for _, sub := range list {
-			walkSchema(sub, f)
-		}
-	}
-	for _, m := range []map[string]*jsonschema.Schema{s.Defs, s.Definitions, s.DependencySchemas,
-		s.Properties, s.PatternProperties, s.DependentSchemas} {
-		for _, sub := range m {
-			walkSchema(sub, f)
-		}
-	}
 }
 
 // toolName is mcp__<server>__<tool> with every character outside [A-Za-z0-9_-]
@@ -247,18 +158,11 @@ func (t *Tool) Build(_ *tools.Env, args json.RawMessage) (tools.Call, error) {
 		return nil, fmt.Errorf("%s: arguments must be a JSON object", t.name)
 	}
 	if t.def.schema != nil {
-		if err := t.def.schema.Validate(v); err != nil {
-			return nil, fmt.Errorf("%s: invalid arguments: %s", t.name, validationText(err))
+		if err := t.def.schema.validate(trimmed); err != nil {
+			return nil, fmt.Errorf("%s: invalid arguments: %v", t.name, err)
 		}
 	}
 	return &Call{tool: t, args: json.RawMessage(trimmed)}, nil
-}
-
-// validationText is the validator's error without its leading "validating
-// root: ": the rest names the schema location and what was wrong there
-// ("validating /properties/text: type: 5 has type "integer", want "string"").
-func validationText(err error) string {
-	return strings.TrimPrefix(err.Error(), "validating root: ")
 }
 
 // Call is a validated call of an MCP tool.
@@ -293,7 +197,7 @@ func (c *Call) FrameMeta() map[string]any { return c.tool.FrameMeta() }
 func (c *Call) Arguments() json.RawMessage { return c.args }
 
 // Execute calls the tool on its server. Cancelling ctx returns at once and
-// the SDK tells the server (notifications/cancelled).
+// the server is told (notifications/cancelled).
 func (c *Call) Execute(ctx context.Context, env *tools.Env) tools.Result {
 	res, err := c.tool.srv.call(ctx, c.tool.def.name, c.args)
 	if err != nil {
