@@ -125,8 +125,10 @@ func benchConfig(tb testing.TB) string {
 // for rounds responses of perRound read_file calls (files it creates in
 // cwd; a different file each call, so the loop guard stays quiet), then
 // answers "done". A conversation's round is the number of assistant
-// messages it holds.
-func readRounds(tb testing.TB, srv *modeltest.Server, cwd string, rounds, perRound int) {
+// messages it holds. The count it returns goes up by one for each
+// conversation whose last request carried every call's result with the
+// file's text: a turn whose calls failed ends end_turn all the same.
+func readRounds(tb testing.TB, srv *modeltest.Server, cwd string, rounds, perRound int) *atomic.Int64 {
 	tb.Helper()
 	paths := make([][]string, rounds)
 	for i := range rounds {
@@ -136,6 +138,7 @@ func readRounds(tb testing.TB, srv *modeltest.Server, cwd string, rounds, perRou
 			paths[i] = append(paths[i], p)
 		}
 	}
+	complete := &atomic.Int64{}
 	srv.SetResponder(func(r modeltest.Request) (modeltest.Response, bool) {
 		round := 0
 		for _, m := range r.Messages {
@@ -144,6 +147,15 @@ func readRounds(tb testing.TB, srv *modeltest.Server, cwd string, rounds, perRou
 			}
 		}
 		if round >= rounds {
+			read := 0
+			for _, m := range r.Messages {
+				if m.Role == "tool" && strings.Contains(m.Text(), "line of text") {
+					read++
+				}
+			}
+			if read == rounds*perRound {
+				complete.Add(1)
+			}
 			return modeltest.Response{Text: "done"}, true
 		}
 		var calls []modeltest.ToolCall
@@ -152,14 +164,18 @@ func readRounds(tb testing.TB, srv *modeltest.Server, cwd string, rounds, perRou
 		}
 		return modeltest.Response{ToolCalls: calls, WholeArguments: true}, true
 	})
+	return complete
 }
 
 // BenchmarkServe_50Connections runs, per op, 50 connections to one served
 // daemon at once, over Streamable HTTP or WebSocket, each a session with a
 // turn of 100 read_file calls (10 model responses × 10 calls, approval
-// yolo). Every turn must end with end_turn. It reports the daemon's CPU
-// time (user + system) and peak RSS (VmHWM, read before it exits) per op;
-// a fresh daemon per op, so each op's peak is its own.
+// yolo). Every turn must end with end_turn having read all 100 files, or
+// the benchmark fails. It reports the daemon's CPU time (user + system)
+// during the turns, its RSS once the 50 sessions are open and before any
+// turn (idle-RSS-MB) and its peak RSS (VmHWM, read before it exits); a
+// fresh daemon per op, so each op's peak is its own. The figures are the
+// largest over the ops for RSS and the mean for CPU.
 func BenchmarkServe_50Connections(b *testing.B) {
 	b.Run("http", func(b *testing.B) { bench50(b, "http") })
 	b.Run("websocket", func(b *testing.B) { bench50(b, "websocket") })
@@ -169,10 +185,10 @@ func bench50(b *testing.B, transport string) {
 	const conns = 50
 	cwd := b.TempDir()
 	srv := modeltest.NewServer(b)
-	readRounds(b, srv, cwd, 10, 10)
+	complete := readRounds(b, srv, cwd, 10, 10)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * conns, MaxConnsPerHost: 0}}
 	var cpu time.Duration
-	var peakKB int64
+	var peakKB, idleKB int64
 	n := 0
 	for b.Loop() {
 		b.StopTimer()
@@ -185,6 +201,8 @@ func bench50(b *testing.B, transport string) {
 			clients[i] = newLineConn(streams[i].Reader(), streams[i])
 			sids[i] = clients[i].newSession(b, cwd)
 		}
+		idleKB = max(idleKB, procStatusKB(b, d.cmd.Process.Pid, "VmRSS"))
+		complete0 := complete.Load()
 		cpu0 := procCPU(b, d.cmd.Process.Pid)
 		b.StartTimer()
 		var wg sync.WaitGroup
@@ -205,8 +223,9 @@ func bench50(b *testing.B, transport string) {
 			require.NoError(b, json.Unmarshal(results[i].Result, &pr))
 			require.Equal(b, acp.StopEndTurn, pr.StopReason, "connection %d", i)
 		}
+		require.EqualValues(b, conns, complete.Load()-complete0, "turns whose model saw all 100 files read")
 		cpu += procCPU(b, d.cmd.Process.Pid) - cpu0
-		peakKB = max(peakKB, vmHWM(b, d.cmd.Process.Pid))
+		peakKB = max(peakKB, procStatusKB(b, d.cmd.Process.Pid, "VmHWM"))
 		for i := range conns {
 			_ = streams[i].Close()
 		}
@@ -215,6 +234,7 @@ func bench50(b *testing.B, transport string) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(peakKB)/1024, "peak-RSS-MB")
+	b.ReportMetric(float64(idleKB)/1024, "idle-RSS-MB")
 	b.ReportMetric(float64(cpu.Milliseconds())/float64(n), "daemon-cpu-ms/op")
 }
 
@@ -225,10 +245,15 @@ func bench50(b *testing.B, transport string) {
 // transport is half its difference from stdio. The request is
 // session/set_mode with an unknown mode: session-scoped like a prompt or a
 // permission answer, and answered (an invalid-params error) before
-// anything touches the disk, so the figure is the transport's.
+// anything touches the disk, so the figure is the transport's. Each
+// sub-benchmark reports the same two units: ns/op, the round trip, and
+// daemon-cpu-µs/op, the daemon's CPU time (user + system) per round trip,
+// which shows how much of a difference is work rather than waiting. The
+// client's work is on the same cores, inside ns/op.
 func BenchmarkServe_MessageLatency(b *testing.B) {
-	probe := func(b *testing.B, c *lineConn, sid string) {
+	probe := func(b *testing.B, pid int, c *lineConn, sid string) {
 		params := map[string]any{"sessionId": sid, "modeId": "no-such-mode"}
+		cpu0 := procCPU(b, pid)
 		for b.Loop() {
 			m, err := c.call("session/set_mode", params)
 			if err != nil {
@@ -238,11 +263,12 @@ func BenchmarkServe_MessageLatency(b *testing.B) {
 				b.Fatalf("set_mode answered %+v, want invalid params", m)
 			}
 		}
+		b.ReportMetric(float64((procCPU(b, pid)-cpu0).Microseconds())/float64(b.N), "daemon-cpu-µs/op")
 	}
 	srv := modeltest.NewServer(b)
 	b.Run("stdio", func(b *testing.B) {
 		cmd := exec.Command(acpdBin, "--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(),
-			"--model", "m", "--data-dir", b.TempDir(), "--log-level", "error")
+			"--model", "m", "--data-dir", b.TempDir(), "--log-level", "warn")
 		cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+b.TempDir(), "OPENAI_API_KEY=test-key")
 		stdin, err := cmd.StdinPipe()
 		require.NoError(b, err)
@@ -251,14 +277,14 @@ func BenchmarkServe_MessageLatency(b *testing.B) {
 		require.NoError(b, cmd.Start())
 		b.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
 		c := newLineConn(stdout, stdin)
-		probe(b, c, c.newSession(b, b.TempDir()))
+		probe(b, cmd.Process.Pid, c, c.newSession(b, b.TempDir()))
 	})
 	b.Run("http", func(b *testing.B) {
 		d := serve(b, srv, nil, "--log-level", "warn")
 		hs := acptest.DialHTTP(d.URL, d.Header(), nil)
 		b.Cleanup(func() { _ = hs.Close() })
 		c := newLineConn(hs.Reader(), hs)
-		probe(b, c, c.newSession(b, b.TempDir()))
+		probe(b, d.cmd.Process.Pid, c, c.newSession(b, b.TempDir()))
 	})
 	b.Run("websocket", func(b *testing.B) {
 		d := serve(b, srv, nil, "--log-level", "warn")
@@ -266,7 +292,7 @@ func BenchmarkServe_MessageLatency(b *testing.B) {
 		require.NoError(b, err)
 		b.Cleanup(func() { _ = ws.Close() })
 		c := newLineConn(ws.Reader(), ws)
-		probe(b, c, c.newSession(b, b.TempDir()))
+		probe(b, d.cmd.Process.Pid, c, c.newSession(b, b.TempDir()))
 	})
 }
 
@@ -305,19 +331,20 @@ func procCPU(tb testing.TB, pid int) time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
-// vmHWM is a live process's peak resident set size in KiB.
-func vmHWM(tb testing.TB, pid int) int64 {
+// procStatusKB is a size field of a live process's /proc status in KiB:
+// VmRSS (resident now) or VmHWM (its peak).
+func procStatusKB(tb testing.TB, pid int, field string) int64 {
 	tb.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	require.NoError(tb, err)
 	for l := range strings.SplitSeq(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
 			var kb int64
 			_, err := fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
 			require.NoError(tb, err)
 			return kb
 		}
 	}
-	tb.Fatalf("no VmHWM in /proc/%d/status", pid)
+	tb.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
