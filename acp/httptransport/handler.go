@@ -151,6 +151,8 @@ type Handler struct {
 	conns   map[string]*conn
 	closing bool
 
+	beat beat // keepalive of the SSE streams
+
 	// wg counts Serve goroutines and stream handlers, so Shutdown can wait
 	// for all of them.
 	wg sync.WaitGroup
@@ -163,7 +165,7 @@ func NewHandler(opts Options) *Handler {
 		panic("httptransport: Options.Serve is nil")
 	}
 	opts.setDefaults()
-	return &Handler{opts: opts, log: opts.Logger, conns: map[string]*conn{}}
+	return &Handler{opts: opts, log: opts.Logger, conns: map[string]*conn{}, beat: beat{every: opts.KeepAlive}}
 }
 
 // Connections returns the number of live ACP connections.

@@ -22,6 +22,13 @@ func acceptsEventStream(values []string) bool {
 	return false
 }
 
+// Response header values of every SSE stream, never modified.
+var (
+	sseContentType = []string{"text/event-stream"}
+	sseNoStore     = []string{"no-store"}
+	sseNoBuffering = []string{"no"}
+)
+
 var (
 	sseData      = []byte("data: ")
 	sseEnd       = []byte("\n\n")
@@ -62,10 +69,13 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.detach(s, rd)
 
+	// The values are shared: a stream is held open for as long as its
+	// session lives, and a slice of its own per header would be kept as
+	// long.
 	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Accel-Buffering", "no") // nginx would buffer the stream otherwise
+	hd["Content-Type"] = sseContentType
+	hd["Cache-Control"] = sseNoStore
+	hd["X-Accel-Buffering"] = sseNoBuffering // nginx would buffer the stream otherwise
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	// The headers go out now: the SDK client waits for them before it
@@ -73,8 +83,8 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
 	if rc.Flush() != nil {
 		return
 	}
-	tick := time.NewTicker(h.opts.KeepAlive)
-	defer tick.Stop()
+	h.beat.hold()
+	defer h.beat.release()
 	for {
 		msgs, n, done := c.take(s, rd)
 		if len(msgs) > 0 {
@@ -95,7 +105,7 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-r.Context().Done():
 			return
-		case <-tick.C:
+		case <-h.beat.next():
 			_ = rc.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout))
 			if _, err := w.Write(sseKeepAlive); err != nil || rc.Flush() != nil {
 				return
