@@ -11,7 +11,8 @@ import (
 // next returns; each beat closes it and makes the next one. The timer runs
 // only while a stream is open.
 type beat struct {
-	every time.Duration
+	every  time.Duration
+	onBeat func() // also run at each beat (the hijacked streams' keepalives)
 
 	mu      sync.Mutex
 	ch      chan struct{}
@@ -55,12 +56,15 @@ func (b *beat) next() <-chan struct{} {
 
 func (b *beat) fire() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.ch != nil {
 		close(b.ch)
 		b.ch = nil
 	}
 	if b.holders > 0 {
 		b.t.Reset(b.every)
+	}
+	b.mu.Unlock()
+	if b.onBeat != nil {
+		b.onBeat()
 	}
 }

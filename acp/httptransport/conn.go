@@ -63,6 +63,10 @@ type stream struct {
 type reader struct {
 	wake chan struct{} // cap 1: something to do
 	kill chan struct{} // closed: stop now, the queue was dropped
+	// start, for a stream served on a hijacked connection (rawStream),
+	// runs its writer in place of a wake: nothing waits on wake there.
+	// Called with the connection's lock held.
+	start func()
 }
 
 func newConnState(h *Handler, info ConnInfo, r *http.Request) *conn {
@@ -432,6 +436,10 @@ func (c *conn) overflowLocked(s *stream) {
 }
 
 func wake(rd *reader) {
+	if rd.start != nil {
+		rd.start()
+		return
+	}
 	select {
 	case rd.wake <- struct{}{}:
 	default:

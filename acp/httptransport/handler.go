@@ -151,7 +151,8 @@ type Handler struct {
 	conns   map[string]*conn
 	closing bool
 
-	beat beat // keepalive of the SSE streams
+	beat beat                    // keepalive of the SSE streams
+	raw  map[*rawStream]struct{} // HTTP/1.1 streams taken from net/http
 
 	// wg counts Serve goroutines and stream handlers, so Shutdown can wait
 	// for all of them.
@@ -165,7 +166,9 @@ func NewHandler(opts Options) *Handler {
 		panic("httptransport: Options.Serve is nil")
 	}
 	opts.setDefaults()
-	return &Handler{opts: opts, log: opts.Logger, conns: map[string]*conn{}, beat: beat{every: opts.KeepAlive}}
+	h := &Handler{opts: opts, log: opts.Logger, conns: map[string]*conn{}, beat: beat{every: opts.KeepAlive}}
+	h.beat.onBeat = h.rawKeepAlive
+	return h
 }
 
 // Connections returns the number of live ACP connections.

@@ -61,13 +61,22 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
 		refuseConn(w, errClosing)
 		return
 	}
-	defer h.wg.Done()
+	handedOff := false // to serveRaw, with the tracking and the stream
+	defer func() {
+		if !handedOff {
+			h.wg.Done()
+		}
+	}()
 	s, rd, status, msg := c.attach(sid)
 	if s == nil {
 		writeError(w, status, codeInvalidRequest, msg)
 		return
 	}
-	defer c.detach(s, rd)
+	defer func() {
+		if !handedOff {
+			c.detach(s, rd)
+		}
+	}()
 
 	// The values are shared: a stream is held open for as long as its
 	// session lives, and a slice of its own per header would be kept as
@@ -82,6 +91,14 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
 	// POSTs anything for the session.
 	if rc.Flush() != nil {
 		return
+	}
+	if r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
+		// The headers went out with chunked framing, which serveRaw keeps.
+		if nc, _, err := rc.Hijack(); err == nil {
+			handedOff = true
+			h.serveRaw(c, s, rd, sid, nc)
+			return
+		}
 	}
 	h.beat.hold()
 	defer h.beat.release()

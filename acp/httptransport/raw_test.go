@@ -1,0 +1,58 @@
+package httptransport_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp/httptransport"
+)
+
+// TestHTTP1Stream_ClientCloses: over HTTP/1.1 a stream is served on its
+// connection taken from net/http. A client that closes its session stream
+// lets go of it at once: the same session's stream opens again (no 409
+// while the server still thinks the old reader is there) and carries the
+// session's next messages; Shutdown then ends both streams.
+func TestHTTP1Stream_ClientCloses(t *testing.T) {
+	hs := newHarness(t, httptransport.Options{}, false)
+	conn := hs.initialize()
+	cs := hs.openSSE(conn, "")
+	hs.postOK(conn, "", newSession(1))
+	sid := cs.next()["result"].(map[string]any)["sessionId"].(string)
+
+	ss := hs.openSSE(conn, sid)
+	hs.postOK(conn, sid, prompt(2, sid, "echo first"))
+	for ss.next()["id"] == nil {
+	}
+	require.NoError(t, ss.resp.Body.Close())
+	ss.ended()
+
+	// Well before the first keepalive (15 s), which a server that only
+	// learnt of the close by writing would need.
+	var again *sse
+	for deadline := time.Now().Add(3 * time.Second); again == nil; {
+		s, status := hs.tryOpenSSE(conn, sid)
+		if status == http.StatusOK {
+			again = s
+			break
+		}
+		require.Equal(t, http.StatusConflict, status)
+		require.True(t, time.Now().Before(deadline), "the closed stream was not let go of")
+		time.Sleep(5 * time.Millisecond)
+	}
+	hs.postOK(conn, sid, prompt(3, sid, "echo second"))
+	m := again.next()
+	for m["id"] == nil {
+		m = again.next()
+	}
+	require.EqualValues(t, 3, m["id"])
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, hs.h.Shutdown(ctx), "Shutdown waits for the taken-over streams, which end")
+	cs.ended()
+	again.ended()
+}
