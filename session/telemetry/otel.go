@@ -13,15 +13,13 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/acpd/acpd/session/telemetry/otlp"
 )
 
 // Built reports whether this binary carries the OpenTelemetry SDK and
@@ -63,7 +61,7 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if cfg.Getenv("OTEL_SERVICE_NAME") == "" && !strings.Contains(cfg.Getenv("OTEL_RESOURCE_ATTRIBUTES"), "service.name=") {
 		res, _ = resource.Merge(res, resource.NewSchemaless(attribute.String("service.name", ServiceName)))
 	}
-	spanExp, metricExp, err := exporters(ctx, cfg, proto)
+	spanExp, metricExp, err := exporters(cfg, proto)
 	if err != nil {
 		return nil, err
 	}
@@ -98,64 +96,18 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 	return t, nil
 }
 
-// endpointURL is the collector URL for one signal: cfg.Endpoint, else ""
-// when an OTEL_EXPORTER_OTLP_ endpoint variable is set (the exporter reads
-// it), else the local default.
-func endpointURL(cfg Config, proto, signal string) string {
-	base := cfg.Endpoint
-	if base == "" {
-		if cfg.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" ||
-			cfg.Getenv("OTEL_EXPORTER_OTLP_"+strings.ToUpper(signal)+"_ENDPOINT") != "" {
-			return ""
-		}
-		base = "http://localhost:4317"
-		if proto == ProtocolHTTP {
-			base = "http://localhost:4318"
-		}
-	}
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	if proto == ProtocolHTTP {
-		return strings.TrimRight(base, "/") + "/v1/" + signal
-	}
-	return base
+// exporterOptions are the otlp exporters' options for cfg; the exporters
+// read the OTEL_EXPORTER_OTLP_* variables through cfg.Getenv.
+func exporterOptions(cfg Config, proto string) otlp.Options {
+	return otlp.Options{Protocol: proto, Endpoint: cfg.Endpoint, Getenv: cfg.Getenv}
 }
 
-func exporters(ctx context.Context, cfg Config, proto string) (sdktrace.SpanExporter, sdkmetric.Exporter, error) {
-	tu, mu := endpointURL(cfg, proto, "traces"), endpointURL(cfg, proto, "metrics")
-	if proto == ProtocolHTTP {
-		var to []otlptracehttp.Option
-		var mo []otlpmetrichttp.Option
-		if tu != "" {
-			to = append(to, otlptracehttp.WithEndpointURL(tu))
-		}
-		if mu != "" {
-			mo = append(mo, otlpmetrichttp.WithEndpointURL(mu))
-		}
-		se, err := otlptracehttp.New(ctx, to...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("telemetry trace exporter: %w", err)
-		}
-		me, err := otlpmetrichttp.New(ctx, mo...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("telemetry metric exporter: %w", err)
-		}
-		return se, me, nil
-	}
-	var to []otlptracegrpc.Option
-	var mo []otlpmetricgrpc.Option
-	if tu != "" {
-		to = append(to, otlptracegrpc.WithEndpointURL(tu))
-	}
-	if mu != "" {
-		mo = append(mo, otlpmetricgrpc.WithEndpointURL(mu))
-	}
-	se, err := otlptracegrpc.New(ctx, to...)
+func exporters(cfg Config, proto string) (sdktrace.SpanExporter, sdkmetric.Exporter, error) {
+	se, err := otlp.NewTraceExporter(exporterOptions(cfg, proto))
 	if err != nil {
 		return nil, nil, fmt.Errorf("telemetry trace exporter: %w", err)
 	}
-	me, err := otlpmetricgrpc.New(ctx, mo...)
+	me, err := otlp.NewMetricExporter(exporterOptions(cfg, proto))
 	if err != nil {
 		return nil, nil, fmt.Errorf("telemetry metric exporter: %w", err)
 	}
