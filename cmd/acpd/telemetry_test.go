@@ -127,6 +127,27 @@ func TestTelemetry_UnreachableCollector(t *testing.T) {
 	}
 }
 
+// The default build exports OTLP with acpd's own exporters: gRPC, the
+// protobuf runtime, the generated OTLP packages and what they bring
+// (grpc-gateway, x/net/trace, html/template) stay out of the binary, whose
+// start-up would pay their initialisation whether telemetry is on or not.
+// Tests may use them (telemetrytest decodes with them); acpd may not.
+func TestTelemetry_NoGRPCOrProtobufLinked(t *testing.T) {
+	t.Parallel()
+	deps, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	require.NoError(t, err, "%s", deps)
+	pkgs := strings.Fields(string(deps))
+	for _, p := range pkgs {
+		for _, heavy := range []string{"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto",
+			"go.opentelemetry.io/proto/otlp", "go.opentelemetry.io/otel/exporters/", "github.com/grpc-ecosystem/",
+			"golang.org/x/net/trace", "html/template"} {
+			assert.False(t, strings.HasPrefix(p, heavy), "acpd links %s again", p)
+		}
+	}
+	assert.Contains(t, pkgs, "github.com/acpd/acpd/session/telemetry/otlp")
+	assert.Contains(t, pkgs, "go.opentelemetry.io/otel/sdk/trace")
+}
+
 // Built with -tags notelemetry, acpd links no OpenTelemetry, gRPC or
 // protobuf package, runs turns as usual, and refuses enabled telemetry with
 // an error naming the tag rather than silently not exporting.

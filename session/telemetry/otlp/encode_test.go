@@ -40,16 +40,24 @@ var (
 
 func nanos(t time.Time) uint64 { return uint64(t.UnixNano()) }
 
-func sv(s string) *commonpb.AnyValue { return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: s}} }
-func iv(i int64) *commonpb.AnyValue  { return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: i}} }
-func bv(b bool) *commonpb.AnyValue   { return &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: b}} }
+func sv(s string) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: s}}
+}
+func iv(i int64) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: i}}
+}
+func bv(b bool) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: b}}
+}
 func dv(d float64) *commonpb.AnyValue {
 	return &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: d}}
 }
 func av(vs ...*commonpb.AnyValue) *commonpb.AnyValue {
 	return &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: vs}}}
 }
-func kv(k string, v *commonpb.AnyValue) *commonpb.KeyValue { return &commonpb.KeyValue{Key: k, Value: v} }
+func kv(k string, v *commonpb.AnyValue) *commonpb.KeyValue {
+	return &commonpb.KeyValue{Key: k, Value: v}
+}
 
 // Long values make messages whose lengths need two and three varint bytes,
 // which the encoder writes by moving the body it has already written.
@@ -137,8 +145,8 @@ func TestEncodeTraces(t *testing.T) {
 				{Name: "exception", Time: t0.Add(time.Millisecond), Attributes: []attribute.KeyValue{attribute.String("exception.message", "boom")}, DroppedAttributeCount: 1},
 				{Name: "bare", Time: t1},
 			},
-			DroppedEvents: 2,
-			Links: []sdktrace.Link{{SpanContext: link, Attributes: []attribute.KeyValue{attribute.Int("n", 1)}, DroppedAttributeCount: 4}},
+			DroppedEvents:        2,
+			Links:                []sdktrace.Link{{SpanContext: link, Attributes: []attribute.KeyValue{attribute.Int("n", 1)}, DroppedAttributeCount: 4}},
 			DroppedLinks:         5,
 			Status:               sdktrace.Status{Code: codes.Error, Description: "it failed"},
 			Resource:             res,

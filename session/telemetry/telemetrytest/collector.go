@@ -19,6 +19,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -42,6 +43,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // a collector takes gzipped gRPC exports
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -99,6 +101,7 @@ func NewTLSCollector(t testing.TB) *Collector {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(c.serve))
 	srv.EnableHTTP2 = true
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are what some tests test
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	c.url, c.caFile = srv.URL, caFile
@@ -130,6 +133,7 @@ func newGRPCCollector(t testing.TB, secure bool) *Collector {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
 		c.url, c.caFile = "https://"+ln.Addr().String(), caFile
 	}
+	opts = append(opts, grpc.StatsHandler(compressionRecorder{}))
 	srv := grpc.NewServer(opts...)
 	coltracepb.RegisterTraceServiceServer(srv, grpcTraces{c: c})
 	colmetricpb.RegisterMetricsServiceServer(srv, grpcMetrics{c: c})
@@ -224,8 +228,35 @@ func (c *Collector) MetricRequests() []*colmetricpb.ExportMetricsServiceRequest 
 	return append([]*colmetricpb.ExportMetricsServiceRequest(nil), c.metricReq...)
 }
 
+// compressionRecorder notes each call's grpc-encoding, which grpc-go
+// keeps out of the metadata, so that Headers shows it.
+type compressionRecorder struct{}
+
+type compressionKey struct{}
+
+func (compressionRecorder) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, compressionKey{}, new(string))
+}
+
+func (compressionRecorder) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if in, ok := s.(*stats.InHeader); ok {
+		if p, ok := ctx.Value(compressionKey{}).(*string); ok {
+			*p = in.Compression
+		}
+	}
+}
+
+func (compressionRecorder) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+
+func (compressionRecorder) HandleConn(context.Context, stats.ConnStats) {}
+
 func grpcHeaders(ctx context.Context) http.Header {
 	h := http.Header{}
+	if p, ok := ctx.Value(compressionKey{}).(*string); ok && *p != "" {
+		h.Set("grpc-encoding", *p)
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	for k, vs := range md {
 		for _, v := range vs {
