@@ -114,8 +114,21 @@ type pendingRef struct {
 }
 
 // maxDepth bounds how deep validation follows subschemas and $refs: a
-// schema whose $refs loop without consuming the value ends there.
-const maxDepth = 100
+// schema whose $refs loop without consuming the value ends there. maxSteps
+// bounds the whole check: applicators that each re-check the value through
+// $refs multiply, and a hostile schema must not hold a turn.
+const (
+	maxDepth = 100
+	maxSteps = 100_000
+)
+
+// walk is where a check is: how deep, and the steps taken so far.
+type walk struct {
+	depth int
+	steps *int
+}
+
+func (w walk) in() walk { return walk{depth: w.depth + 1, steps: w.steps} }
 
 // compileSchema prepares a server's input schema; see schema for what
 // makes it refuse one.
@@ -416,7 +429,7 @@ func lookupPointer(doc any, ptr string) (any, bool) {
 	}
 	cur := doc
 	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 		switch v := cur.(type) {
 		case map[string]any:
 			next, ok := v[tok]
@@ -531,7 +544,11 @@ func (s *schema) validate(args []byte) error {
 		return err
 	}
 	var errs []string
-	s.root.check(v, "", 0, &errs)
+	w := walk{steps: new(int)}
+	s.root.check(v, "", w, &errs)
+	if *w.steps > maxSteps {
+		return fmt.Errorf("checking the arguments takes more than %d steps; the schema is too complex", maxSteps)
+	}
 	if len(errs) == 0 {
 		return nil
 	}
@@ -545,13 +562,13 @@ func (s *schema) validate(args []byte) error {
 }
 
 // valid reports whether v passes n, without collecting messages.
-func (n *node) valid(v any, at string, depth int) bool {
+func (n *node) valid(v any, at string, w walk) bool {
 	var errs []string
-	n.check(v, at, depth, &errs)
-	return len(errs) == 0
+	n.check(v, at, w, &errs)
+	return len(errs) == 0 && *w.steps <= maxSteps
 }
 
-func (n *node) check(v any, at string, depth int, out *[]string) {
+func (n *node) check(v any, at string, w walk, out *[]string) {
 	add := func(keyword, format string, a ...any) {
 		msg := orArguments(at) + ": " + keyword + ": " + fmt.Sprintf(format, a...)
 		if n.path != "" {
@@ -559,9 +576,12 @@ func (n *node) check(v any, at string, depth int, out *[]string) {
 		}
 		*out = append(*out, msg)
 	}
-	if depth > maxDepth {
+	if w.depth > maxDepth {
 		add("$ref", "the schema nests deeper than %d levels", maxDepth)
 		return
+	}
+	if *w.steps++; *w.steps > maxSteps {
+		return // validate reports it once
 	}
 	if n.boolean != nil {
 		if !*n.boolean {
@@ -570,7 +590,7 @@ func (n *node) check(v any, at string, depth int, out *[]string) {
 		return
 	}
 	if n.ref != nil {
-		n.ref.check(v, at, depth+1, out)
+		n.ref.check(v, at, w.in(), out)
 	}
 	got := jsonType(v)
 	if len(n.types) > 0 && !slices.Contains(n.types, got) && (got != "integer" || !slices.Contains(n.types, "number")) {
@@ -585,9 +605,9 @@ func (n *node) check(v any, at string, depth int, out *[]string) {
 	}
 	switch t := v.(type) {
 	case map[string]any:
-		n.checkObject(t, at, depth, out, add)
+		n.checkObject(t, at, w, out, add)
 	case []any:
-		n.checkArray(t, at, depth, out, add)
+		n.checkArray(t, at, w, out, add)
 	case string:
 		l := utf8.RuneCountInString(t)
 		if n.minLength != nil && l < *n.minLength {
@@ -603,14 +623,14 @@ func (n *node) check(v any, at string, depth int, out *[]string) {
 		n.checkNumber(t, add)
 	}
 	for _, sub := range n.allOf {
-		sub.check(v, at, depth+1, out)
+		sub.check(v, at, w.in(), out)
 	}
 	if n.anyOf != nil {
 		var why []string
 		matched := false
 		for _, sub := range n.anyOf {
 			var errs []string
-			sub.check(v, at, depth+1, &errs)
+			sub.check(v, at, w.in(), &errs)
 			if len(errs) == 0 {
 				matched = true
 				break
@@ -624,7 +644,7 @@ func (n *node) check(v any, at string, depth int, out *[]string) {
 	if n.oneOf != nil {
 		matches := 0
 		for _, sub := range n.oneOf {
-			if sub.valid(v, at, depth+1) {
+			if sub.valid(v, at, w.in()) {
 				matches++
 			}
 		}
@@ -632,21 +652,21 @@ func (n *node) check(v any, at string, depth int, out *[]string) {
 			add("oneOf", "matches %d of the %d alternatives, want exactly one", matches, len(n.oneOf))
 		}
 	}
-	if n.not != nil && n.not.valid(v, at, depth+1) {
+	if n.not != nil && n.not.valid(v, at, w.in()) {
 		add("not", "%s matches a schema it must not", short(v))
 	}
 	if n.ifS != nil {
-		if n.ifS.valid(v, at, depth+1) {
+		if n.ifS.valid(v, at, w.in()) {
 			if n.thenS != nil {
-				n.thenS.check(v, at, depth+1, out)
+				n.thenS.check(v, at, w.in(), out)
 			}
 		} else if n.elseS != nil {
-			n.elseS.check(v, at, depth+1, out)
+			n.elseS.check(v, at, w.in(), out)
 		}
 	}
 }
 
-func (n *node) checkObject(t map[string]any, at string, depth int, out *[]string, add func(string, string, ...any)) {
+func (n *node) checkObject(t map[string]any, at string, w walk, out *[]string, add func(string, string, ...any)) {
 	var missing []string
 	for _, name := range n.required {
 		if _, ok := t[name]; !ok {
@@ -673,24 +693,24 @@ func (n *node) checkObject(t map[string]any, at string, depth int, out *[]string
 	for _, name := range names {
 		pv, sub := t[name], at+"/"+pointerToken(name)
 		if n.propertyNames != nil {
-			n.propertyNames.check(name, sub, depth+1, out)
+			n.propertyNames.check(name, sub, w.in(), out)
 		}
 		known := false
 		if ps, ok := n.properties[name]; ok {
 			known = true
-			ps.check(pv, sub, depth+1, out)
+			ps.check(pv, sub, w.in(), out)
 		}
 		for _, pp := range n.patternProps {
 			if pp.re.MatchString(name) {
 				known = true
-				pp.n.check(pv, sub, depth+1, out)
+				pp.n.check(pv, sub, w.in(), out)
 			}
 		}
 		if !known && n.additional != nil {
 			if n.additional.boolean != nil && !*n.additional.boolean {
 				extra = append(extra, strconv.Quote(name))
 			} else {
-				n.additional.check(pv, sub, depth+1, out)
+				n.additional.check(pv, sub, w.in(), out)
 			}
 		}
 		for _, dep := range n.depRequired[name] {
@@ -699,7 +719,7 @@ func (n *node) checkObject(t map[string]any, at string, depth int, out *[]string
 			}
 		}
 		if ds, ok := n.depSchemas[name]; ok {
-			ds.check(t, at, depth+1, out)
+			ds.check(t, at, w.in(), out)
 		}
 	}
 	if len(extra) > 0 {
@@ -707,7 +727,7 @@ func (n *node) checkObject(t map[string]any, at string, depth int, out *[]string
 	}
 }
 
-func (n *node) checkArray(t []any, at string, depth int, out *[]string, add func(string, string, ...any)) {
+func (n *node) checkArray(t []any, at string, w walk, out *[]string, add func(string, string, ...any)) {
 	if n.minItems != nil && len(t) < *n.minItems {
 		add("minItems", "%d items, want at least %d", len(t), *n.minItems)
 	}
@@ -718,9 +738,9 @@ func (n *node) checkArray(t []any, at string, depth int, out *[]string, add func
 		sub := at + "/" + strconv.Itoa(i)
 		switch {
 		case i < len(n.prefixItems):
-			n.prefixItems[i].check(e, sub, depth+1, out)
+			n.prefixItems[i].check(e, sub, w.in(), out)
 		case n.items != nil:
-			n.items.check(e, sub, depth+1, out)
+			n.items.check(e, sub, w.in(), out)
 		}
 	}
 	if n.unique {
@@ -737,7 +757,7 @@ func (n *node) checkArray(t []any, at string, depth int, out *[]string, add func
 	if n.contains != nil {
 		matches := 0
 		for i, e := range t {
-			if n.contains.valid(e, at+"/"+strconv.Itoa(i), depth+1) {
+			if n.contains.valid(e, at+"/"+strconv.Itoa(i), w.in()) {
 				matches++
 			}
 		}
@@ -800,6 +820,9 @@ func jsonType(v any) string {
 	case map[string]any:
 		return "object"
 	case json.Number:
+		if !strings.ContainsAny(t.String(), ".eE") {
+			return "integer" // the common case, without big.Rat
+		}
 		if r, ok := new(big.Rat).SetString(t.String()); ok && r.IsInt() {
 			return "integer"
 		}
@@ -885,5 +908,8 @@ func orArguments(at string) string {
 
 // pointerToken escapes a name for a JSON pointer.
 func pointerToken(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+	if !strings.ContainsAny(s, "~/") {
+		return s
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
