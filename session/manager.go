@@ -234,10 +234,17 @@ func NewManager(client acp.Client, opts Options) *Manager {
 const authMethodID = "openai"
 
 // Initialize answers protocol version 1 and advertises only what works.
-func (m *Manager) Initialize(_ context.Context, req *acp.InitializeRequest) (*acp.InitializeResponse, error) {
+func (m *Manager) Initialize(ctx context.Context, req *acp.InitializeRequest) (*acp.InitializeResponse, error) {
 	m.mu.Lock()
 	m.clientCaps = req.ClientCapabilities
 	m.mu.Unlock()
+	if st := m.opts.Store; st != nil {
+		// A store opened with a deferred index load reads it now that the
+		// editor is no longer waiting: after this answer is on the wire.
+		if !acp.AfterReply(ctx, st.LoadIndex) {
+			st.LoadIndex()
+		}
+	}
 	caps := acp.AgentCapabilities{
 		PromptCapabilities: acp.PromptCapabilities{Image: true, EmbeddedContext: true},
 		MCPCapabilities:    acp.MCPCapabilities{HTTP: true},

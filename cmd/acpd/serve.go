@@ -52,7 +52,10 @@ func serve(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Wr
 	}
 	// Sessions served over ACP are durable: recorded under the data
 	// directory and reopened by session/load after a restart or a crash.
-	st, err := store.Open(cfg.Session.DataDir, store.Options{Logger: logger, IndexInBackground: true})
+	// The index is not read yet: the session host starts that once its
+	// initialize answer is written (or a session method needs it first),
+	// so the editor's wait for that answer does not share the CPU with it.
+	st, err := store.Open(cfg.Session.DataDir, store.Options{Logger: logger, DeferIndexLoad: true})
 	if err != nil {
 		return err
 	}

@@ -87,6 +87,10 @@ type index struct {
 	pendingMu sync.Mutex
 	loading   bool
 	pending   []string
+	// deferred: the background load waits for startLoad (set by Open
+	// before the store is shared, read-only after).
+	deferred  bool
+	startOnce sync.Once
 	// scratch is writeLocked's working memory, kept across a burst of
 	// writes (a thousand session/new rewrite the index a thousand times:
 	// fresh buffers were 190 KB of garbage each at that size, and raised
@@ -105,9 +109,18 @@ type indexScratch struct {
 // scratchKeep is how long writeLocked's buffers outlive the last write.
 const scratchKeep = time.Second
 
+// startLoad starts a deferred background load once. Every index operation
+// calls it before it takes x.mu, which the waiting load holds.
+func (x *index) startLoad() {
+	if x.deferred {
+		x.startOnce.Do(func() { go x.loadInBackground() })
+	}
+}
+
 // deferPut records that id's entry should be put once the background load
 // ends; false when no load is running (the caller puts it itself).
 func (x *index) deferPut(id string) bool {
+	x.startLoad()
 	x.pendingMu.Lock()
 	defer x.pendingMu.Unlock()
 	if !x.loading {
@@ -351,6 +364,7 @@ func (x *index) keepScratch() {
 
 // update applies fn to the entries as a locked read-modify-write.
 func (x *index) update(fn func()) error {
+	x.startLoad()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.withFileLock(func() error {
@@ -371,6 +385,7 @@ func (x *index) put(e entry) error {
 }
 
 func (x *index) remove(id string) error {
+	x.startLoad()
 	x.mu.Lock()
 	_, have := x.entries[id]
 	x.mu.Unlock()
@@ -381,6 +396,7 @@ func (x *index) remove(id string) error {
 }
 
 func (x *index) fileChanged() bool {
+	x.startLoad()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return stamp(x.path) != x.file
@@ -420,6 +436,7 @@ func (s *Store) List(opts ListOptions) ([]SessionInfo, string, error) {
 	}
 
 	x := s.idx
+	x.startLoad()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.readLocked() || !x.dir.ok || stamp(s.sessDir) != x.dir {

@@ -261,8 +261,18 @@ func TestTitleFromPrompt(t *testing.T) {
 
 // With IndexInBackground, Open returns before the index is read; the first
 // index operation waits for it and sees every session, including one
-// created while the index was loading.
+// created while the index was loading. A deferred load (DeferIndexLoad)
+// behaves the same once the first operation has started it.
 func TestOpen_IndexInBackground(t *testing.T) {
+	for name, opts := range map[string]Options{
+		"background": {IndexInBackground: true},
+		"deferred":   {DeferIndexLoad: true},
+	} {
+		t.Run(name, func(t *testing.T) { testIndexInBackground(t, opts) })
+	}
+}
+
+func testIndexInBackground(t *testing.T, opts Options) {
 	dir := t.TempDir()
 	seedSessions(t, dir, 300)
 	// Another process holds the index lock, so the load is sure to be
@@ -271,7 +281,7 @@ func TestOpen_IndexInBackground(t *testing.T) {
 	require.NoError(t, err)
 	defer lock.Close()
 	require.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_EX))
-	s, err := Open(dir, Options{IndexInBackground: true})
+	s, err := Open(dir, opts)
 	require.NoError(t, err)
 	w, err := s.Create(SessionMeta{ID: "fresh", Cwd: "/w/new"})
 	require.NoError(t, err)
@@ -291,8 +301,69 @@ func TestOpen_IndexInBackground(t *testing.T) {
 	require.NoError(t, w.Close())
 	// A damaged index is rebuilt in the background too.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.json"), []byte("{not json"), 0o600))
-	s2, err := Open(dir, Options{IndexInBackground: true})
+	s2, err := Open(dir, opts)
 	require.NoError(t, err)
 	all, _ = walk(t, s2, ListOptions{Limit: 100})
 	require.Len(t, all, 301)
+}
+
+// A deferred load touches nothing of the index until LoadIndex: no lock
+// file, no index read or written. LoadIndex starts it without waiting for
+// it, and the next listing sees every session.
+func TestOpen_DeferIndexLoad_WaitsForLoadIndex(t *testing.T) {
+	dir := t.TempDir()
+	seedSessions(t, dir, 50)
+	s, err := Open(dir, Options{DeferIndexLoad: true})
+	require.NoError(t, err)
+	assert.NoFileExists(t, filepath.Join(dir, indexLockName), "the deferred load took the index lock before LoadIndex")
+	assert.NoFileExists(t, filepath.Join(dir, indexName), "the deferred load wrote the index before LoadIndex")
+	s.LoadIndex()
+	s.LoadIndex() // a second call is a no-op
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(dir, indexName))
+		return err == nil
+	}, 10*time.Second, time.Millisecond, "LoadIndex did not start the load")
+	all, _ := walk(t, s, ListOptions{Limit: 20})
+	require.Len(t, all, 50)
+}
+
+// Without LoadIndex, each kind of index operation starts a deferred load
+// itself rather than waiting for it forever: a listing, a writer's index
+// update and a delete.
+func TestOpen_DeferIndexLoad_FirstUseStartsIt(t *testing.T) {
+	t.Run("list", func(t *testing.T) {
+		dir := t.TempDir()
+		seedSessions(t, dir, 10)
+		s, err := Open(dir, Options{DeferIndexLoad: true})
+		require.NoError(t, err)
+		page, _, err := s.List(ListOptions{})
+		require.NoError(t, err)
+		assert.Len(t, page, 10)
+	})
+	t.Run("writer", func(t *testing.T) {
+		dir := t.TempDir()
+		seedSessions(t, dir, 10)
+		s, err := Open(dir, Options{DeferIndexLoad: true})
+		require.NoError(t, err)
+		w, err := s.Create(SessionMeta{ID: "fresh", Cwd: "/w/new"})
+		require.NoError(t, err)
+		require.NoError(t, w.Append(Record{Kind: KindUser, Prompt: []acp.ContentBlock{acp.TextBlock("fresh task")}}))
+		// No listing: the writer's deferred put alone gets the load going,
+		// and the load writes the new session into index.json.
+		require.Eventually(t, func() bool {
+			b, err := os.ReadFile(filepath.Join(dir, indexName))
+			return err == nil && strings.Contains(string(b), `"fresh task"`)
+		}, 10*time.Second, time.Millisecond, "the writer's update did not start the deferred load")
+		require.NoError(t, w.Close())
+	})
+	t.Run("delete", func(t *testing.T) {
+		dir := t.TempDir()
+		seedSessions(t, dir, 10)
+		s, err := Open(dir, Options{DeferIndexLoad: true})
+		require.NoError(t, err)
+		require.NoError(t, s.Delete("s00003"))
+		page, _, err := s.List(ListOptions{})
+		require.NoError(t, err)
+		assert.Len(t, page, 9)
+	})
 }

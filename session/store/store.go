@@ -107,6 +107,12 @@ type Options struct {
 	// thousands of transcripts' sizes first; index operations wait for it.
 	// Its failure is logged and met again by the first operation.
 	IndexInBackground bool
+	// DeferIndexLoad is IndexInBackground with the load started later: by
+	// LoadIndex, or by the first operation that needs the index (List, a
+	// writer's index update, Delete), whichever comes first. A daemon uses
+	// it to answer initialize before the index competes with it for the
+	// CPU, then starts the load.
+	DeferIndexLoad bool
 }
 
 // Store is a directory of session transcripts. It is safe for concurrent
@@ -155,11 +161,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open session store %s: %w", abs, err)
 	}
 	s.idx = newIndex(s)
-	if opts.IndexInBackground {
+	if opts.IndexInBackground || opts.DeferIndexLoad {
 		// Taken here, so every index operation waits for the load.
 		s.idx.mu.Lock()
 		s.idx.loading = true
-		go s.idx.loadInBackground()
+		s.idx.deferred = opts.DeferIndexLoad
+		if !opts.DeferIndexLoad {
+			go s.idx.loadInBackground()
+		}
 		return s, nil
 	}
 	if err := s.idx.open(); err != nil {
@@ -167,6 +176,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	return s, nil
 }
+
+// LoadIndex starts the index load that Options.DeferIndexLoad put off; it
+// does nothing when the load has started or was not deferred. It does not
+// wait for the load.
+func (s *Store) LoadIndex() { s.idx.startLoad() }
 
 // Dir is the store's absolute data directory.
 func (s *Store) Dir() string { return s.dir }
