@@ -3,11 +3,18 @@ package acp
 import "context"
 
 // Agent is what the connection dispatches client requests to. It is
-// implemented by session.Manager. Every method except Cancel runs on its own
-// goroutine with a context that is cancelled by `$/cancel_request` for that
-// request or when the connection ends. Methods return *Error (see errors.go)
-// for protocol errors; any other error is answered as -32603.
+// implemented by session.Manager. Every method except Cancel (and the first
+// Initialize) runs on its own goroutine with a context that is cancelled by
+// `$/cancel_request` for that request or when the connection ends. Methods
+// return *Error (see errors.go) for protocol errors; any other error is
+// answered as -32603.
 type Agent interface {
+	// Initialize answers initialize. A connection's first one runs inline
+	// on the read loop, and its answer is written before the next message
+	// is read: the editor waits for this answer at every agent start, and
+	// handing it to a goroutine of its own put a thread wake-up (often a
+	// thread start) between request and answer. It must return promptly
+	// and must not call the Client.
 	Initialize(ctx context.Context, req *InitializeRequest) (*InitializeResponse, error)
 	Authenticate(ctx context.Context, req *AuthenticateRequest) (*Empty, error)
 	NewSession(ctx context.Context, req *NewSessionRequest) (*NewSessionResponse, error)

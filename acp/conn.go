@@ -68,6 +68,9 @@ type Conn struct {
 
 	caps   atomic.Pointer[ClientCapabilities]
 	served atomic.Bool
+	// initialized: the first initialize has been dispatched (read
+	// goroutine only).
+	initialized bool
 
 	closeOnce sync.Once
 	closeCh   chan struct{}
@@ -203,7 +206,7 @@ func (c *Conn) dropToken(tok string) {
 }
 
 // handler is the jsonrpc2.Handler. It runs on the read goroutine and never
-// blocks except on the in-flight bound.
+// blocks except on the in-flight bound and while initialize is answered.
 type handler struct{ c *Conn }
 
 func (h handler) Handle(_ context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Request) {
@@ -246,7 +249,7 @@ func (h handler) Handle(_ context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 	}
 	c.mu.Unlock()
 	c.reqs.Add(1)
-	go func() {
+	run := func() {
 		defer c.reqs.Done()
 		defer func() { <-c.sem }()
 		defer cancel()
@@ -257,7 +260,18 @@ func (h handler) Handle(_ context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 		c.mu.Lock()
 		delete(c.inflight, in.token)
 		c.mu.Unlock()
-	}()
+	}
+	if req.Method == MethodInitialize && !c.initialized {
+		// The first initialize is answered on the read loop (see
+		// Agent.Initialize). Only the first: stdout is still empty then,
+		// as it is for the error replies the stream writes inline, so the
+		// loop cannot stall on a client that is not reading; later ones
+		// go to goroutines like every other request.
+		c.initialized = true
+		run()
+		return
+	}
+	go run()
 }
 
 func (c *Conn) serveRequest(ctx context.Context, rpc *jsonrpc2.Conn, tok, method string, params json.RawMessage) {

@@ -1,9 +1,14 @@
 package acp_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -128,4 +133,54 @@ func TestConn_AfterReplyRunsOnceTheAnswerIsWritten(t *testing.T) {
 	require.GreaterOrEqual(t, answer, 0)
 	assert.Greater(t, update, answer)
 	assert.False(t, acp.AfterReply(context.Background(), func() {}), "outside a request there is nothing to wait for")
+}
+
+// slowInitAgent takes its time to initialize; NewSession reports whether
+// Initialize had returned by the time it was called.
+type slowInitAgent struct {
+	*testAgent
+	initDone atomic.Bool
+	sawInit  chan bool
+}
+
+func (a *slowInitAgent) Initialize(ctx context.Context, req *acp.InitializeRequest) (*acp.InitializeResponse, error) {
+	// Room for a request read meanwhile to be dispatched, as it would be
+	// if initialize ran on a goroutine of its own.
+	time.Sleep(100 * time.Millisecond)
+	a.initDone.Store(true)
+	return a.testAgent.Initialize(ctx, req)
+}
+
+func (a *slowInitAgent) NewSession(ctx context.Context, req *acp.NewSessionRequest) (*acp.NewSessionResponse, error) {
+	a.sawInit <- a.initDone.Load()
+	return a.testAgent.NewSession(ctx, req)
+}
+
+// TestConn_InitializeAnsweredOnTheReadLoop: initialize is answered before
+// the next message is read, so a client that pipelines session/new behind
+// it gets the initialize answer first and the agent sees the two in order.
+func TestConn_InitializeAnsweredOnTheReadLoop(t *testing.T) {
+	inR, inW, err := os.Pipe()
+	require.NoError(t, err)
+	outR, outW, err := os.Pipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { outR.Close(); outW.Close() })
+	ag := &slowInitAgent{sawInit: make(chan bool, 1)}
+	conn := acp.NewConn(inR, outW, acp.Options{})
+	ag.testAgent = newTestAgent(conn).(*testAgent)
+	served := make(chan error, 1)
+	go func() { served <- conn.Serve(context.Background(), ag) }()
+	_, err = inW.WriteString(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}` + "\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(outR)
+	first, err := br.ReadString('\n')
+	require.NoError(t, err)
+	second, err := br.ReadString('\n')
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(first, `{"id":1,"result":`), "initialize answered first: %s", first)
+	assert.True(t, strings.HasPrefix(second, `{"id":2,"result":`), second)
+	assert.True(t, <-ag.sawInit, "session/new was dispatched while initialize was still running")
+	require.NoError(t, inW.Close())
+	require.NoError(t, <-served)
 }
