@@ -1,6 +1,9 @@
 package main
 
-import "runtime/debug"
+import (
+	"runtime/debug"
+	"sync"
+)
 
 // version and commit are stamped at build time (the release build does):
 //
@@ -8,8 +11,11 @@ import "runtime/debug"
 var version, commit string
 
 // versionString is the stamped version, else the module version recorded by
-// `go install module@version`, else "dev".
-func versionString() string {
+// `go install module@version`, else "dev". The daemon asks for it twice
+// before it answers initialize (the start-up log line, the agent info), and
+// debug.ReadBuildInfo parses the whole embedded build description each
+// time, so it is worked out once.
+var versionString = sync.OnceValue(func() string {
 	if version != "" {
 		return version
 	}
@@ -17,7 +23,7 @@ func versionString() string {
 		return bi.Main.Version
 	}
 	return "dev"
-}
+})
 
 // commitString is the stamped commit, else the one the go command recorded
 // when it built from a git checkout (with "-dirty" for uncommitted changes),
