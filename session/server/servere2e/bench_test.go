@@ -249,7 +249,10 @@ func bench50(b *testing.B, transport string) {
 // sub-benchmark reports the same two units: ns/op, the round trip, and
 // daemon-cpu-µs/op, the daemon's CPU time (user + system) per round trip,
 // which shows how much of a difference is work rather than waiting. The
-// client's work is on the same cores, inside ns/op.
+// client's work is on the same cores, inside ns/op. http-request is no ACP
+// message: an authenticated GET /healthz on a kept-alive connection, the
+// floor under http's round trip, which is a POST and its 202 before the
+// answer on the event stream.
 func BenchmarkServe_MessageLatency(b *testing.B) {
 	probe := func(b *testing.B, pid int, c *lineConn, sid string) {
 		params := map[string]any{"sessionId": sid, "modeId": "no-such-mode"}
@@ -285,6 +288,29 @@ func BenchmarkServe_MessageLatency(b *testing.B) {
 		b.Cleanup(func() { _ = hs.Close() })
 		c := newLineConn(hs.Reader(), hs)
 		probe(b, d.cmd.Process.Pid, c, c.newSession(b, b.TempDir()))
+	})
+	b.Run("http-request", func(b *testing.B) {
+		d := serve(b, srv, nil, "--log-level", "warn")
+		u := strings.TrimSuffix(d.URL, "/acp") + "/healthz"
+		hc := &http.Client{}
+		cpu0 := procCPU(b, d.cmd.Process.Pid)
+		for b.Loop() {
+			req, err := http.NewRequest(http.MethodGet, u, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req.Header = d.Header().Clone()
+			resp, err := hc.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("GET /healthz: %s", resp.Status)
+			}
+		}
+		b.ReportMetric(float64((procCPU(b, d.cmd.Process.Pid)-cpu0).Microseconds())/float64(b.N), "daemon-cpu-µs/op")
 	})
 	b.Run("websocket", func(b *testing.B) {
 		d := serve(b, srv, nil, "--log-level", "warn")
