@@ -3,6 +3,7 @@ package httptransport
 import (
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -15,8 +16,8 @@ import (
 // every session it has, idle or not. What is left per idle stream is one
 // goroutine parked in a read, which sees the client close its end as
 // net/http's own background read would; a writer runs only while there is
-// something to send, and the keepalive comments come from the handler's
-// shared clock. The body keeps the chunked framing net/http announced in
+// something to send, and the keepalive comments are written at the
+// handler's shared clock by a few workers for all streams. The body keeps the chunked framing net/http announced in
 // the headers.
 type rawStream struct {
 	h   *Handler
@@ -81,14 +82,6 @@ func (rs *rawStream) watch() {
 // start runs a writer unless one runs. Called with the connection's lock
 // held (as wake is), so it only starts a goroutine.
 func (rs *rawStream) start() {
-	if rs.running.CompareAndSwap(false, true) {
-		go rs.write()
-	}
-}
-
-// keepAlive is the shared clock's tick for this stream.
-func (rs *rawStream) keepAlive() {
-	rs.ping.Store(true) // a running writer sees it before it stops
 	if rs.running.CompareAndSwap(false, true) {
 		go rs.write()
 	}
@@ -163,6 +156,13 @@ func (rs *rawStream) send(msgs [][]byte, keepAlive bool) error {
 	return err
 }
 
+// keepAliveWorkers bounds the goroutines that write one beat's keepalives.
+// A goroutine per stream would do, but a thousand goroutines started at
+// once leave a thousand stacks in the runtime's free list for as long as
+// the process lives; a stalled client holds up only its worker's share,
+// for at most WriteTimeout.
+const keepAliveWorkers = 4
+
 // rawKeepAlive gives every hijacked stream its keepalive at a beat.
 func (h *Handler) rawKeepAlive() {
 	h.mu.Lock()
@@ -171,7 +171,24 @@ func (h *Handler) rawKeepAlive() {
 		streams = append(streams, rs)
 	}
 	h.mu.Unlock()
-	for _, rs := range streams {
-		rs.keepAlive()
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(streams) {
+				return
+			}
+			rs := streams[i]
+			rs.ping.Store(true) // a running writer sends it
+			if rs.running.CompareAndSwap(false, true) {
+				rs.write()
+			}
+		}
 	}
+	var wg sync.WaitGroup
+	for range min(keepAliveWorkers, len(streams)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
 }
