@@ -287,6 +287,7 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandb
 	cmd.Dir = c.dir.real
 	cmd.Env = environ
 	ownGroup(cmd)
+	plan.Prepare(cmd)
 	// The child writes straight into the pipe, so Wait returns when the
 	// shell exits and does not wait for background children holding it.
 	cmd.Stdout, cmd.Stderr = pw, pw

@@ -20,7 +20,15 @@ type helperArgs struct {
 	// not restricted.
 	exec  []string
 	noNet bool
-	argv  []string
+	// shm is the session's folder to mount over /dev/shm (a private
+	// /dev/shm, see shm_linux.go); probeShm asks for a probe of that
+	// set-up with this folder instead of a command.
+	shm      string
+	probeShm string
+	// outerNS is the daemon's mount namespace, which the spawn server
+	// checks it is not in before it mounts.
+	outerNS string
+	argv    []string
 }
 
 func parseHelperArgs(args []string) (helperArgs, error) {
@@ -35,7 +43,7 @@ func parseHelperArgs(args []string) (helperArgs, error) {
 			return h, nil
 		case "--no-net":
 			h.noNet = true
-		case "--rw", "--exec", "--status-file", "--status-fd", "--serve":
+		case "--rw", "--exec", "--status-file", "--status-fd", "--serve", "--shm", "--probe-shm", "--outer-ns":
 			if i+1 >= len(args) {
 				return h, fmt.Errorf("%s needs a value", a)
 			}
@@ -50,6 +58,15 @@ func parseHelperArgs(args []string) (helperArgs, error) {
 			case "--status-file":
 				h.statusFile = args[i]
 				continue
+			case "--shm":
+				h.shm = args[i]
+				continue
+			case "--outer-ns":
+				h.outerNS = args[i]
+				continue
+			case "--probe-shm":
+				h.probeShm = args[i]
+				return h, nil
 			}
 			n, err := strconv.Atoi(args[i])
 			if err != nil || n < 0 {

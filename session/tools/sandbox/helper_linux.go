@@ -34,8 +34,11 @@ const granted = writeRights &^ landlock.AccessFSSet(ll.AccessFSMakeChar|ll.Acces
 // (which also truncates), `2>/dev/tty`, `head -c1 </dev/zero`.
 var deviceFiles = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx"}
 
-// deviceDirs hold the pseudo-terminals and POSIX shared memory.
-var deviceDirs = []string{"/dev/pts", "/dev/shm"}
+// deviceDirs hold the pseudo-terminals. /dev/shm is not among them: a
+// session's commands get a private one (--shm), or the shared one as a
+// writable folder (--rw) when the kernel allows no private one in mode
+// auto (see shm_linux.go).
+var deviceDirs = []string{"/dev/pts"}
 
 // HelperMain is the hidden subcommand: it confines its own thread and execs
 // argv, or returns ExitUnavailable after saying why on the status fd and on
@@ -49,6 +52,9 @@ func HelperMain(args []string) int {
 	h, err := parseHelperArgs(args)
 	if err == nil && h.serve {
 		return serve(h)
+	}
+	if err == nil && h.probeShm != "" {
+		return probeShmMain(h.probeShm)
 	}
 	var status *os.File
 	if h.statusFD >= 0 {
@@ -78,6 +84,12 @@ func HelperMain(args []string) int {
 	path, err := exec.LookPath(h.argv[0])
 	if err != nil {
 		return fail("%v", err)
+	}
+	if h.shm != "" {
+		// Before Landlock, which forbids mounting.
+		if err := h.mountShm(true); err != nil {
+			return fail("sandbox set-up failed: %v", err)
+		}
 	}
 	if err := confine(h, st, false); err != nil {
 		return fail("sandbox set-up failed: %v", err)

@@ -42,6 +42,28 @@ type Policy struct {
 	// CacheNote says why there is no tool-cache folder, when NewPolicy
 	// could not make it.
 	CacheNote string
+	// ShmProbe reports whether commands can get a private /dev/shm (nil
+	// when they can); nil means the real probe, which runs the helper once
+	// (see shm_linux.go). Tests inject a failing one.
+	ShmProbe func() error
+
+	shmOnce sync.Once
+	shmErr  error
+}
+
+// PrivateShm reports whether each session's commands get a /dev/shm of
+// their own (nil), or why not. Decided once, like Landlock's support,
+// before the first command: it runs the helper once as every command's is
+// run, in new namespaces.
+func (p *Policy) PrivateShm() error {
+	p.shmOnce.Do(func() {
+		if p.ShmProbe != nil {
+			p.shmErr = p.ShmProbe()
+		} else {
+			p.shmErr = probeShm(p.Helper, p.TempRoot)
+		}
+	})
+	return p.shmErr
 }
 
 // Settings are what the configuration says about the sandbox ([tools]
@@ -122,7 +144,15 @@ func (p *Policy) Describe() string {
 	if p.CacheDir != "" {
 		fmt.Fprintf(&b, ", tool caches in %s (one folder per workspace)", p.CacheDir)
 	}
-	b.WriteString(", /dev/null, /dev/zero, /dev/full, /dev/tty, /dev/ptmx, /dev/pts, /dev/shm")
+	b.WriteString(", /dev/null, /dev/zero, /dev/full, /dev/tty, /dev/ptmx, /dev/pts")
+	switch err := p.PrivateShm(); {
+	case err == nil:
+		b.WriteString(", a private per-session /dev/shm")
+	case p.Mode == ModeRequired:
+		fmt.Fprintf(&b, "\n  /dev/shm: not writable (no private one: %v; mode required does not share the machine's)", err)
+	default:
+		fmt.Fprintf(&b, "\n  /dev/shm: SHARED with every process of the machine (no private one: %v)", err)
+	}
 	extra, missing := p.extraWritable()
 	for _, w := range extra {
 		b.WriteString(", " + w)
@@ -164,8 +194,10 @@ type Session struct {
 	// ("" without one), named after what its commands may write.
 	cache string
 
-	mu     sync.Mutex
-	tmp    string
+	mu  sync.Mutex
+	tmp string
+	// shm is the session's private /dev/shm, made next to tmp.
+	shm    string
 	warned bool
 	closed bool
 
@@ -246,7 +278,7 @@ func (s *Session) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	var errs []error
-	for _, d := range []*string{&s.tmp, &s.status} {
+	for _, d := range []*string{&s.tmp, &s.shm, &s.status} {
 		if *d != "" {
 			errs = append(errs, os.RemoveAll(*d))
 			*d = ""
@@ -272,6 +304,24 @@ func (s *Session) TempDir() (string, error) {
 	return s.tmp, nil
 }
 
+// shmDir returns the session's private /dev/shm folder, making it if
+// needed: in the machine's /dev/shm, so that it is memory too.
+func (s *Session) shmDir() (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", errors.New("session closed")
+	}
+	if s.shm == "" {
+		d, err := os.MkdirTemp(shmRoot(s.p.TempRoot), "acpd-shm-")
+		if err != nil {
+			return "", fmt.Errorf("making the session's /dev/shm folder: %w", err)
+		}
+		s.shm = d
+	}
+	return s.shm, nil
+}
+
 // Plan is how to run one command.
 type Plan struct {
 	// Confined: Argv starts the helper. Otherwise Argv is the command itself.
@@ -295,6 +345,11 @@ type Plan struct {
 	// ScopedSignals is set when the command may signal only the
 	// processes it started (Landlock ABI ≥ 6).
 	ScopedSignals bool
+	// Shm is the session's folder the helper mounts over /dev/shm ("":
+	// none). Whoever starts Argv calls Prepare on its exec.Cmd.
+	Shm string
+	// ShmNote says what /dev/shm is when it is not private, for messages.
+	ShmNote string
 }
 
 // SetupFailure reads (and removes) the report the helper wrote in
@@ -354,7 +409,29 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 	}
 	extra, _ := s.p.extraWritable()
 	writable = append(writable, extra...)
-	plan := Plan{Confined: true, Command: argv, Env: env, Writable: writable, DenyNetwork: s.p.DenyNetwork, ScopedSignals: st.SignalScoping()}
+	plan := Plan{Confined: true, Command: argv, Env: env, DenyNetwork: s.p.DenyNetwork, ScopedSignals: st.SignalScoping()}
+	switch err := s.p.PrivateShm(); {
+	case err == nil && (statusFD >= 0 || os.Geteuid() == 0):
+		shm, err := s.shmDir()
+		if err != nil {
+			return Plan{}, err
+		}
+		plan.Shm = shm
+		writable = append(writable, shm)
+	case err == nil:
+		// The editor starts this helper, not acpd: it cannot give it
+		// the user namespace that a user other than root needs to mount.
+		err = errors.New("the editor's terminal starts this command, and only acpd can give it the namespaces")
+		fallthrough
+	default:
+		if s.p.Mode == ModeRequired {
+			plan.ShmNote = fmt.Sprintf("/dev/shm is not writable (no private /dev/shm: %v)", err)
+		} else {
+			plan.ShmNote = fmt.Sprintf("/dev/shm is shared with every process of the machine (no private /dev/shm: %v)", err)
+			writable = append(writable, "/dev/shm")
+		}
+	}
+	plan.Writable = writable
 	helper := []string{s.p.Helper, Subcommand}
 	if statusFD >= 0 {
 		helper = append(helper, "--status-fd", strconv.Itoa(statusFD))
@@ -367,6 +444,9 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 	}
 	if s.p.DenyNetwork {
 		helper = append(helper, "--no-net")
+	}
+	if plan.Shm != "" {
+		helper = append(helper, "--shm", plan.Shm)
 	}
 	plan.Argv = append(append(helper, "--"), argv...)
 	return plan, nil
@@ -524,8 +604,18 @@ func CacheEnv(dir string) []string {
 // can change it.
 func (p *Plan) Explain() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[sandbox: this command ran confined by acpd's Landlock sandbox. It may read everywhere but write only in: %s, and /dev/null, /dev/tty, /dev/pts, /dev/shm; ",
-		strings.Join(p.Writable, ", "))
+	var folders []string
+	for _, w := range p.Writable {
+		if w == p.Shm {
+			w = "/dev/shm (its session's own, for POSIX shared memory)"
+		}
+		folders = append(folders, w)
+	}
+	fmt.Fprintf(&b, "[sandbox: this command ran confined by acpd's Landlock sandbox. It may read everywhere but write only in: %s, and /dev/null, /dev/tty, /dev/pts; ",
+		strings.Join(folders, ", "))
+	if p.ShmNote != "" {
+		b.WriteString(p.ShmNote + "; ")
+	}
 	b.WriteString("writes elsewhere fail with \"Permission denied\". Use $TMPDIR for temporary files, not /tmp.")
 	if p.DenyNetwork {
 		b.WriteString(" Network access is denied ([tools] sandboxNetwork = false).")

@@ -42,6 +42,7 @@ func run(t *testing.T, dir string, plan sandbox.Plan, env ...string) (out string
 	cmd := exec.Command(plan.Argv[0], plan.Argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), plan.Env...), env...)
+	plan.Prepare(cmd)
 	var b strings.Builder
 	cmd.Stdout, cmd.Stderr = &b, &b
 	var sr, sw *os.File
@@ -109,6 +110,7 @@ func TestWrap_Unavailable(t *testing.T) {
 func TestWrap_Confined(t *testing.T) {
 	p := testPolicy(t, sandbox.ModeAuto)
 	p.Probe = usable
+	p.ShmProbe = func() error { return nil }
 	p.DenyNetwork = true
 	extra := t.TempDir()
 	p.Writable = []string{extra, filepath.Join(extra, "missing")}
@@ -118,11 +120,24 @@ func TestWrap_Confined(t *testing.T) {
 	tmp, err := s.TempDir()
 	require.NoError(t, err)
 	assert.True(t, plan.Confined)
+	require.NotEmpty(t, plan.Shm, "a private /dev/shm")
+	assert.DirExists(t, plan.Shm)
 	assert.Equal(t, []string{
 		p.Helper, sandbox.Subcommand, "--status-fd", "3",
-		"--rw", "/ws", "--rw", "/ws2", "--rw", tmp, "--rw", s.CacheDir(), "--rw", extra,
-		"--no-net", "--", "/bin/sh", "-c", "true",
+		"--rw", "/ws", "--rw", "/ws2", "--rw", tmp, "--rw", s.CacheDir(), "--rw", extra, "--rw", plan.Shm,
+		"--no-net", "--shm", plan.Shm, "--", "/bin/sh", "-c", "true",
 	}, plan.Argv, "a folder that does not exist is left out")
+	again, err := s.Wrap([]string{"/bin/sh", "-c", "true"}, 3)
+	require.NoError(t, err)
+	assert.Equal(t, plan.Shm, again.Shm, "one /dev/shm per session")
+	other := p.NewSession([]string{"/ws", "/ws2"})
+	defer other.Close()
+	otherPlan, err := other.Wrap([]string{"/bin/sh", "-c", "true"}, 3)
+	require.NoError(t, err)
+	assert.NotEqual(t, plan.Shm, otherPlan.Shm, "another session, even of the same workspace, has its own")
+	assert.Contains(t, plan.Explain(), "/dev/shm (its session's own")
+	assert.NotContains(t, plan.Explain(), plan.Shm)
+	assert.Contains(t, p.Describe(), "a private per-session /dev/shm")
 	assert.Contains(t, plan.Env, "TMPDIR="+tmp)
 	assert.Equal(t, p.CacheDir, filepath.Dir(s.CacheDir()), "the session's own folder in acpd's cache folder")
 	assert.Regexp(t, `^ws-[0-9a-f]{16}$`, filepath.Base(s.CacheDir()))
@@ -141,6 +156,34 @@ func TestWrap_Confined(t *testing.T) {
 
 	require.NoError(t, s.Close())
 	assert.NoDirExists(t, tmp, "the session's temp folder goes with it")
+	assert.NoDirExists(t, plan.Shm, "and so does its /dev/shm")
+}
+
+// TestWrap_NoPrivateShm: where the kernel allows no private /dev/shm, mode
+// auto shares the machine's (and says so), mode required grants none.
+func TestWrap_NoPrivateShm(t *testing.T) {
+	for _, mode := range []sandbox.Mode{sandbox.ModeAuto, sandbox.ModeRequired} {
+		p := testPolicy(t, mode)
+		p.Probe = usable
+		p.ShmProbe = func() error { return errors.New("no namespaces here") }
+		s := p.NewSession([]string{"/ws"})
+		plan, err := s.Wrap([]string{"/bin/sh", "-c", "true"}, 3)
+		require.NoError(t, err)
+		assert.Empty(t, plan.Shm)
+		assert.False(t, slices.Contains(plan.Argv, "--shm"))
+		assert.Contains(t, plan.ShmNote, "no namespaces here")
+		assert.Contains(t, plan.Explain(), plan.ShmNote)
+		if mode == sandbox.ModeAuto {
+			assert.Contains(t, plan.Writable, "/dev/shm")
+			assert.Contains(t, plan.ShmNote, "shared with every process")
+			assert.Contains(t, p.Describe(), "/dev/shm: SHARED with every process of the machine (no private one: no namespaces here)")
+		} else {
+			assert.NotContains(t, plan.Writable, "/dev/shm")
+			assert.Contains(t, plan.ShmNote, "not writable")
+			assert.Contains(t, p.Describe(), "/dev/shm: not writable")
+		}
+		require.NoError(t, s.Close())
+	}
 }
 
 // TestHelper_Confines runs the real helper: writes inside the roots work,

@@ -105,6 +105,12 @@ func serve(h helperArgs) int {
 		reply(spawnReply{Err: fmt.Sprintf("sandbox unavailable: %v", st.Err)})
 		return ExitUnavailable
 	default:
+		if h.shm != "" {
+			if err := h.mountShm(false); err != nil {
+				reply(spawnReply{Err: fmt.Sprintf("sandbox set-up failed: %v", err)})
+				return ExitUnavailable
+			}
+		}
 		if err := confine(h, st, true); err != nil {
 			reply(spawnReply{Err: fmt.Sprintf("sandbox set-up failed: %v", err)})
 			return ExitUnavailable
@@ -324,6 +330,14 @@ func startZygote(helper string, plan Plan) (*zygote, error) {
 	if plan.DenyNetwork {
 		args = append(args, "--no-net")
 	}
+	if plan.Shm != "" {
+		ns, err := mountNamespace()
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		args = append(args, "--shm", plan.Shm, "--outer-ns", ns)
+	}
 	cmd := exec.Command(helper, args...)
 	cmd.ExtraFiles = []*os.File{theirs}
 	// Its own group, so a signal to the daemon's group (Ctrl-C in a
@@ -333,6 +347,7 @@ func startZygote(helper string, plan Plan) (*zygote, error) {
 	// controlling terminal reaches none of them, and a new session costs
 	// a scheduler group (autogroup) that every request would then cross.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	plan.Prepare(cmd)
 	// The death signal fires when the daemon's thread that forked the
 	// server exits. Go ends a thread only when a goroutine locked to it
 	// returns without unlocking, which acpd's callers never do; and the
@@ -364,7 +379,7 @@ func startZygote(helper string, plan Plan) (*zygote, error) {
 }
 
 func zygoteKey(p Plan) string {
-	b, _ := json.Marshal([]any{p.Writable, p.DenyNetwork})
+	b, _ := json.Marshal([]any{p.Writable, p.DenyNetwork, p.Shm})
 	return string(b)
 }
 

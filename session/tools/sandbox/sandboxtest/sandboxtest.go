@@ -27,3 +27,19 @@ func Require(t testing.TB) sandbox.Status {
 	t.Skipf("SKIPPED: this machine cannot run the shell sandbox (%v); set %s=1 to make this a failure", st.Err, RequireEnv)
 	return st
 }
+
+// RequirePrivateShm is Require, and skips (or fails, under
+// ACPD_REQUIRE_SANDBOX=1) unless the sandbox helper gives each session a
+// private /dev/shm on this machine (user and mount namespaces).
+func RequirePrivateShm(t testing.TB, helper string) sandbox.Status {
+	t.Helper()
+	st := Require(t)
+	p := &sandbox.Policy{Mode: sandbox.ModeRequired, Helper: helper, TempRoot: t.TempDir()}
+	if err := p.PrivateShm(); err != nil {
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("%s=1, but this machine gives commands no private /dev/shm: %v", RequireEnv, err)
+		}
+		t.Skipf("SKIPPED: this machine gives commands no private /dev/shm (%v); set %s=1 to make this a failure", err, RequireEnv)
+	}
+	return st
+}
