@@ -273,7 +273,7 @@ func TestServeRefusals(t *testing.T) {
 	t.Cleanup(openGate)
 	collector := telemetrytest.NewCollector(t)
 	d := startDaemon(t, ms.BaseURL(), `maxTcpConnections = 16
-headerTimeout = "1s"
+headerTimeout = "3s"
 authFailuresPerMinute = 8
 maxMessageBytes = 1048576
 maxSessionsPerConnection = 2
@@ -406,33 +406,60 @@ maxSessionsPerConnection = 2
 		assert.Equal(t, http.StatusRequestEntityTooLarge, code, "chunked")
 	})
 
-	t.Run("headers one byte at a time", func(t *testing.T) {
+	t.Run("headers one byte a second", func(t *testing.T) {
 		c, err := net.DialTimeout("tcp", strings.TrimPrefix(d.base, "http://"), wait)
 		require.NoError(t, err)
 		defer c.Close()
-		// 400 bytes at 50 ms is 20 s of headers; the server's header
-		// timeout (1 s here) closes the connection long before.
+		began := time.Now()
+		// 400 bytes at one a second is almost seven minutes of headers.
+		// The client is never idle for more than a second, so only a
+		// bound on the whole header read (3 s here) stops it.
 		head := "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + strings.Repeat("a", 400)
 		closed := make(chan struct{})
 		go func() { _, _ = io.Copy(io.Discard, c); close(closed) }()
-		sent := 0
-	loop:
-		for ; sent < len(head); sent++ {
-			if _, err := c.Write([]byte{head[sent]}); err != nil {
-				break
+		sent := make(chan int, 1)
+		go func() {
+			n := 0
+			defer func() { sent <- n }()
+			for ; n < len(head); n++ {
+				if _, err := c.Write([]byte{head[n]}); err != nil {
+					return
+				}
+				select {
+				case <-closed:
+					return
+				case <-time.After(time.Second):
+				}
 			}
+		}()
+		// Meanwhile the legitimate connection is served as ever.
+		answered := 0
+		deadline := time.After(wait)
+	loop:
+		for {
 			select {
 			case <-closed:
 				break loop
-			case <-time.After(50 * time.Millisecond):
+			case <-deadline:
+				t.Fatal("the slow client was never disconnected")
+			case <-time.After(time.Second):
 			}
+			raw := a.call("", "session/list", map[string]any{})
+			var r struct {
+				Result *struct{ Sessions []struct{ SessionID string } }
+			}
+			require.NoError(t, json.Unmarshal(raw, &r))
+			require.NotNil(t, r.Result, "the legitimate connection's session/list during the attack: %s", raw)
+			assert.NotEmpty(t, r.Result.Sessions, string(raw))
+			answered++
 		}
-		select {
-		case <-closed:
-		case <-time.After(wait):
-			t.Fatal("the slow client was never disconnected")
-		}
-		assert.Less(t, sent, len(head), "disconnected before its headers were complete")
+		took := time.Since(began)
+		n := <-sent
+		assert.Less(t, n, len(head), "disconnected before its headers were complete")
+		assert.GreaterOrEqual(t, n, 2, "it was cut off while it kept sending, not for being idle")
+		assert.GreaterOrEqual(t, took, 2900*time.Millisecond, "not before the header timeout")
+		assert.Less(t, took, 30*time.Second, "at the header timeout, not at the end of its headers")
+		assert.Positive(t, answered, "the legitimate connection was answered while the attack ran")
 	})
 
 	t.Run("credentials", func(t *testing.T) {
