@@ -21,10 +21,8 @@ type helperArgs struct {
 	exec  []string
 	noNet bool
 	// shm is the session's folder to mount over /dev/shm (a private
-	// /dev/shm, see shm_linux.go); probeShm asks for a probe of that
-	// set-up with this folder instead of a command.
-	shm      string
-	probeShm string
+	// /dev/shm, see shm_linux.go).
+	shm string
 	// outerNS is the daemon's mount namespace, which the spawn server
 	// checks it is not in before it mounts.
 	outerNS string
@@ -43,7 +41,7 @@ func parseHelperArgs(args []string) (helperArgs, error) {
 			return h, nil
 		case "--no-net":
 			h.noNet = true
-		case "--rw", "--exec", "--status-file", "--status-fd", "--serve", "--shm", "--probe-shm", "--outer-ns":
+		case "--rw", "--exec", "--status-file", "--status-fd", "--serve", "--shm", "--outer-ns":
 			if i+1 >= len(args) {
 				return h, fmt.Errorf("%s needs a value", a)
 			}
@@ -64,9 +62,6 @@ func parseHelperArgs(args []string) (helperArgs, error) {
 			case "--outer-ns":
 				h.outerNS = args[i]
 				continue
-			case "--probe-shm":
-				h.probeShm = args[i]
-				return h, nil
 			}
 			n, err := strconv.Atoi(args[i])
 			if err != nil || n < 0 {

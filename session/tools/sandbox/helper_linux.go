@@ -53,9 +53,6 @@ func HelperMain(args []string) int {
 	if err == nil && h.serve {
 		return serve(h)
 	}
-	if err == nil && h.probeShm != "" {
-		return probeShmMain(h.probeShm)
-	}
 	var status *os.File
 	if h.statusFD >= 0 {
 		// Close-on-exec: the parent reads EOF and nothing else once execve

@@ -75,6 +75,13 @@ const Subcommand = "__sandbox-exec"
 // the helper prints on stderr says which it was.
 const ExitUnavailable = 125
 
+// ProbeShmEnv, set to a folder, makes acpd's binary probe whether commands
+// can get a private /dev/shm (see [ProbeShmMain]) instead of anything else.
+const ProbeShmEnv = "ACPD_SANDBOX_PROBE_SHM"
+
+// probeOK is what the probe prints when it succeeded.
+const probeOK = "acpd-sandbox-probe: private /dev/shm ok"
+
 // StderrPrefix starts every line the helper itself prints.
 const StderrPrefix = "acpd-sandbox: "
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -157,9 +158,11 @@ func ownMountNamespace(outer string) error {
 	return nil
 }
 
-// probeShmMain is the helper's --probe-shm DIR: set up the private /dev/shm
-// as a command's helper would and check that a file made there is DIR's.
-func probeShmMain(dir string) int {
+// ProbeShmMain is the probe's helper (ProbeShmEnv set to dir): set up the
+// private /dev/shm as a command's helper would and check that a file made
+// there is dir's. It must run on the main goroutine.
+func ProbeShmMain(dir string) int {
+	runtime.LockOSThread() // the namespace is this thread's; never unlocked
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, StderrPrefix+err.Error())
 		return ExitUnavailable
@@ -180,14 +183,19 @@ func probeShmMain(dir string) int {
 	if err := unix.Fstatat(int(d.Fd()), "probe", &st, 0); err != nil {
 		return fail(fmt.Errorf("private /dev/shm: the mount did not take: %w", err))
 	}
+	fmt.Println(probeOK)
 	return 0
 }
 
 // shmProbeTimeout bounds the probe's helper.
 const shmProbeTimeout = 10 * time.Second
 
-// probeShm runs the helper once with --probe-shm, started the way every
-// helper with a private /dev/shm is: nil when commands can have one.
+// probeShm runs the helper once with ProbeShmEnv, started the way every
+// helper with a private /dev/shm is: nil when commands can have one. The
+// probe is asked for in the environment, not with Subcommand, and its
+// arguments run no test: a test binary standing in for acpd that does not
+// serve the helper (the package's tests of doctor, say) then runs none of
+// its tests again in the child, prints no probeOK, and the answer is no.
 func probeShm(helper, tempRoot string) error {
 	if helper == "" {
 		return errors.New("no sandbox helper")
@@ -199,10 +207,15 @@ func probeShm(helper, tempRoot string) error {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), shmProbeTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, helper, Subcommand, "--probe-shm", dir)
+	cmd := exec.CommandContext(ctx, helper, "-test.run=^$")
+	cmd.Env = append(os.Environ(), ProbeShmEnv+"="+dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	shmNamespaces(cmd.SysProcAttr)
 	out, err := cmd.CombinedOutput()
+	if err == nil && !strings.Contains(string(out), probeOK) {
+		err = fmt.Errorf("%s does not serve acpd's sandbox helper", helper)
+		out = nil
+	}
 	if err != nil {
 		msg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), StderrPrefix))
 		if msg == "" {

@@ -188,3 +188,15 @@ echo mine > /dev/shm/$M && echo own-ok`
 	require.NoError(t, a.Close())
 	assert.NoDirExists(t, aShm, "the session's /dev/shm goes with it")
 }
+
+// TestPrivateShm_NotAHelper: a helper that does not serve the probe (a
+// program that only exits 0, like a test binary without package helper)
+// gives no private /dev/shm, rather than a false yes.
+func TestPrivateShm_NotAHelper(t *testing.T) {
+	tru, err := exec.LookPath("true")
+	require.NoError(t, err)
+	p := &sandbox.Policy{Mode: sandbox.ModeAuto, Helper: tru, TempRoot: t.TempDir()}
+	err = p.PrivateShm()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "does not serve acpd's sandbox helper")
+}

@@ -16,3 +16,6 @@ func probeShm(string, string) error {
 }
 
 func shmRoot(tempRoot string) string { return tempRoot }
+
+// ProbeShmMain refuses off Linux.
+func ProbeShmMain(string) int { return ExitUnavailable }

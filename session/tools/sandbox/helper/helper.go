@@ -25,6 +25,9 @@ import (
 )
 
 func init() {
+	if dir := os.Getenv(sandbox.ProbeShmEnv); dir != "" {
+		os.Exit(sandbox.ProbeShmMain(dir))
+	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case sandbox.Subcommand:
