@@ -15,10 +15,12 @@ import (
 // toolSpec is the model-facing half every built-in tool shares: its name,
 // kind, description and compiled parameter schema.
 type toolSpec struct {
-	name   string
-	kind   acp.ToolKind
-	desc   string
-	params json.RawMessage
+	name string
+	kind acp.ToolKind
+	desc string
+	// params is the schema's text, kept as the string constant it is:
+	// converting it to bytes here copied every tool's schema at start-up.
+	params string
 	// schema compiles the parameter schema on first use: nothing of it
 	// need run before a process (`acpd --version`, an editor's initialize)
 	// has answered.
@@ -29,7 +31,7 @@ type toolSpec struct {
 // use. The schemas are constants of this package, so a failure to compile is
 // a programming error: it panics, and TestBuiltinSchemasCompile catches it.
 func mustSpec(name string, kind acp.ToolKind, desc, params string) toolSpec {
-	return toolSpec{name: name, kind: kind, desc: desc, params: json.RawMessage(params),
+	return toolSpec{name: name, kind: kind, desc: desc, params: params,
 		schema: sync.OnceValue(func() *argSchema { return compileSchema(name, params) })}
 }
 
@@ -45,7 +47,7 @@ func (s *toolSpec) Name() string       { return s.name }
 func (s *toolSpec) Kind() acp.ToolKind { return s.kind }
 
 func (s *toolSpec) Spec() model.ToolSpec {
-	return model.ToolSpec{Name: s.name, Description: s.desc, Parameters: append(json.RawMessage(nil), s.params...)}
+	return model.ToolSpec{Name: s.name, Description: s.desc, Parameters: json.RawMessage(s.params)}
 }
 
 // decode validates args against the schema and then unmarshals them into v.
@@ -86,7 +88,7 @@ func NewSchema(name, params string) *Schema {
 }
 
 // Params is the schema as the model is offered it.
-func (s *Schema) Params() json.RawMessage { return append(json.RawMessage(nil), s.spec.params...) }
+func (s *Schema) Params() json.RawMessage { return json.RawMessage(s.spec.params) }
 
 // Decode validates args against the schema and unmarshals them into v; its
 // errors name the offending parameter and go back to the model.
