@@ -13,13 +13,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
-
-	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
-	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
-	"golang.org/x/net/html/charset"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/tools/htmlmd"
 )
 
 // NameWebFetch fetches a URL for the model (qwen-code's web_fetch).
@@ -231,14 +227,9 @@ func (c *webFetchCall) Execute(ctx context.Context, env *Env) Result {
 	var text string
 	switch kind := textKind(mt); {
 	case kind == "html":
-		md, err := htmltomarkdown.ConvertString(decodeHTML(body, ctype),
-			converter.WithContext(ctx), converter.WithDomain(final.Scheme+"://"+final.Host))
-		if err != nil {
-			return failure(ErrTypeExecutionFailed, fmt.Errorf("converting the HTML of %s to Markdown: %w", final, err))
-		}
-		text = md
+		text = htmlmd.Convert(htmlmd.DecodeHTML(body, ctype), final)
 	case kind == "text" && !looksBinary(body):
-		text = decodeText(body, ctype)
+		text = htmlmd.DecodeText(body, ctype)
 	default:
 		err := fmt.Errorf("%s is binary content (%s), which web_fetch does not return; only HTML, text and JSON are", final, mt)
 		return failure(ErrTypeExecutionFailed, err)
@@ -271,33 +262,6 @@ func (c *webFetchCall) fetchError(ctx context.Context, err error, timeout time.D
 		return failure(ErrTypeTimeout, fmt.Errorf("fetching %s: no complete answer within %v", c.u, timeout))
 	}
 	return failure(ErrTypeExecutionFailed, fmt.Errorf("fetching %s: %w", c.u, unwrapURL(err)))
-}
-
-// decodeHTML returns body as UTF-8, decoded from the charset the
-// Content-Type header, a BOM or a <meta> element names (windows-1252 when
-// none does, as browsers assume).
-func decodeHTML(body []byte, ctype string) string {
-	enc, _, _ := charset.DetermineEncoding(body, ctype)
-	if b, err := enc.NewDecoder().Bytes(body); err == nil {
-		body = b
-	}
-	return strings.ToValidUTF8(string(body), "\uFFFD")
-}
-
-// decodeText returns body as UTF-8: decoded from the charset the header
-// names, else taken as UTF-8 with invalid bytes replaced.
-func decodeText(body []byte, ctype string) string {
-	if _, params, err := mime.ParseMediaType(ctype); err == nil && params["charset"] != "" {
-		if enc, _ := charset.Lookup(params["charset"]); enc != nil {
-			if b, err := enc.NewDecoder().Bytes(body); err == nil {
-				body = b
-			}
-		}
-	}
-	if utf8.Valid(body) {
-		return string(body)
-	}
-	return strings.ToValidUTF8(string(body), "\uFFFD")
 }
 
 func isTimeout(err error) bool {
