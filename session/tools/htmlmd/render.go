@@ -330,7 +330,7 @@ func (r *renderer) inline(b *strings.Builder, n *node) {
 		if src == "" {
 			return
 		}
-		alt := strings.NewReplacer("[", `\[`, "]", `\]`, "\n", " ").Replace(n.attr("alt"))
+		alt := altEscaper.Replace(n.attr("alt"))
 		b.WriteString("![" + alt + "](" + src + title(n) + ")")
 	default:
 		if blockTags[n.tag] {
@@ -393,8 +393,14 @@ func (r *renderer) resolve(ref string) string {
 		u = r.base.ResolveReference(u)
 	}
 	s := u.String()
-	return strings.NewReplacer(" ", "%20", "(", "%28", ")", "%29").Replace(s)
+	return urlEscaper.Replace(s)
 }
+
+// The replacers build their lookup tables on first use, not at start-up.
+var (
+	altEscaper = strings.NewReplacer("[", `\[`, "]", `\]`, "\n", " ")
+	urlEscaper = strings.NewReplacer(" ", "%20", "(", "%28", ")", "%29")
+)
 
 // escape keeps page text from reading as Markdown syntax: backticks,
 // opening brackets, angle brackets, and * or _ that could open emphasis.
