@@ -292,3 +292,94 @@ func appendAny(out []byte, v any) ([]byte, error) {
 func needsHTMLEscape(b []byte) bool {
 	return bytes.ContainsAny(b, "<>&\u2028\u2029")
 }
+
+// appendInitializeResponse appends r's JSON exactly as encoding/json writes
+// it (TestInitializeResponse_HandEncodedMatchesMarshal); it reports false,
+// for the generic path, when any _meta is set.
+func appendInitializeResponse(b []byte, r *InitializeResponse) ([]byte, bool) {
+	c := &r.AgentCapabilities
+	sc := &c.SessionCapabilities
+	if len(r.Meta) > 0 || len(c.Meta) > 0 || (c.Auth != nil && (len(c.Auth.Meta) > 0 || c.Auth.Logout != nil && len(c.Auth.Logout.Meta) > 0)) ||
+		(r.AgentInfo != nil && len(r.AgentInfo.Meta) > 0) {
+		return b, false
+	}
+	for _, p := range []*Capability{sc.List, sc.Delete, sc.AdditionalDirectories, sc.Resume, sc.Close, sc.Fork} {
+		if p != nil && len(p.Meta) > 0 {
+			return b, false
+		}
+	}
+	for i := range r.AuthMethods {
+		if len(r.AuthMethods[i].Meta) > 0 {
+			return b, false
+		}
+	}
+	b = append(b, `{"protocolVersion":`...)
+	b = strconv.AppendInt(b, int64(r.ProtocolVersion), 10)
+	b = append(b, `,"agentCapabilities":{"loadSession":`...)
+	b = strconv.AppendBool(b, c.LoadSession)
+	b = append(b, `,"promptCapabilities":{"image":`...)
+	b = strconv.AppendBool(b, c.PromptCapabilities.Image)
+	b = append(b, `,"audio":`...)
+	b = strconv.AppendBool(b, c.PromptCapabilities.Audio)
+	b = append(b, `,"embeddedContext":`...)
+	b = strconv.AppendBool(b, c.PromptCapabilities.EmbeddedContext)
+	b = append(b, `},"mcpCapabilities":{"http":`...)
+	b = strconv.AppendBool(b, c.MCPCapabilities.HTTP)
+	b = append(b, `,"sse":`...)
+	b = strconv.AppendBool(b, c.MCPCapabilities.SSE)
+	b = append(b, `},"sessionCapabilities":{`...)
+	first := true
+	for _, f := range []struct {
+		name string
+		p    *Capability
+	}{{"list", sc.List}, {"delete", sc.Delete}, {"additionalDirectories", sc.AdditionalDirectories},
+		{"resume", sc.Resume}, {"close", sc.Close}, {"fork", sc.Fork}} {
+		if f.p == nil {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, '"')
+		b = append(b, f.name...)
+		b = append(b, `":{}`...)
+	}
+	b = append(b, '}')
+	if c.Auth != nil {
+		b = append(b, `,"auth":{`...)
+		if c.Auth.Logout != nil {
+			b = append(b, `"logout":{}`...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `},"authMethods":[`...)
+	for i := range r.AuthMethods {
+		m := &r.AuthMethods[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendJSONString(b, m.ID)
+		b = append(b, `,"name":`...)
+		b = appendJSONString(b, m.Name)
+		if m.Description != "" {
+			b = append(b, `,"description":`...)
+			b = appendJSONString(b, m.Description)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	if a := r.AgentInfo; a != nil {
+		b = append(b, `,"agentInfo":{"name":`...)
+		b = appendJSONString(b, a.Name)
+		if a.Title != "" {
+			b = append(b, `,"title":`...)
+			b = appendJSONString(b, a.Title)
+		}
+		b = append(b, `,"version":`...)
+		b = appendJSONString(b, a.Version)
+		b = append(b, '}')
+	}
+	return append(b, '}'), true
+}

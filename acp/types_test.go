@@ -214,3 +214,38 @@ func TestDecodeParams_TypeErrorsSpeakJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestInitializeResponse_HandEncodedMatchesSchema validates the hand-encoded
+// initialize answer against the schema's InitializeResponse, for every
+// combination of the optional capabilities and each shape of auth and agent
+// info.
+func TestInitializeResponse_HandEncodedMatchesSchema(t *testing.T) {
+	v, err := acptest.DefaultValidator()
+	require.NoError(t, err)
+	caps := []string{"list", "delete", "additionalDirectories", "resume", "close", "fork"}
+	for mask := range 1 << len(caps) {
+		sc := acp.SessionCapabilities{}
+		fields := []**acp.Capability{&sc.List, &sc.Delete, &sc.AdditionalDirectories, &sc.Resume, &sc.Close, &sc.Fork}
+		for i, f := range fields {
+			if mask&(1<<i) != 0 {
+				*f = &acp.Capability{}
+			}
+		}
+		for _, auth := range []*acp.AgentAuthCapabilities{nil, {}, {Logout: &acp.Capability{}}} {
+			r := acp.InitializeResponse{
+				ProtocolVersion: acp.ProtocolVersion,
+				AgentCapabilities: acp.AgentCapabilities{LoadSession: mask%2 == 0, SessionCapabilities: sc, Auth: auth,
+					PromptCapabilities: acp.PromptCapabilities{Image: true, EmbeddedContext: mask%3 == 0},
+					MCPCapabilities:    acp.MCPCapabilities{HTTP: true}},
+				AuthMethods: []acp.AuthMethod{{ID: "openai", Name: "Use OpenAI API key", Description: "Requires <OPENAI_API_KEY> & \u2028"}},
+				AgentInfo:   &acp.Implementation{Name: "acpd", Title: "acpd", Version: "dev"},
+			}
+			if mask%4 == 1 {
+				r.AuthMethods, r.AgentInfo = nil, nil
+			}
+			b, err := json.Marshal(&r)
+			require.NoError(t, err)
+			require.NoError(t, v.ValidateDef("InitializeResponse", b), "%s", b)
+		}
+	}
+}
