@@ -189,6 +189,22 @@ func (c *client) request(ctx context.Context, body []byte) (*http.Request, error
 	return req, nil
 }
 
+// do sends req and reads the answer's body (at most maxResponse bytes),
+// closing it. Reading to the end is what fills in a gRPC answer's
+// trailers, so the caller may read resp.Trailer afterwards.
+func (c *client) do(req *http.Request) (*http.Response, []byte, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, data, nil
+}
+
 func (c *client) httpPost(ctx context.Context, body []byte) ([]byte, error) {
 	req, err := c.request(ctx, body)
 	if err != nil {
@@ -198,12 +214,7 @@ func (c *client) httpPost(ctx context.Context, body []byte) ([]byte, error) {
 	if c.s.gzip {
 		req.Header.Set("Content-Encoding", "gzip")
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	resp, data, err := c.do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -300,12 +311,7 @@ func (c *client) grpcCall(ctx context.Context, body []byte) ([]byte, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		req.Header.Set("Grpc-Timeout", grpcTimeout(time.Until(dl)))
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	resp, data, err := c.do(req)
 	if err != nil {
 		return nil, err
 	}
