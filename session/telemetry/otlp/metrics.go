@@ -2,6 +2,9 @@ package otlp
 
 import (
 	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
 
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -21,23 +24,17 @@ const (
 // not know is an error, not a silently missing metric.
 func encodeMetrics(buf []byte, rm *metricdata.ResourceMetrics) ([]byte, error) {
 	e := encoder{b: buf}
-	rs := e.open(1)
-	e.resource(1, rm.Resource)
+	rs := e.resourceStart(rm.Resource)
 	for _, sm := range rm.ScopeMetrics {
-		ss := e.open(2)
-		e.scope(1, sm.Scope)
+		ss := e.scopeStart(sm.Scope)
 		for _, m := range sm.Metrics {
 			if err := e.metric(m); err != nil {
 				return nil, err
 			}
 		}
-		e.str(3, sm.Scope.SchemaURL)
-		e.close(ss)
+		e.scopeEnd(ss, sm.Scope.SchemaURL)
 	}
-	if rm.Resource != nil {
-		e.str(3, rm.Resource.SchemaURL())
-	}
-	e.close(rs)
+	e.resourceEnd(rs, rm.Resource)
 	return e.b, nil
 }
 
@@ -119,13 +116,22 @@ func numberValue[N int64 | float64](e *encoder, asDouble, asInt int, v N) {
 // NumberDataPoint (data_points 1): attributes 7, start 2, time 3,
 // as_double 4 / as_int 6, exemplars 5.
 func numberPoint[N int64 | float64](e *encoder, dp metricdata.DataPoint[N]) {
-	start := e.open(1)
-	e.attrSet(7, dp.Attributes)
-	e.fixed64(2, unixNano(dp.StartTime))
-	e.fixed64(3, unixNano(dp.Time))
+	start := e.pointStart(7, dp.Attributes, dp.StartTime, dp.Time)
 	numberValue(e, 4, 6, dp.Value)
 	exemplars(e, 5, dp.Exemplars)
 	e.close(start)
+}
+
+// pointStart opens a data point (data_points 1 in every kind) and writes
+// what all kinds share: the attributes (whose field number differs by
+// kind), start_time_unix_nano 2 and time_unix_nano 3. The caller writes the
+// rest and closes the point.
+func (e *encoder) pointStart(attrs int, set attribute.Set, start, t time.Time) int {
+	p := e.open(1)
+	e.attrSet(attrs, set)
+	e.fixed64(2, unixNano(start))
+	e.fixed64(3, unixNano(t))
+	return p
 }
 
 // Exemplar: filtered_attributes 7, time 2, as_double 3 / as_int 6,
@@ -148,10 +154,7 @@ func exemplars[N int64 | float64](e *encoder, num int, xs []metricdata.Exemplar[
 func histogram[N int64 | float64](e *encoder, h metricdata.Histogram[N]) {
 	start := e.open(9)
 	for _, dp := range h.DataPoints {
-		p := e.open(1)
-		e.attrSet(9, dp.Attributes)
-		e.fixed64(2, unixNano(dp.StartTime))
-		e.fixed64(3, unixNano(dp.Time))
+		p := e.pointStart(9, dp.Attributes, dp.StartTime, dp.Time)
 		e.fixed64(4, dp.Count)
 		e.doubleAlways(5, float64(dp.Sum))
 		e.packedFixed64(6, dp.BucketCounts)
@@ -179,10 +182,7 @@ func extrema[N int64 | float64](e *encoder, num int, x metricdata.Extrema[N]) {
 func expHistogram[N int64 | float64](e *encoder, h metricdata.ExponentialHistogram[N]) {
 	start := e.open(10)
 	for _, dp := range h.DataPoints {
-		p := e.open(1)
-		e.attrSet(1, dp.Attributes)
-		e.fixed64(2, unixNano(dp.StartTime))
-		e.fixed64(3, unixNano(dp.Time))
+		p := e.pointStart(1, dp.Attributes, dp.StartTime, dp.Time)
 		e.fixed64(4, dp.Count)
 		e.doubleAlways(5, float64(dp.Sum))
 		e.sint(6, dp.Scale)
@@ -211,10 +211,7 @@ func buckets(e *encoder, num int, b metricdata.ExponentialBucket) {
 func summary(e *encoder, s metricdata.Summary) {
 	start := e.open(11)
 	for _, dp := range s.DataPoints {
-		p := e.open(1)
-		e.attrSet(7, dp.Attributes)
-		e.fixed64(2, unixNano(dp.StartTime))
-		e.fixed64(3, unixNano(dp.Time))
+		p := e.pointStart(7, dp.Attributes, dp.StartTime, dp.Time)
 		e.fixed64(4, dp.Count)
 		e.double(5, dp.Sum)
 		for _, q := range dp.QuantileValues {

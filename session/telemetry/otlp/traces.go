@@ -63,50 +63,32 @@ func (e *encoder) anyValue(v attribute.Value) {
 	case attribute.BYTESLICE:
 		e.bytesAlways(7, v.AsByteSlice())
 	case attribute.BOOLSLICE:
-		arr := e.open(5)
-		for _, b := range v.AsBoolSlice() {
-			el := e.open(1)
-			e.boolAlways(2, b)
-			e.close(el)
-		}
-		e.close(arr)
+		arrayValue(e, v.AsBoolSlice(), func(b bool) { e.boolAlways(2, b) })
 	case attribute.INT64SLICE:
-		arr := e.open(5)
-		for _, i := range v.AsInt64Slice() {
-			el := e.open(1)
-			e.intAlways(3, i)
-			e.close(el)
-		}
-		e.close(arr)
+		arrayValue(e, v.AsInt64Slice(), func(i int64) { e.intAlways(3, i) })
 	case attribute.FLOAT64SLICE:
-		arr := e.open(5)
-		for _, f := range v.AsFloat64Slice() {
-			el := e.open(1)
-			e.doubleAlways(4, f)
-			e.close(el)
-		}
-		e.close(arr)
+		arrayValue(e, v.AsFloat64Slice(), func(f float64) { e.doubleAlways(4, f) })
 	case attribute.STRINGSLICE:
-		arr := e.open(5)
-		for _, s := range v.AsStringSlice() {
-			el := e.open(1)
-			e.strAlways(1, s)
-			e.close(el)
-		}
-		e.close(arr)
+		arrayValue(e, v.AsStringSlice(), func(s string) { e.strAlways(1, s) })
 	case attribute.SLICE:
-		arr := e.open(5)
-		for _, el := range v.AsSlice() {
-			start := e.open(1)
-			e.anyValue(el)
-			e.close(start)
-		}
-		e.close(arr)
+		arrayValue(e, v.AsSlice(), e.anyValue)
 	case attribute.MAP:
 		m := e.open(6)
 		e.keyValues(1, v.AsMap())
 		e.close(m)
 	}
+}
+
+// arrayValue writes AnyValue's array member (5): an ArrayValue whose
+// values (1) are AnyValues, each written by member.
+func arrayValue[T any](e *encoder, vs []T, member func(T)) {
+	arr := e.open(5)
+	for _, v := range vs {
+		el := e.open(1)
+		member(v)
+		e.close(el)
+	}
+	e.close(arr)
 }
 
 // resource writes Resource: attributes = 1.
@@ -124,6 +106,37 @@ func (e *encoder) scope(num int, s instrumentation.Scope) {
 	e.str(1, s.Name)
 	e.str(2, s.Version)
 	e.attrSet(3, s.Attributes)
+	e.close(start)
+}
+
+// resourceStart opens a ResourceSpans or ResourceMetrics (field 1 of the
+// export request; the two messages share their numbering: resource 1, the
+// scopes 2, schema_url 3) and writes its resource; resourceEnd writes the
+// schema URL and closes it.
+func (e *encoder) resourceStart(r *resource.Resource) int {
+	start := e.open(1)
+	e.resource(1, r)
+	return start
+}
+
+func (e *encoder) resourceEnd(start int, r *resource.Resource) {
+	if r != nil {
+		e.str(3, r.SchemaURL())
+	}
+	e.close(start)
+}
+
+// scopeStart opens a ScopeSpans or ScopeMetrics (field 2 of its resource
+// message; scope 1, the spans or metrics 2, schema_url 3) and writes its
+// scope; scopeEnd writes the schema URL and closes it.
+func (e *encoder) scopeStart(s instrumentation.Scope) int {
+	start := e.open(2)
+	e.scope(1, s)
+	return start
+}
+
+func (e *encoder) scopeEnd(start int, schemaURL string) {
+	e.str(3, schemaURL)
 	e.close(start)
 }
 
@@ -179,23 +192,17 @@ func encodeTraces(buf []byte, spans []sdktrace.ReadOnlySpan) []byte {
 		g.spans[k] = append(g.spans[k], s)
 	}
 	for _, g := range groups {
-		rs := e.open(1)
-		e.resource(1, g.res)
+		rs := e.resourceStart(g.res)
 		for _, k := range g.scopes {
-			ss := e.open(2)
-			e.scope(1, g.scope[k])
+			ss := e.scopeStart(g.scope[k])
 			for _, s := range g.spans[k] {
 				sp := e.open(2)
 				e.span(s)
 				e.close(sp)
 			}
-			e.str(3, k.schemaURL)
-			e.close(ss)
+			e.scopeEnd(ss, k.schemaURL)
 		}
-		if g.res != nil {
-			e.str(3, g.res.SchemaURL())
-		}
-		e.close(rs)
+		e.resourceEnd(rs, g.res)
 	}
 	return e.b
 }
