@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/acpd/acpd/session/jsonschema"
 )
 
 // schema is a server's tool input schema compiled for checking the model's
@@ -133,10 +134,8 @@ func (w walk) in() walk { return walk{depth: w.depth + 1, steps: w.steps} }
 // compileSchema prepares a server's input schema; see schema for what
 // makes it refuse one.
 func compileSchema(raw []byte) (*schema, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
+	doc, err := jsonschema.Decode(raw)
+	if err != nil {
 		return nil, err
 	}
 	m, ok := doc.(map[string]any)
@@ -194,7 +193,7 @@ func (c *compiler) compile(v any, path string) (*node, error) {
 }
 
 func (c *compiler) fill(n *node, m map[string]any) error {
-	at := func(k string) string { return n.path + "/" + pointerToken(k) }
+	at := func(k string) string { return n.path + "/" + jsonschema.PointerToken(k) }
 	bad := func(k string, err error) error { return fmt.Errorf("%s: %v", at(k), err) }
 	for _, k := range unsupportedKeywords {
 		if _, ok := m[k]; ok {
@@ -222,7 +221,7 @@ func (c *compiler) fill(n *node, m map[string]any) error {
 	for k, v := range m {
 		switch k {
 		case "type":
-			n.types, err = typeNames(v)
+			n.types, err = jsonschema.TypeNames(v)
 		case "enum":
 			list, ok := v.([]any)
 			if !ok {
@@ -243,7 +242,7 @@ func (c *compiler) fill(n *node, m map[string]any) error {
 			}
 			sort.Strings(names)
 			for _, name := range names {
-				sub, cerr := c.compile(props[name], at(k)+"/"+pointerToken(name))
+				sub, cerr := c.compile(props[name], at(k)+"/"+jsonschema.PointerToken(name))
 				if cerr != nil {
 					return cerr
 				}
@@ -271,7 +270,7 @@ func (c *compiler) fill(n *node, m map[string]any) error {
 		case "propertyNames":
 			n.propertyNames, err = c.compile(v, at(k))
 		case "required":
-			n.required, err = stringList(v)
+			n.required, err = jsonschema.StringList(v)
 		case "dependentRequired":
 			n.depRequired, err = dependentRequired(v)
 		case "dependencies":
@@ -283,7 +282,7 @@ func (c *compiler) fill(n *node, m map[string]any) error {
 			}
 			for name, d := range deps {
 				if list, isList := d.([]any); isList {
-					names, lerr := stringList(list)
+					names, lerr := jsonschema.StringList(list)
 					if lerr != nil {
 						return bad(k, lerr)
 					}
@@ -293,7 +292,7 @@ func (c *compiler) fill(n *node, m map[string]any) error {
 					n.depRequired[name] = names
 					continue
 				}
-				sub, cerr := c.compile(d, at(k)+"/"+pointerToken(name))
+				sub, cerr := c.compile(d, at(k)+"/"+jsonschema.PointerToken(name))
 				if cerr != nil {
 					return cerr
 				}
@@ -348,12 +347,7 @@ func (c *compiler) fill(n *node, m map[string]any) error {
 		case "maxLength":
 			n.maxLength, err = count(v)
 		case "pattern":
-			s, ok := v.(string)
-			if !ok {
-				err = errors.New("not a string")
-				break
-			}
-			n.pattern, err = regexp.Compile(s)
+			n.pattern, err = jsonschema.Pattern(v)
 		case "minimum":
 			n.minimum, err = number(v)
 		case "maximum":
@@ -450,49 +444,6 @@ func lookupPointer(doc any, ptr string) (any, bool) {
 	return cur, true
 }
 
-var jsonTypes = []string{"object", "array", "string", "integer", "number", "boolean", "null"}
-
-func typeNames(v any) ([]string, error) {
-	var names []string
-	switch t := v.(type) {
-	case string:
-		names = []string{t}
-	case []any:
-		for _, e := range t {
-			s, ok := e.(string)
-			if !ok {
-				return nil, errors.New("not a type name")
-			}
-			names = append(names, s)
-		}
-	default:
-		return nil, errors.New("not a type name or a list of them")
-	}
-	for _, n := range names {
-		if !slices.Contains(jsonTypes, n) {
-			// The schema would refuse every value here: it is unusable.
-			return nil, fmt.Errorf("%q is not a JSON type", n)
-		}
-	}
-	return names, nil
-}
-
-func stringList(v any) ([]string, error) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, errors.New("not an array")
-	}
-	out := make([]string, 0, len(list))
-	for _, e := range list {
-		s, ok := e.(string)
-		if !ok {
-			return nil, errors.New("not an array of strings")
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
 func dependentRequired(v any) (map[string][]string, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -500,7 +451,7 @@ func dependentRequired(v any) (map[string][]string, error) {
 	}
 	out := make(map[string][]string, len(m))
 	for k, e := range m {
-		list, err := stringList(e)
+		list, err := jsonschema.StringList(e)
 		if err != nil {
 			return nil, err
 		}
@@ -515,16 +466,16 @@ func count(v any) (*int, error) {
 		return nil, err
 	}
 	if !r.IsInt() || r.Sign() < 0 || !r.Num().IsInt64() {
-		return nil, errors.New("not a non-negative integer")
+		return nil, jsonschema.ErrNotCount
 	}
 	i := int(r.Num().Int64())
 	return &i, nil
 }
 
 func number(v any) (*big.Rat, error) {
-	n, ok := v.(json.Number)
-	if !ok {
-		return nil, errors.New("not a number")
+	n, err := jsonschema.Number(v)
+	if err != nil {
+		return nil, err
 	}
 	r, ok := new(big.Rat).SetString(n.String())
 	if !ok {
@@ -537,10 +488,8 @@ func number(v any) (*big.Rat, error) {
 // returns every violation, each naming where in the arguments it is, the
 // keyword and where in the schema.
 func (s *schema) validate(args []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := jsonschema.Decode(args)
+	if err != nil {
 		return err
 	}
 	var errs []string
@@ -593,7 +542,7 @@ func (n *node) check(v any, at string, w walk, out *[]string) {
 		n.ref.check(v, at, w.in(), out)
 	}
 	got := jsonType(v)
-	if len(n.types) > 0 && !slices.Contains(n.types, got) && (got != "integer" || !slices.Contains(n.types, "number")) {
+	if !jsonschema.TypeAllowed(n.types, got) {
 		add("type", "%s is %s, want %s", short(v), article(got), strings.Join(n.types, " or "))
 		return // the other assertions are about the wanted type
 	}
@@ -667,16 +616,8 @@ func (n *node) check(v any, at string, w walk, out *[]string) {
 }
 
 func (n *node) checkObject(t map[string]any, at string, w walk, out *[]string, add func(string, string, ...any)) {
-	var missing []string
-	for _, name := range n.required {
-		if _, ok := t[name]; !ok {
-			missing = append(missing, strconv.Quote(name))
-		}
-	}
-	if len(missing) == 1 {
-		add("required", "missing property %s", missing[0])
-	} else if len(missing) > 1 {
-		add("required", "missing properties %s", strings.Join(missing, ", "))
+	if msg := jsonschema.Missing(t, n.required, strconv.Quote); msg != "" {
+		add("required", "%s", msg)
 	}
 	if n.minProps != nil && len(t) < *n.minProps {
 		add("minProperties", "%d properties, want at least %d", len(t), *n.minProps)
@@ -691,7 +632,7 @@ func (n *node) checkObject(t map[string]any, at string, w walk, out *[]string, a
 	sort.Strings(names)
 	var extra []string
 	for _, name := range names {
-		pv, sub := t[name], at+"/"+pointerToken(name)
+		pv, sub := t[name], at+"/"+jsonschema.PointerToken(name)
 		if n.propertyNames != nil {
 			n.propertyNames.check(name, sub, w.in(), out)
 		}
@@ -807,28 +748,16 @@ func ratText(r *big.Rat) string {
 
 // jsonType names v's JSON type; a number without a fractional part is an
 // integer, as JSON Schema counts 1.0 as one.
-func jsonType(v any) string {
-	switch t := v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case string:
-		return "string"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	case json.Number:
-		if !strings.ContainsAny(t.String(), ".eE") {
-			return "integer" // the common case, without big.Rat
-		}
-		if r, ok := new(big.Rat).SetString(t.String()); ok && r.IsInt() {
-			return "integer"
-		}
-		return "number"
+func jsonType(v any) string { return jsonschema.Kind(v, isInteger) }
+
+// isInteger reads n exactly: 1.0 and 1e2 are integers, 1.0000000000000000001
+// is not.
+func isInteger(n json.Number) bool {
+	if !strings.ContainsAny(n.String(), ".eE") {
+		return true // the common case, without big.Rat
 	}
-	return fmt.Sprintf("%T", v)
+	r, ok := new(big.Rat).SetString(n.String())
+	return ok && r.IsInt()
 }
 
 func article(typ string) string {
@@ -904,12 +833,4 @@ func orArguments(at string) string {
 		return "arguments"
 	}
 	return at
-}
-
-// pointerToken escapes a name for a JSON pointer.
-func pointerToken(s string) string {
-	if !strings.ContainsAny(s, "~/") {
-		return s
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/acpd/acpd/session/jsonschema"
 )
 
 // argSchema is a compiled parameter schema of acpd's own tools. Those
@@ -44,14 +46,10 @@ var argKeywords = []string{
 	"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum",
 }
 
-var jsonTypes = []string{"object", "array", "string", "integer", "number", "boolean", "null"}
-
 // compileArgSchema parses a parameter schema of the subset above.
 func compileArgSchema(params string) (*argSchema, error) {
-	var doc any
-	dec := json.NewDecoder(strings.NewReader(params))
-	dec.UseNumber()
-	if err := dec.Decode(&doc); err != nil {
+	doc, err := jsonschema.Decode([]byte(params))
+	if err != nil {
 		return nil, err
 	}
 	return compileArgNode(doc, "")
@@ -70,7 +68,7 @@ func compileArgNode(doc any, at string) (*argSchema, error) {
 		var err error
 		switch k {
 		case "type":
-			s.types, err = typeNames(v)
+			s.types, err = jsonschema.TypeNames(v)
 		case "properties":
 			props, ok := v.(map[string]any)
 			if !ok {
@@ -83,7 +81,7 @@ func compileArgNode(doc any, at string) (*argSchema, error) {
 				}
 			}
 		case "required":
-			s.required, err = stringList(v)
+			s.required, err = jsonschema.StringList(v)
 		case "additionalProperties":
 			b, ok := v.(bool)
 			if !ok {
@@ -104,12 +102,7 @@ func compileArgNode(doc any, at string) (*argSchema, error) {
 		case "maxLength":
 			s.maxLength, err = count(v)
 		case "pattern":
-			p, ok := v.(string)
-			if !ok {
-				err = errors.New("not a string")
-				break
-			}
-			s.pattern, err = regexp.Compile(p)
+			s.pattern, err = jsonschema.Pattern(v)
 		case "minimum":
 			s.minimum, err = number(v)
 		case "maximum":
@@ -132,62 +125,24 @@ func compileArgNode(doc any, at string) (*argSchema, error) {
 	return s, nil
 }
 
-func typeNames(v any) ([]string, error) {
-	var names []string
-	switch t := v.(type) {
-	case string:
-		names = []string{t}
-	case []any:
-		for _, e := range t {
-			s, ok := e.(string)
-			if !ok {
-				return nil, errors.New("not a type name")
-			}
-			names = append(names, s)
-		}
-	default:
-		return nil, errors.New("not a type name or a list of them")
-	}
-	for _, n := range names {
-		if !slices.Contains(jsonTypes, n) {
-			return nil, fmt.Errorf("%q is not a JSON type", n)
-		}
-	}
-	return names, nil
-}
-
-func stringList(v any) ([]string, error) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, errors.New("not an array")
-	}
-	out := make([]string, 0, len(list))
-	for _, e := range list {
-		s, ok := e.(string)
-		if !ok {
-			return nil, errors.New("not an array of strings")
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
+// count reads a count keyword by its text: 1.0 and 1e2 are refused, as
+// acpd's own schemas have no reason to write them.
 func count(v any) (*int, error) {
-	n, ok := v.(json.Number)
-	if !ok {
-		return nil, errors.New("not a number")
+	n, err := jsonschema.Number(v)
+	if err != nil {
+		return nil, err
 	}
 	i, err := strconv.Atoi(n.String())
 	if err != nil || i < 0 {
-		return nil, errors.New("not a non-negative integer")
+		return nil, jsonschema.ErrNotCount
 	}
 	return &i, nil
 }
 
 func number(v any) (*float64, error) {
-	n, ok := v.(json.Number)
-	if !ok {
-		return nil, errors.New("not a number")
+	n, err := jsonschema.Number(v)
+	if err != nil {
+		return nil, err
 	}
 	f, err := n.Float64()
 	if err != nil {
@@ -199,16 +154,7 @@ func number(v any) (*float64, error) {
 // decodeArgs parses tool arguments as the validator sees them: numbers
 // kept as written, so an integer is judged by its text and not by a float.
 func decodeArgs(args []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, errors.New("more than one JSON value")
-	}
-	return v, nil
+	return jsonschema.DecodeOnly(args)
 }
 
 // validate reports every violation in v as "params<pointer>: reason"
@@ -223,7 +169,7 @@ func (s *argSchema) validate(v any) []string {
 func (s *argSchema) check(v any, at string, out *[]string) {
 	add := func(format string, a ...any) { *out = append(*out, at+": "+fmt.Sprintf(format, a...)) }
 	got := jsonType(v)
-	if len(s.types) > 0 && !slices.Contains(s.types, got) && (got != "integer" || !slices.Contains(s.types, "number")) {
+	if !jsonschema.TypeAllowed(s.types, got) {
 		add("got %s, want %s", got, strings.Join(s.types, " or "))
 		return // the other keywords are about the wanted type
 	}
@@ -232,24 +178,14 @@ func (s *argSchema) check(v any, at string, out *[]string) {
 	}
 	switch t := v.(type) {
 	case map[string]any:
-		var missing []string
-		for _, name := range s.required {
-			if _, ok := t[name]; !ok {
-				missing = append(missing, "'"+name+"'")
-			}
-		}
-		switch len(missing) {
-		case 0:
-		case 1:
-			add("missing property %s", missing[0])
-		default:
-			add("missing properties %s", strings.Join(missing, ", "))
+		if msg := jsonschema.Missing(t, s.required, quoteName); msg != "" {
+			add("%s", msg)
 		}
 		for name, pv := range t {
 			ps, known := s.properties[name]
 			switch {
 			case known:
-				ps.check(pv, at+"/"+pointerToken(name), out)
+				ps.check(pv, at+"/"+jsonschema.PointerToken(name), out)
 			case s.additionalProperties != nil && !*s.additionalProperties:
 				add("additional property '%s' is not allowed", name)
 			}
@@ -300,25 +236,11 @@ func (s *argSchema) check(v any, at string, out *[]string) {
 
 // jsonType names v's JSON type; a number without a fractional part is an
 // integer, as JSON Schema counts 1.0 as one.
-func jsonType(v any) string {
-	switch t := v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case string:
-		return "string"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	case json.Number:
-		if f, err := t.Float64(); err == nil && f == math.Trunc(f) && !math.IsInf(f, 0) {
-			return "integer"
-		}
-		return "number"
-	}
-	return fmt.Sprintf("%T", v)
+func jsonType(v any) string { return jsonschema.Kind(v, isInteger) }
+
+func isInteger(n json.Number) bool {
+	f, err := n.Float64()
+	return err == nil && f == math.Trunc(f) && !math.IsInf(f, 0)
 }
 
 // jsonEqual compares two decoded JSON values, numbers by value.
@@ -350,7 +272,4 @@ func enumText(enum []any) string {
 	return strings.Join(parts, ", ")
 }
 
-// pointerToken escapes a property name for a JSON pointer.
-func pointerToken(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
-}
+func quoteName(name string) string { return "'" + name + "'" }
