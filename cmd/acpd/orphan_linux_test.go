@@ -64,6 +64,12 @@ func TestRunCmd_KillNineLeavesNoCommand(t *testing.T) {
 				}
 			}
 			watchers := watchersOf(cmd.Process.Pid)
+			// The command can show before its watcher has exec'd (on a
+			// loaded machine the two starts interleave): wait for it.
+			for tc.watcher && len(watchers) == 0 && ctx.Err() == nil {
+				time.Sleep(20 * time.Millisecond)
+				watchers = watchersOf(cmd.Process.Pid)
+			}
 			if tc.watcher {
 				require.Len(t, watchers, 1, "acpd runs the command itself: one watcher")
 			}

@@ -188,16 +188,22 @@ func serve(h helperArgs) int {
 		// Its own session, which is also its own process group: no
 		// controlling terminal to open as /dev/tty and type into.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		// The start and the group's registration happen under the lock
+		// the death-signal handler takes: a daemon killed while the
+		// command is starting then finds the group registered, rather
+		// than exiting between the two and leaving the command running.
+		mu.Lock()
 		err = spawnScoped(cmd, scope)
+		if err == nil {
+			groups[cmd.Process.Pid] = true
+		}
+		mu.Unlock()
 		closeAll(files)
 		if err != nil {
 			reply(spawnReply{ID: req.ID, Err: err.Error()})
 			continue
 		}
 		pid := cmd.Process.Pid
-		mu.Lock()
-		groups[pid] = true
-		mu.Unlock()
 		reply(spawnReply{ID: req.ID, Pid: pid})
 		go func(id uint64) {
 			_ = cmd.Wait()
