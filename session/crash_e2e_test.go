@@ -51,15 +51,7 @@ func startCrashDaemon(t *testing.T, fc *acptest.FakeClient, dataDir string, resp
 			return
 		}
 		_ = stdin.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			assert.NoError(t, err, "acpd exits 0 on EOF")
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("acpd did not exit after stdin closed")
-		}
+		acptest.WaitExit(t, cmd, 10*time.Second)
 	})
 	return d
 }

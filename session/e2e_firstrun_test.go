@@ -31,15 +31,7 @@ func startFresh(t *testing.T, env []string, args ...string) *acptest.ClientConn 
 	cc := acptest.NewClientConn(t, &acptest.FakeClient{}, stdout, stdin)
 	t.Cleanup(func() {
 		_ = stdin.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			assert.NoError(t, err, "acpd exits 0 on EOF")
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("acpd did not exit after stdin closed")
-		}
+		acptest.WaitExit(t, cmd, 5*time.Second)
 	})
 	return cc
 }

@@ -63,15 +63,7 @@ func TestInterop_GoSDKQuestions(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = stdin.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			assert.NoError(t, err)
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("acpd did not exit")
-		}
+		acptest.WaitExit(t, cmd, 5*time.Second)
 	})
 	client := &askingSDKClient{SDKClient: &acptest.SDKClient{}, answers: []sdk.UnstableCreateElicitationResponse{
 		{Decline: &sdk.UnstableCreateElicitationDecline{Action: "decline"}},

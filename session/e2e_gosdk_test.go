@@ -44,15 +44,7 @@ func TestInterop_GoSDKAgainstBinary(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = stdin.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			assert.NoError(t, err)
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("acpd did not exit")
-		}
+		acptest.WaitExit(t, cmd, 5*time.Second)
 	})
 
 	asked := make(chan sdk.RequestPermissionRequest, 1)

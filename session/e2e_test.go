@@ -124,15 +124,7 @@ func launch(t testing.TB, cwd, configHome string, args, env []string, fc *acptes
 			}
 			return
 		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			assert.NoError(t, err, "acpd exits 0 on EOF")
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("acpd did not exit after stdin closed")
-		}
+		acptest.WaitExit(t, cmd, 5*time.Second)
 	})
 	return d
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // built is the acpd binary of this test process: one `go build` however
@@ -51,5 +52,25 @@ func Acpd(t testing.TB) string {
 func RemoveAcpd() {
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
+	}
+}
+
+// WaitExit waits for cmd, an acpd over stdio whose stdin the caller has just
+// closed, to exit 0 within the given time, as acpd does when its editor goes
+// away. Past it the process is killed and reaped and t fails, so no test
+// leaves a daemon behind.
+func WaitExit(t testing.TB, cmd *exec.Cmd, within time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("acpd exits 0 when its stdin closes: %v", err)
+		}
+	case <-time.After(within):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Errorf("acpd did not exit within %s of its stdin closing", within)
 	}
 }

@@ -94,16 +94,7 @@ func TestStdio_TwoWorkspaces(t *testing.T) {
 		require.NoError(t, cmd.Start())
 		t.Cleanup(func() {
 			_ = stdin.Close()
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				assert.NoError(t, err, "acpd over stdio exits when its editor closes stdin")
-			case <-time.After(20 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-				t.Errorf("acpd over stdio did not exit within 20 s of its stdin closing")
-			}
+			acptest.WaitExit(t, cmd, 20*time.Second)
 			if t.Failed() {
 				t.Logf("acpd stderr:\n%s", stderr.String())
 			}
