@@ -152,7 +152,7 @@ type Handler struct {
 	closing bool
 
 	beat beat                    // keepalive of the SSE streams
-	raw  map[*rawStream]struct{} // HTTP/1.1 streams taken from net/http
+	raw  map[*rawStream]struct{} // streams taken from the HTTP server
 
 	// wg counts Serve goroutines and stream handlers, so Shutdown can wait
 	// for all of them.

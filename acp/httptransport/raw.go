@@ -6,76 +6,174 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/acpd/acpd/acp/h2server"
 )
 
-// An HTTP/1.1 event stream is taken from net/http once its headers are
-// out (Hijack) and served here, without the goroutine net/http keeps per
-// connection and the read and write buffers it holds for it: over
-// HTTP/1.1 every session's stream is a TCP connection of its own (the
-// SDK's Node client speaks nothing else), and an editor keeps one open for
-// every session it has, idle or not. What is left per idle stream is one
-// goroutine parked in a read, which sees the client close its end as
-// net/http's own background read would; a writer runs only while there is
-// something to send, and the keepalive comments are written at the
-// handler's shared clock by a few workers for all streams. The body keeps the chunked framing net/http announced in
-// the headers.
+// An event stream is taken from the HTTP server once its headers are out
+// and served here, with no goroutine of its own while it is idle: over
+// HTTP/1.1 the connection is hijacked from net/http (every session's
+// stream is a TCP connection of its own there: the SDK's Node client
+// speaks nothing else), over HTTP/2 the stream is taken from acpd's own
+// server (acp/h2server), where the connection's reader serves all its
+// streams. An editor keeps a stream open for every session it has, idle
+// or not. A writer runs only while there is something to send, and the
+// keepalive comments are written at the handler's shared clock by a few
+// workers for all streams. Over HTTP/1.1 one goroutine per stream stays
+// parked in a read, which sees the client close its end as net/http's own
+// background read would; over HTTP/2 the connection's reader sees a reset
+// or the connection's end.
 type rawStream struct {
-	h   *Handler
-	c   *conn
-	s   *stream
-	rd  *reader
-	sid string
-	nc  net.Conn
+	h    *Handler
+	c    *conn
+	s    *stream
+	rd   *reader
+	sid  string
+	out  sink
+	left bool // gone has run; guarded by h.mu
 
 	running atomic.Bool // a writer is running
 	ping    atomic.Bool // a keepalive is due
 }
+
+// sink is where a taken stream's body goes.
+type sink interface {
+	// send writes one piece of the body, body[chunkRoom:]; the bytes
+	// before it are room for framing.
+	send(body []byte) error
+	// end ends the body; drop abandons the stream (a write failed).
+	end()
+	drop()
+}
+
+// chunkRoom is the room send leaves before the body: a chunk size in hex
+// and its CRLF.
+const chunkRoom = 18
 
 var (
 	chunkEnd  = []byte("\r\n")
 	lastChunk = []byte("0\r\n\r\n")
 )
 
+// h1Sink writes the body as chunks on a hijacked HTTP/1.1 connection,
+// keeping the framing net/http announced in the headers.
+type h1Sink struct {
+	nc      net.Conn
+	timeout time.Duration
+}
+
+func (k h1Sink) send(buf []byte) error {
+	var head [chunkRoom]byte
+	hd := strconv.AppendInt(head[:0], int64(len(buf)-chunkRoom), 16)
+	hd = append(hd, chunkEnd...)
+	start := chunkRoom - len(hd)
+	copy(buf[start:], hd)
+	buf = append(buf, chunkEnd...)
+	_ = k.nc.SetWriteDeadline(time.Now().Add(k.timeout))
+	_, err := k.nc.Write(buf[start:])
+	return err
+}
+
+func (k h1Sink) end() {
+	_ = k.nc.SetWriteDeadline(time.Now().Add(k.timeout))
+	_, _ = k.nc.Write(lastChunk)
+	_ = k.nc.Close()
+}
+
+func (k h1Sink) drop() { _ = k.nc.Close() }
+
+// h2Sink writes the body as DATA frames on a taken HTTP/2 stream.
+type h2Sink struct {
+	st      *h2server.Stream
+	timeout time.Duration
+}
+
+func (k h2Sink) send(buf []byte) error {
+	return k.st.Send(buf[chunkRoom:], time.Now().Add(k.timeout))
+}
+
+func (k h2Sink) end()  { k.st.End(time.Now().Add(k.timeout)) }
+func (k h2Sink) drop() { k.st.Reset() }
+
+// streamTaker is a ResponseWriter of acpd's HTTP/2 server.
+type streamTaker interface {
+	TakeStream(gone func()) *h2server.Stream
+}
+
 // serveRaw takes over the stream s on its hijacked connection nc: the
 // caller's tracking (Handler.wg) and attachment pass to it. It returns at
 // once.
 func (h *Handler) serveRaw(c *conn, s *stream, rd *reader, sid string, nc net.Conn) {
-	rs := &rawStream{h: h, c: c, s: s, rd: rd, sid: sid, nc: nc}
+	rs := &rawStream{h: h, c: c, s: s, rd: rd, sid: sid, out: h1Sink{nc: nc, timeout: h.opts.WriteTimeout}}
+	h.beat.hold()
+	h.addRaw(rs)
+	h.startPending(rs)
+	go rs.watch(nc)
+}
+
+// serveTaken takes over the stream s on the HTTP/2 stream of t, as
+// serveRaw does.
+func (h *Handler) serveTaken(c *conn, s *stream, rd *reader, sid string, t streamTaker) {
+	rs := &rawStream{h: h, c: c, s: s, rd: rd, sid: sid}
+	h.beat.hold()
+	st := t.TakeStream(rs.gone)
+	if st == nil {
+		rs.gone() // ended already
+		return
+	}
+	rs.out = h2Sink{st: st, timeout: h.opts.WriteTimeout}
+	h.addRaw(rs)
+	h.startPending(rs)
+}
+
+// addRaw lists rs for the keepalives, unless it has ended already.
+func (h *Handler) addRaw(rs *rawStream) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rs.left {
+		return
+	}
 	if h.raw == nil {
 		h.raw = map[*rawStream]struct{}{}
 	}
 	h.raw[rs] = struct{}{}
-	h.mu.Unlock()
-	h.beat.hold()
+}
+
+// startPending hands rs the stream's wake-ups and starts a writer for
+// anything queued, or a close, while the handler still held the stream.
+func (h *Handler) startPending(rs *rawStream) {
+	c, s, rd := rs.c, rs.s, rs.rd
 	c.mu.Lock()
 	rd.start = rs.start
-	// Anything queued, or a close, while the handler still held the
-	// stream is taken now.
 	pending := s.rd != rd || len(s.q) > 0 || s.closed
 	c.mu.Unlock()
 	if pending {
 		rs.start()
 	}
-	go rs.watch()
 }
 
 // watch waits for the client to close its end (a client sends nothing on
 // an event stream) or for the writer to close the connection, then lets
 // go of the stream.
-func (rs *rawStream) watch() {
+func (rs *rawStream) watch(nc net.Conn) {
 	var b [1]byte
 	for {
-		if _, err := rs.nc.Read(b[:]); err != nil {
+		if _, err := nc.Read(b[:]); err != nil {
 			break
 		}
 	}
+	rs.gone()
+	_ = nc.Close()
+}
+
+// gone lets go of a stream that has ended.
+func (rs *rawStream) gone() {
 	rs.h.mu.Lock()
 	delete(rs.h.raw, rs)
+	rs.left = true
 	rs.h.mu.Unlock()
 	rs.h.beat.release()
 	rs.c.detach(rs.s, rs.rd)
-	_ = rs.nc.Close()
 	rs.h.wg.Done()
 }
 
@@ -99,16 +197,14 @@ func (rs *rawStream) write() {
 			rs.c.written(n)
 			if err != nil {
 				rs.h.log.Info("sse write failed; closing the stream", "conn", rs.c.info.ID, "session", rs.sid, "err", err)
-				_ = rs.nc.Close()
+				rs.out.drop()
 				rs.running.Store(false)
 				return
 			}
 			continue
 		}
 		if done {
-			_ = rs.nc.SetWriteDeadline(time.Now().Add(rs.h.opts.WriteTimeout))
-			_, _ = rs.nc.Write(lastChunk)
-			_ = rs.nc.Close()
+			rs.out.end()
 			rs.running.Store(false)
 			return
 		}
@@ -130,7 +226,7 @@ func (rs *rawStream) more() bool {
 	return rs.s.rd != rs.rd || len(rs.s.q) > 0 || rs.s.closed
 }
 
-// send writes msgs as SSE events, or a keepalive comment, in one chunk.
+// send writes msgs as SSE events, or a keepalive comment, in one piece.
 func (rs *rawStream) send(msgs [][]byte, keepAlive bool) error {
 	size := 0
 	for _, m := range msgs {
@@ -139,9 +235,7 @@ func (rs *rawStream) send(msgs [][]byte, keepAlive bool) error {
 	if keepAlive {
 		size = len(sseKeepAlive)
 	}
-	buf := make([]byte, 0, size+24)
-	buf = strconv.AppendInt(buf, int64(size), 16)
-	buf = append(buf, chunkEnd...)
+	buf := make([]byte, chunkRoom, chunkRoom+size+len(chunkEnd))
 	if keepAlive {
 		buf = append(buf, sseKeepAlive...)
 	}
@@ -150,10 +244,7 @@ func (rs *rawStream) send(msgs [][]byte, keepAlive bool) error {
 		buf = append(buf, m...)
 		buf = append(buf, sseEnd...)
 	}
-	buf = append(buf, chunkEnd...)
-	_ = rs.nc.SetWriteDeadline(time.Now().Add(rs.h.opts.WriteTimeout))
-	_, err := rs.nc.Write(buf)
-	return err
+	return rs.out.send(buf)
 }
 
 // keepAliveWorkers bounds the goroutines that write one beat's keepalives.

@@ -92,6 +92,11 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
 	if rc.Flush() != nil {
 		return
 	}
+	if t, ok := takerOf(w); ok {
+		handedOff = true
+		h.serveTaken(c, s, rd, sid, t)
+		return
+	}
 	if r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
 		// The headers went out with chunked framing, which serveRaw keeps.
 		if nc, _, err := rc.Hijack(); err == nil {
@@ -147,4 +152,18 @@ func (h *Handler) writeEvents(w http.ResponseWriter, rc *http.ResponseController
 		}
 	}
 	return rc.Flush()
+}
+
+// takerOf finds acpd's HTTP/2 ResponseWriter under w's wrappers.
+func takerOf(w http.ResponseWriter) (streamTaker, bool) {
+	for {
+		if t, ok := w.(streamTaker); ok {
+			return t, true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil, false
+		}
+		w = u.Unwrap()
+	}
 }

@@ -117,6 +117,24 @@ func startDaemon(t *testing.T, modelURL, serverTOML string, args []string, env .
 	return d
 }
 
+// selfSigned writes a certificate for 127.0.0.1 and its key, and returns
+// their paths and the certificate.
+func selfSigned(t *testing.T) (cert, key string, der []byte) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "acpd"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	require.NoError(t, err)
+	kder, err := x509.MarshalECPrivateKey(k)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
+	require.NoError(t, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
+	return cert, key, der
+}
+
 // h2c is a client speaking HTTP/2 with prior knowledge: one TCP connection
 // carries every stream of the legitimate client, as an editor's would.
 func h2c() *http.Client {
@@ -568,19 +586,7 @@ func TestServeRefusesCleartextBeyondLoopback(t *testing.T) {
 // TestServeTLS: with a certificate acpd serves HTTP/2 over TLS, and the
 // health check answers with and without the token.
 func TestServeTLS(t *testing.T) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "acpd"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	require.NoError(t, err)
-	kder, err := x509.MarshalECPrivateKey(k)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	require.NoError(t, os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
-	require.NoError(t, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
-
+	cert, key, der := selfSigned(t)
 	d := startDaemon(t, "http://127.0.0.1:1/v1", "", []string{"--tls-cert", cert, "--tls-key", key})
 	require.True(t, strings.HasPrefix(d.url, "https://127.0.0.1:"), d.url)
 	pool := x509.NewCertPool()

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acpd/acpd/acp/h2server"
 	"github.com/acpd/acpd/acp/httptransport"
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session"
@@ -70,6 +71,7 @@ type Server struct {
 
 	transport *httptransport.Handler
 	http      *http.Server
+	h2        *h2server.Server
 	ln        net.Listener
 	limit     *limitListener
 }
@@ -119,6 +121,19 @@ func New(opts Options) (*Server, error) {
 		next:      mux,
 	}
 	g.health = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.health(w, r, false) })
+	// HTTP/2 is served by acpd's own server (acp/h2server), where an idle
+	// event stream costs no goroutine; net/http hands it the connections
+	// (TLSNextProto) and keeps HTTP/1.1 and WebSocket.
+	s.h2 = &h2server.Server{
+		Handler: g,
+		// One SSE stream per session plus the connection's and the POSTs
+		// in flight ride one HTTP/2 connection.
+		MaxConcurrentStreams: uint32(max(250, c.MaxStreams+64)),
+		MaxHeaderListSize:    maxHeaderBytes,
+		HeaderTimeout:        c.HeaderTimeout,
+		IdleTimeout:          keepAliveIdle,
+		Logger:               opts.Logger,
+	}
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	if s.tls != nil {
@@ -132,6 +147,7 @@ func New(opts Options) (*Server, error) {
 		Handler:           g,
 		Protocols:         &protos,
 		TLSConfig:         s.tls,
+		TLSNextProto:      s.h2.TLSNextProto(),
 		ReadHeaderTimeout: c.HeaderTimeout,
 		// No ReadTimeout or WriteTimeout: either would cut SSE streams and
 		// WebSockets, which live for hours. Bodies are bounded in size
@@ -139,12 +155,6 @@ func New(opts Options) (*Server, error) {
 		IdleTimeout:    keepAliveIdle,
 		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
-		HTTP2: &http.HTTP2Config{
-			// One SSE stream per session plus the connection's and the
-			// POSTs in flight ride one HTTP/2 connection.
-			MaxConcurrentStreams: max(250, c.MaxStreams+64),
-			MaxReadFrameSize:     1 << 20,
-		},
 	}
 	return s, nil
 }
@@ -170,7 +180,7 @@ func (s *Server) Listen() error {
 	}
 	var refuseLog throttle
 	refuseLog.every = 5 * time.Second
-	s.limit = &limitListener{Listener: ln, max: int64(s.opts.Config.MaxTCPConnections),
+	s.limit = &limitListener{Listener: ln, plain: s.tls == nil, max: int64(s.opts.Config.MaxTCPConnections),
 		onRefuse: func(remote net.Addr, total int64) {
 			if ok, _ := refuseLog.allow(time.Now()); ok {
 				s.log.Warn("connection refused: server.maxTcpConnections reached", "remote", remote.String(),
@@ -220,12 +230,15 @@ func (s *Server) Serve(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	terr := s.transport.Shutdown(sctx)
+	// HTTP/2 connections are active to net/http as long as they live:
+	// they get GOAWAY and end here.
+	h2err := s.h2.Shutdown(sctx)
 	herr := s.http.Shutdown(sctx)
 	if herr != nil {
 		_ = s.http.Close()
 	}
 	<-errc
-	if err := errors.Join(terr, herr); err != nil {
+	if err := errors.Join(terr, h2err, herr); err != nil {
 		s.log.Warn("shutdown did not finish in time", "err", err)
 	}
 	return nil
