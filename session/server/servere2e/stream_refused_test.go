@@ -48,21 +48,29 @@ func TestRemote_SessionStreamRefused(t *testing.T) {
 	// answered waits for the reply to id and returns the session it names.
 	answered := func(id int) string {
 		for {
+			// The reader sends every line before its end, so a line
+			// waiting is taken first: a refusal coming right after the
+			// answer must not win a select against it.
+			var l string
 			select {
-			case l := <-lines:
-				var m struct {
-					ID     json.RawMessage
-					Method string
-					Result struct{ SessionID string }
+			case l = <-lines:
+			default:
+				select {
+				case l = <-lines:
+				case err := <-readErr:
+					t.Fatalf("the stream ended before the answer to %d: %v", id, err)
+				case <-time.After(time.Minute):
+					t.Fatalf("no answer to %d", id)
 				}
-				require.NoError(t, json.Unmarshal([]byte(l), &m), l)
-				if m.Method == "" && string(m.ID) == fmt.Sprint(id) {
-					return m.Result.SessionID
-				}
-			case err := <-readErr:
-				t.Fatalf("the stream ended before the answer to %d: %v", id, err)
-			case <-time.After(time.Minute):
-				t.Fatalf("no answer to %d", id)
+			}
+			var m struct {
+				ID     json.RawMessage
+				Method string
+				Result struct{ SessionID string }
+			}
+			require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+			if m.Method == "" && string(m.ID) == fmt.Sprint(id) {
+				return m.Result.SessionID
 			}
 		}
 	}
