@@ -368,3 +368,31 @@ func TestPingFlood(t *testing.T) {
 		t.Fatal("the connection of a client that never reads was not closed")
 	}
 }
+
+// TestRequestContext: a handler's request context ends when the client
+// resets its stream, and when the connection closes.
+func TestRequestContext(t *testing.T) {
+	ended := make(chan string, 2)
+	srv := &h2server.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+		ended <- r.URL.Path
+	})}
+	c := dial(t, srv)
+	c.request(1, "GET", "/reset", true)
+	c.request(3, "GET", "/close", true)
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, c.fr.WriteRSTStream(1, http2.ErrCodeCancel))
+	select {
+	case p := <-ended:
+		require.Equal(t, "/reset", p)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reset did not end the request's context")
+	}
+	require.NoError(t, c.nc.Close())
+	select {
+	case p := <-ended:
+		require.Equal(t, "/close", p)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection's close did not end the request's context")
+	}
+}
