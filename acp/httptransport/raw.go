@@ -19,10 +19,11 @@ import (
 // streams. An editor keeps a stream open for every session it has, idle
 // or not. A writer runs only while there is something to send, and the
 // keepalive comments are written at the handler's shared clock by a few
-// workers for all streams. Over HTTP/1.1 one goroutine per stream stays
-// parked in a read, which sees the client close its end as net/http's own
-// background read would; over HTTP/2 the connection's reader sees a reset
-// or the connection's end.
+// workers for all streams. Over HTTP/1.1 the client closing its end is
+// seen by one watcher for all streams (watchClose: on Linux an epoll
+// instance of its own; elsewhere, and over TLS, a goroutine per stream
+// parked in a read, as net/http's own background read would be); over
+// HTTP/2 the connection's reader sees a reset or the connection's end.
 type rawStream struct {
 	h    *Handler
 	c    *conn
@@ -58,11 +59,14 @@ var (
 // h1Sink writes the body as chunks on a hijacked HTTP/1.1 connection,
 // keeping the framing net/http announced in the headers.
 type h1Sink struct {
+	rs      *rawStream
 	nc      net.Conn
 	timeout time.Duration
+	closed  atomic.Bool // close ran
+	watch   uint64      // the close watcher's key, if it has one (under its lock)
 }
 
-func (k h1Sink) send(buf []byte) error {
+func (k *h1Sink) send(buf []byte) error {
 	var head [chunkRoom]byte
 	hd := strconv.AppendInt(head[:0], int64(len(buf)-chunkRoom), 16)
 	hd = append(hd, chunkEnd...)
@@ -74,13 +78,38 @@ func (k h1Sink) send(buf []byte) error {
 	return err
 }
 
-func (k h1Sink) end() {
+func (k *h1Sink) end() {
 	_ = k.nc.SetWriteDeadline(time.Now().Add(k.timeout))
 	_, _ = k.nc.Write(lastChunk)
-	_ = k.nc.Close()
+	k.close()
 }
 
-func (k h1Sink) drop() { _ = k.nc.Close() }
+func (k *h1Sink) drop() { k.close() }
+
+// close closes the connection and lets go of the stream, once, whichever
+// of the close watcher (the client went away) and the writer (the stream
+// is done, or a write failed) comes first.
+func (k *h1Sink) close() {
+	if k.closed.Swap(true) {
+		return
+	}
+	_ = k.nc.Close()
+	unwatchClose(k)
+	k.rs.gone()
+}
+
+// watchRead is the portable close watcher: a goroutine parked in a read
+// until the client closes its end (a client sends nothing on an event
+// stream; what it does send is dropped) or the connection is closed.
+func (k *h1Sink) watchRead() {
+	var b [1]byte
+	for {
+		if _, err := k.nc.Read(b[:]); err != nil {
+			break
+		}
+	}
+	k.close()
+}
 
 // h2Sink writes the body as DATA frames on a taken HTTP/2 stream.
 type h2Sink struct {
@@ -104,11 +133,13 @@ type streamTaker interface {
 // caller's tracking (Handler.wg) and attachment pass to it. It returns at
 // once.
 func (h *Handler) serveRaw(c *conn, s *stream, rd *reader, sid string, nc net.Conn) {
-	rs := &rawStream{h: h, c: c, s: s, rd: rd, sid: sid, out: h1Sink{nc: nc, timeout: h.opts.WriteTimeout}}
+	rs := &rawStream{h: h, c: c, s: s, rd: rd, sid: sid}
+	k := &h1Sink{rs: rs, nc: nc, timeout: h.opts.WriteTimeout}
+	rs.out = k
 	h.beat.hold()
 	h.addRaw(rs)
 	h.startPending(rs)
-	go rs.watch(nc)
+	k.watchClose()
 }
 
 // serveTaken takes over the stream s on the HTTP/2 stream of t, as
@@ -152,20 +183,6 @@ func (h *Handler) startPending(rs *rawStream) {
 	}
 }
 
-// watch waits for the client to close its end (a client sends nothing on
-// an event stream) or for the writer to close the connection, then lets
-// go of the stream.
-func (rs *rawStream) watch(nc net.Conn) {
-	var b [1]byte
-	for {
-		if _, err := nc.Read(b[:]); err != nil {
-			break
-		}
-	}
-	rs.gone()
-	_ = nc.Close()
-}
-
 // gone lets go of a stream that has ended.
 func (rs *rawStream) gone() {
 	rs.h.mu.Lock()
@@ -186,8 +203,8 @@ func (rs *rawStream) start() {
 }
 
 // write sends what is queued until nothing is, then ends; a stream that
-// is done (closed and drained, or detached) or a failed write closes the
-// connection, which ends watch.
+// is done (closed and drained, or detached) or a failed write is ended
+// (its sink lets go of it).
 func (rs *rawStream) write() {
 	for {
 		msgs, n, done := rs.c.take(rs.s, rs.rd)

@@ -3,6 +3,7 @@ package httptransport_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -16,14 +17,31 @@ import (
 // lets go of it at once: the same session's stream opens again (no 409
 // while the server still thinks the old reader is there) and carries the
 // session's next messages; Shutdown then ends both streams.
+// Over TLS the connection has no descriptor of its own to watch: the
+// portable watcher (a read) sees the close.
 func TestHTTP1Stream_ClientCloses(t *testing.T) {
-	hs := newHarness(t, httptransport.Options{}, false)
+	for _, tls := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tcp", true: "tls"}[tls], func(t *testing.T) {
+			hs := newHarness(t, httptransport.Options{}, false)
+			if tls {
+				hs.srv.Close()
+				hs.srv = httptest.NewUnstartedServer(hs.h)
+				hs.srv.StartTLS() // HTTP/1.1 only: EnableHTTP2 unset
+				hs.client = hs.srv.Client()
+			}
+			clientCloses(t, hs)
+		})
+	}
+}
+
+func clientCloses(t *testing.T, hs *harness) {
 	conn := hs.initialize()
 	cs := hs.openSSE(conn, "")
 	hs.postOK(conn, "", newSession(1))
 	sid := cs.next()["result"].(map[string]any)["sessionId"].(string)
 
 	ss := hs.openSSE(conn, sid)
+	require.Equal(t, 1, ss.resp.ProtoMajor)
 	hs.postOK(conn, sid, prompt(2, sid, "echo first"))
 	for ss.next()["id"] == nil {
 	}

@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -240,6 +242,17 @@ func (c *limitConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// SyscallConn exposes the socket: the transport watches the connections of
+// the HTTP/1.1 event streams it took over through their descriptors, where
+// a connection without one costs a goroutine for as long as it is open.
+// Only taken-over connections are watched so, long past their first line.
+func (c *limitConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 func (c *limitConn) Close() error {

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -145,3 +147,35 @@ func TestFirstLine(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitConnSyscallConn: an accepted connection still exposes its socket
+// (the transport watches taken-over streams through it), and closing it
+// gives its place back.
+func TestLimitConnSyscallConn(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := &limitListener{Listener: ln, max: 1}
+	defer l.Close()
+	dialed, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer dialed.Close()
+	c, err := l.Accept()
+	require.NoError(t, err)
+	sc, ok := c.(syscall.Conn)
+	require.True(t, ok, "%T has no SyscallConn", c)
+	rc, err := sc.SyscallConn()
+	require.NoError(t, err)
+	called := false
+	require.NoError(t, rc.Control(func(uintptr) { called = true }))
+	require.True(t, called)
+	require.EqualValues(t, 1, l.open.Load())
+	require.NoError(t, c.Close())
+	require.EqualValues(t, 0, l.open.Load())
+
+	_, err = (&limitConn{Conn: pipeConn{}, l: l}).SyscallConn()
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+}
+
+// pipeConn is a connection without a socket.
+type pipeConn struct{ net.Conn }
