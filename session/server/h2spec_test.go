@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"testing"
 	"time"
 
@@ -35,12 +34,11 @@ func h2spec(t *testing.T) string {
 	if _, err := os.Stat(exe); err == nil {
 		return exe
 	}
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	tmp, err := os.MkdirTemp(t.TempDir(), "gobin")
 	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, goBin, "install", h2specVersion)
+	cmd := exec.CommandContext(ctx, "go", "install", h2specVersion)
 	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-mod=mod")
 	cmd.Dir = tmp
 	if out, err := cmd.CombinedOutput(); err != nil {
