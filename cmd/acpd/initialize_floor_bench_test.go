@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -33,6 +34,10 @@ func main() {
 //
 //	go test -run '^$' -bench InitializeFloor -benchtime 1x -count 20 ./cmd/acpd | tee floor.txt
 //	benchstat -col /program floor.txt
+//
+// ACPD_FLOOR_TAGS=TAGS adds acpd built with those tags as a third program,
+// interleaved with the others: noprefault, for one, shows what mapping the
+// start-up's memory in bulk saves (internal/prefault).
 func BenchmarkInitializeFloor(b *testing.B) {
 	acpd := startupBinary(b, "")
 	floor, ok := startupBinaries["floor"]
@@ -55,7 +60,11 @@ func BenchmarkInitializeFloor(b *testing.B) {
 		startupBinaries["floor"] = floor
 	}
 	env := floorEnv(b, acpd)
-	for _, p := range []struct{ name, bin string }{{"acpd", acpd}, {"floor", floor}} {
+	programs := []struct{ name, bin string }{{"acpd", acpd}, {"floor", floor}}
+	if tags := os.Getenv("ACPD_FLOOR_TAGS"); tags != "" {
+		programs = append(programs, struct{ name, bin string }{"acpd-" + strings.ReplaceAll(tags, ",", "-"), startupBinary(b, tags)})
+	}
+	for _, p := range programs {
 		b.Run("program="+p.name, func(b *testing.B) {
 			for b.Loop() {
 				spawnToInitialize(b, p.bin, env)

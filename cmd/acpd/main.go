@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/acpd/acpd/config"
+	_ "github.com/acpd/acpd/internal/prefault" // maps start-up's memory in bulk: see its doc
 )
 
 // Exit statuses.
