@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,41 +17,52 @@ import (
 	"github.com/acpd/acpd/acp/acptest"
 )
 
-// h2specVersion is the conformance suite the HTTP/2 server is held to.
-// The module has no go.mod (hence +incompatible): this version is the
-// newest the module proxy serves.
-const h2specVersion = "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
+// h2specModule is a module of its own that requires the conformance
+// suite, github.com/summerwind/h2spec v2.2.1+incompatible (the newest the
+// module proxy serves), as a tool. That module has no go.mod, so `go
+// install pkg@version` would resolve its dependencies to whatever is
+// newest on the day; here go.mod and go.sum fix every one of them, and the
+// build is the same on every machine and every day. The main module
+// ignores testdata, so none of this enters acpd's own go.mod.
+const h2specModule = "testdata/h2spec"
 
-// h2spec installs h2spec once per machine (under the user's cache folder)
-// with `go install`. Without the module proxy the test is skipped, or
-// fails when acptest.RequireInteropEnv is set.
+// h2spec builds h2spec once per machine and pinned set (under the user's
+// cache folder, named by a digest of go.mod and go.sum). Without the
+// module proxy the test is skipped, or fails when
+// acptest.RequireInteropEnv is set.
 func h2spec(t *testing.T) string {
 	t.Helper()
+	sum := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(h2specModule, f))
+		require.NoError(t, err)
+		sum.Write(b)
+	}
 	root := t.TempDir()
 	if cache, err := os.UserCacheDir(); err == nil {
 		root = filepath.Join(cache, "acpd-test")
 	}
-	bin := filepath.Join(root, "h2spec-v2.2.1")
-	exe := filepath.Join(bin, "h2spec")
+	exe := filepath.Join(root, "h2spec-"+hex.EncodeToString(sum.Sum(nil))[:16], "h2spec")
 	if _, err := os.Stat(exe); err == nil {
 		return exe
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	tmp, err := os.MkdirTemp(t.TempDir(), "gobin")
-	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, "go", "install", h2specVersion)
-	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-mod=mod")
-	cmd.Dir = tmp
+	tmp := filepath.Join(t.TempDir(), "h2spec")
+	// -mod=readonly: a go.sum that lacks a checksum fails the build
+	// instead of being completed with whatever the proxy serves today.
+	cmd := exec.CommandContext(ctx, "go", "build", "-mod=readonly", "-o", tmp, "github.com/summerwind/h2spec/cmd/h2spec")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	cmd.Dir = h2specModule
 	if out, err := cmd.CombinedOutput(); err != nil {
 		missing := t.Skipf
 		if os.Getenv(acptest.RequireInteropEnv) != "" {
 			missing = t.Fatalf
 		}
-		missing("go install %s (needs the Go module proxy): %v\n%s", h2specVersion, err, out)
+		missing("go build h2spec in %s (needs the Go module proxy or its cache): %v\n%s", h2specModule, err, out)
 	}
-	require.NoError(t, os.MkdirAll(bin, 0o755))
-	require.NoError(t, os.Rename(filepath.Join(tmp, "h2spec"), exe))
+	require.NoError(t, os.MkdirAll(filepath.Dir(exe), 0o755))
+	require.NoError(t, os.Rename(tmp, exe))
 	return exe
 }
 
