@@ -4,9 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,8 +38,10 @@ import (
 // every session has its SSE stream open, as the SDK's client keeps one:
 // "http" speaks HTTP/2 (h2c, one TCP connection per ACP connection, as the
 // RFD asks), "http1" HTTP/1.1 as the SDK's Node client does (a TCP
-// connection per stream: 1,020 of them, hence maxTcpConnections). Over
-// WebSocket everything rides the connection's socket. The baseline is
+// connection per stream: 1,020 of them, hence maxTcpConnections),
+// "http1-tls" the same over TLS with a test certificate, as that client
+// speaks to a daemon listening beyond loopback (over https it keeps to
+// HTTP/1.1 too). Over WebSocket everything rides the connection's socket. The baseline is
 // read once the connections are open with one warm-up session each, so
 // what a connection costs is not charged to its sessions. RSS is read 1 s
 // after the last session is ready (anonKB/session-1s: what the runtime's
@@ -44,15 +55,20 @@ func BenchmarkServe_IdleSessions(b *testing.B) {
 	srv := modeltest.NewServer(b) // never asked: no turn runs
 	cfg := filepath.Join(b.TempDir(), "config.toml")
 	require.NoError(b, os.WriteFile(cfg, []byte("[server]\nmaxConnections = 64\nmaxTcpConnections = 2048\n"), 0o600))
-	for _, transport := range []string{"http", "http1", "websocket"} {
+	cert, key, roots := selfSigned(b)
+	for _, transport := range []string{"http", "http1", "http1-tls", "websocket"} {
 		b.Run(transport, func(b *testing.B) {
+			flags := []string{"--config", cfg, "--log-level", "error"}
+			if transport == "http1-tls" {
+				flags = append(flags, "--tls-cert", cert, "--tls-key", key)
+			}
 			var at1s, settled, at10s float64
 			for b.Loop() {
 				b.StopTimer()
-				d := serve(b, srv, nil, "--config", cfg, "--log-level", "error")
+				d := serve(b, srv, nil, flags...)
 				cs := make([]*idleClient, conns)
 				for i := range cs {
-					cs[i] = dialIdle(b, d, transport)
+					cs[i] = dialIdle(b, d, transport, roots)
 					cs[i].newSession(ws) // warm-up
 				}
 				g := idletest.Start(b, d.cmd.Process.Pid)
@@ -111,7 +127,30 @@ type reply struct {
 	Error  json.RawMessage
 }
 
-func dialIdle(tb testing.TB, d *served, transport string) *idleClient {
+// selfSigned writes a certificate for 127.0.0.1 and its key, and returns
+// their paths and a pool trusting the certificate.
+func selfSigned(tb testing.TB) (cert, key string, roots *x509.CertPool) {
+	tb.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(tb, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "acpd"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	require.NoError(tb, err)
+	kder, err := x509.MarshalECPrivateKey(k)
+	require.NoError(tb, err)
+	dir := tb.TempDir()
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	require.NoError(tb, os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
+	require.NoError(tb, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
+	leaf, err := x509.ParseCertificate(der)
+	require.NoError(tb, err)
+	roots = x509.NewCertPool()
+	roots.AddCert(leaf)
+	return cert, key, roots
+}
+
+func dialIdle(tb testing.TB, d *served, transport string, roots *x509.CertPool) *idleClient {
 	tb.Helper()
 	var hc *http.Client
 	switch transport {
@@ -121,6 +160,11 @@ func dialIdle(tb testing.TB, d *served, transport string) *idleClient {
 		// The SDK's Node client: HTTP/1.1, one TCP connection per open
 		// stream.
 		hc = &http.Client{Transport: &http.Transport{}}
+		transport = "http"
+	case "http1-tls":
+		var p http.Protocols
+		p.SetHTTP1(true)
+		hc = &http.Client{Transport: &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{RootCAs: roots}}}
 		transport = "http"
 	}
 	c := &idleClient{tb: tb, conn: dial(tb, d, transport, hc), hc: hc,

@@ -8,6 +8,7 @@ package servere2e
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -56,7 +57,7 @@ type served struct {
 }
 
 // addrLine finds the endpoint in the daemon's start-up line on stderr.
-var addrLine = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/acp`)
+var addrLine = regexp.MustCompile(`https?://127\.0\.0\.1:[0-9]+/acp`)
 
 // serve starts the built daemon serving on a loopback port of its choice
 // against the scripted model srv, with a fresh token and data folder, env
@@ -115,12 +116,18 @@ func serve(t testing.TB, srv *modeltest.Server, env []string, flags ...string) *
 		t.Fatalf("acpd serve printed no http://127.0.0.1:PORT/acp line within 60 s; stderr:\n%s", s.stderr.String())
 	}
 	health := strings.TrimSuffix(s.URL, "/acp") + "/healthz"
+	hc := http.DefaultClient
+	if strings.HasPrefix(s.URL, "https:") {
+		// Only whether it is up: the certificate is the caller's to check.
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		defer hc.CloseIdleConnections()
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		req, err := http.NewRequest(http.MethodGet, health, nil)
 		require.NoError(t, err)
 		req.Header = s.Header()
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
