@@ -417,8 +417,10 @@ func (c *conn) teardown() {
 	streams := make([]*stream, 0, len(c.streams))
 	for _, st := range c.streams {
 		streams = append(streams, st)
+		// As a reset does: a handler waiting in its body's Read gets an
+		// error instead of waiting for DATA that can no longer come.
+		c.removeLocked(st)
 	}
-	clear(c.streams)
 	if c.idle != nil {
 		c.idle.Stop()
 	}
