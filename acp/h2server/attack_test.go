@@ -1,7 +1,9 @@
 package h2server_test
 
 import (
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -31,4 +33,27 @@ func TestBodyReadEndsOnConnectionClose(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler's body read outlived the connection")
 	}
+}
+
+// TestShutdownClientNotReading: a client that stopped reading (the
+// server's reader is stuck writing it a PING acknowledgement) does not
+// hold Shutdown past its context for the write timeout.
+func TestShutdownClientNotReading(t *testing.T) {
+	srv := &h2server.Server{WriteTimeout: 20 * time.Second, Handler: http.NotFoundHandler()}
+	c := dialWith(t, srv, func(sc *net.TCPConn) { _ = sc.SetWriteBuffer(4096) })
+	_ = c.nc.(*net.TCPConn).SetReadBuffer(4096)
+	// PINGs until the client's own writes block: the server has stopped
+	// reading, stuck in a write.
+	for {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		if err := c.fr.WritePing(false, [8]byte{}); err != nil {
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := srv.Shutdown(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 5*time.Second, "Shutdown waited on a stuck write")
 }

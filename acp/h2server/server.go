@@ -142,7 +142,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		c.goAwayGraceful()
+		// Each on its own: a client that does not read holds its GOAWAY
+		// in a write for up to WriteTimeout, which must hold neither the
+		// others nor ctx (Close below ends that write).
+		go c.goAwayGraceful()
 	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
