@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
 
 	"github.com/acpd/acpd/acp/h2server"
 )
@@ -56,4 +57,26 @@ func TestShutdownClientNotReading(t *testing.T) {
 	err := srv.Shutdown(ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, time.Since(start), 5*time.Second, "Shutdown waited on a stuck write")
+}
+
+// TestHalfClosedLocalIdle: a stream whose response is complete while its
+// client never ends the request body does not keep the connection from
+// its idle timeout: a client with no credentials, answered 401, would
+// otherwise hold a connection (and its slot under the daemon's connection
+// bound) for ever, with a request it never finishes.
+func TestHalfClosedLocalIdle(t *testing.T) {
+	srv := &h2server.Server{IdleTimeout: 300 * time.Millisecond,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusUnauthorized)
+		})}
+	c := dial(t, srv)
+	c.request(1, "POST", "/", false)
+	c.until(func(f http2.Frame) bool { h, ok := f.(*http2.MetaHeadersFrame); return ok && h.StreamEnded() })
+	g := c.until(func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok }).(*http2.GoAwayFrame)
+	require.Equal(t, http2.ErrCodeNo, g.ErrCode)
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection outlived its idle timeout")
+	}
 }

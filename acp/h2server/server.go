@@ -403,7 +403,7 @@ func (c *conn) goAwayGraceful() {
 	}
 	c.goingAway = true
 	last := c.maxID
-	quiet := len(c.streams) == 0 && c.handlers == 0
+	quiet := !c.busyLocked()
 	c.mu.Unlock()
 	_ = c.write(func() error { return c.fr.WriteGoAway(last, http2.ErrCodeNo, nil) })
 	if quiet {
@@ -447,8 +447,25 @@ func (c *conn) armIdle() {
 	c.armIdleLocked()
 }
 
+// busyLocked reports whether the connection has a handler running or a
+// stream whose response is not complete. A stream half-closed by our
+// END_STREAM, whose client never ends its request body, does not count:
+// it would keep the connection from the idle timeout for ever. Called
+// with mu held.
+func (c *conn) busyLocked() bool {
+	if c.handlers > 0 {
+		return true
+	}
+	for _, st := range c.streams {
+		if !st.localDone {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *conn) armIdleLocked() {
-	if len(c.streams) > 0 || c.handlers > 0 || c.closed {
+	if c.closed || c.busyLocked() {
 		return
 	}
 	if c.goingAway {
@@ -465,7 +482,7 @@ func (c *conn) armIdleLocked() {
 
 func (c *conn) idleFire() {
 	c.mu.Lock()
-	quiet := len(c.streams) == 0 && c.handlers == 0
+	quiet := !c.busyLocked()
 	c.mu.Unlock()
 	if quiet {
 		c.goAwayGraceful()

@@ -126,10 +126,12 @@ func (st *Stream) writeData(p []byte, end bool, deadline time.Time) error {
 // localEnd follows our END_STREAM: the stream is closed if the client's
 // side is. Otherwise it stays half-closed until the client ends its side
 // or resets it, and what the client still sends is checked (its length,
-// its window) and discarded.
+// its window) and discarded; it no longer keeps the connection from the
+// idle timeout.
 func (c *conn) localEnd(st *Stream) {
 	c.mu.Lock()
 	if !st.remoteDone {
+		c.armIdleLocked()
 		c.mu.Unlock()
 		return
 	}
