@@ -424,6 +424,26 @@ maxSessionsPerConnection = 2
 		assert.Equal(t, http.StatusRequestEntityTooLarge, code, "chunked")
 	})
 
+	t.Run("100 MB body over HTTP/2", func(t *testing.T) {
+		// The same bound, on acpd's own HTTP/2 server: refused with 413,
+		// declared or not, the rest of the upload discarded.
+		hc := h2c()
+		hc.Timeout = wait
+		req := newReq(t, http.MethodPost, d.url, d.token, io.LimitReader(zeros{}, 100<<20))
+		req.ContentLength = 100 << 20
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 2, resp.ProtoMajor)
+		assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "declared length")
+		req = newReq(t, http.MethodPost, d.url, d.token, io.MultiReader(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"x":"`), io.LimitReader(zeros{}, 100<<20)))
+		req.ContentLength = -1
+		resp, err = hc.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "undeclared length")
+	})
+
 	t.Run("headers one byte a second", func(t *testing.T) {
 		c, err := net.DialTimeout("tcp", strings.TrimPrefix(d.base, "http://"), wait)
 		require.NoError(t, err)
