@@ -1,15 +1,18 @@
 package h2server_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/acpd/acpd/acp/h2server"
 )
@@ -79,4 +82,81 @@ func TestHalfClosedLocalIdle(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the connection outlived its idle timeout")
 	}
+}
+
+// TestRapidResetNoLeak: streams opened and reset as fast as the client
+// can (each starting a handler that waits on its request's context) end
+// with GOAWAY ENHANCE_YOUR_CALM or go on within the bound, and once the
+// connection is closed every goroutine the server started has ended.
+func TestRapidResetNoLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	srv := &h2server.Server{MaxConcurrentStreams: 20, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	})}
+	c := dial(t, srv)
+	var err error
+	for id := uint32(1); id < 4000 && err == nil; id += 2 {
+		c.hbuf.Reset()
+		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "localhost"}, {":path", "/"}} {
+			require.NoError(t, c.henc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if err = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndHeaders: true}); err == nil {
+			err = c.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+		}
+	}
+	require.NoError(t, c.nc.Close())
+	<-c.done
+	// (Not require.Eventually: its own goroutine would be counted.)
+	for end := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("goroutines: %d before, %d after", before, runtime.NumGoroutine())
+		}
+	}
+}
+
+// TestContinuationFlood: a header block that never ends (CONTINUATION
+// after CONTINUATION, past the header list bound) ends the connection
+// instead of being read for ever.
+func TestContinuationFlood(t *testing.T) {
+	srv := &h2server.Server{Handler: http.NotFoundHandler()}
+	c := dial(t, srv)
+	c.hbuf.Reset()
+	require.NoError(t, c.henc.WriteField(hpack.HeaderField{Name: ":method", Value: "GET"}))
+	require.NoError(t, c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.hbuf.Bytes()}))
+	frag := make([]byte, 0, 16000)
+	for len(frag) < 15000 {
+		// A literal field, not indexed: x-a: 126 bytes.
+		frag = append(frag, 0x00, 0x03, 'x', '-', 'a', 0x7e)
+		frag = append(frag, bytes.Repeat([]byte{'v'}, 126)...)
+	}
+	var err error
+	for i := 0; i < 10000 && err == nil; i++ {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		err = c.fr.WriteContinuation(1, false, frag)
+	}
+	require.Error(t, err, "the server read 150 MB of header block")
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection outlived the flood")
+	}
+}
+
+// TestHandlerPanic: a handler's panic resets its stream (INTERNAL_ERROR)
+// and the connection serves the next request.
+func TestHandlerPanic(t *testing.T) {
+	srv := &h2server.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			panic("boom")
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	c := dial(t, srv)
+	c.request(1, "GET", "/panic", true)
+	c.until(isRST(1, http2.ErrCodeInternal))
+	c.request(3, "GET", "/", true)
+	h := c.until(func(f http2.Frame) bool { _, ok := f.(*http2.MetaHeadersFrame); return ok }).(*http2.MetaHeadersFrame)
+	require.Equal(t, uint32(3), h.StreamID)
+	require.Equal(t, "204", h.PseudoValue("status"))
 }
