@@ -160,3 +160,23 @@ func TestHandlerPanic(t *testing.T) {
 	require.Equal(t, uint32(3), h.StreamID)
 	require.Equal(t, "204", h.PseudoValue("status"))
 }
+
+// TestContentLengthWithoutBody: a request that declares a body and ends
+// with its HEADERS is malformed (RFC 9113 section 8.1.1), not a request
+// with an empty body: it never reaches the handler.
+func TestContentLengthWithoutBody(t *testing.T) {
+	reached := make(chan int64, 1)
+	srv := &h2server.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached <- r.ContentLength })}
+	c := dial(t, srv)
+	c.hbuf.Reset()
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "localhost"}, {":path", "/"}, {"content-length", "10"}} {
+		require.NoError(t, c.henc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
+	}
+	require.NoError(t, c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.hbuf.Bytes(), EndHeaders: true, EndStream: true}))
+	c.until(isRST(1, http2.ErrCodeProtocol))
+	select {
+	case n := <-reached:
+		t.Fatalf("the handler saw the request, ContentLength %d", n)
+	default:
+	}
+}

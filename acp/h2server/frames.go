@@ -378,6 +378,11 @@ func (c *conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, http.Handle
 			return nil, nil, malformed
 		}
 		cl = int64(n)
+		if cl > 0 && f.StreamEnded() {
+			// A body declared and none sent: malformed (RFC 9113
+			// section 8.1.1), not a request with an empty body.
+			return nil, nil, malformed
+		}
 	}
 	req := &http.Request{Method: method, URL: u, Proto: "HTTP/2.0", ProtoMajor: 2, Header: h, Host: host,
 		RemoteAddr: c.remote, RequestURI: path, TLS: c.tls, ContentLength: cl}
