@@ -32,8 +32,14 @@ type WSStream struct {
 // header (e.g. Authorization) goes on the upgrade request. It returns the
 // upgrade's response too (its Acp-Connection-Id, its cookies).
 func DialWS(ctx context.Context, url string, header http.Header) (*WSStream, *http.Response, error) {
+	return DialWSClient(ctx, url, header, nil)
+}
+
+// DialWSClient is DialWS through hc (nil: the default client), e.g. one
+// that trusts a test certificate for a wss:// daemon.
+func DialWSClient(ctx context.Context, url string, header http.Header, hc *http.Client) (*WSStream, *http.Response, error) {
 	url = strings.Replace(url, "http", "ws", 1)
-	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: header.Clone()})
+	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: header.Clone(), HTTPClient: hc})
 	if err != nil {
 		return nil, resp, err
 	}

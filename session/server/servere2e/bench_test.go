@@ -333,7 +333,7 @@ type remoteConn interface {
 func dial(tb testing.TB, d *served, transport string, hc *http.Client) remoteConn {
 	tb.Helper()
 	if transport == "websocket" {
-		ws, _, err := acptest.DialWS(tb.Context(), d.URL, d.Header())
+		ws, _, err := acptest.DialWSClient(tb.Context(), d.URL, d.Header(), hc)
 		require.NoError(tb, err)
 		return ws
 	}

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,7 +42,10 @@ import (
 // connection per stream: 1,020 of them, hence maxTcpConnections),
 // "http1-tls" the same over TLS with a test certificate, as that client
 // speaks to a daemon listening beyond loopback (over https it keeps to
-// HTTP/1.1 too). Over WebSocket everything rides the connection's socket. The baseline is
+// HTTP/1.1 too). Over WebSocket everything rides the connection's socket.
+// "http-tls" and "websocket-tls" are HTTP/2 (ALPN h2) and WebSocket over
+// the same TLS listener: one TLS connection per ACP connection, where
+// "http1-tls" pays one per session. The baseline is
 // read once the connections are open with one warm-up session each, so
 // what a connection costs is not charged to its sessions. RSS is read 1 s
 // after the last session is ready (anonKB/session-1s: what the runtime's
@@ -56,10 +60,10 @@ func BenchmarkServe_IdleSessions(b *testing.B) {
 	cfg := filepath.Join(b.TempDir(), "config.toml")
 	require.NoError(b, os.WriteFile(cfg, []byte("[server]\nmaxConnections = 64\nmaxTcpConnections = 2048\n"), 0o600))
 	cert, key, roots := selfSigned(b)
-	for _, transport := range []string{"http", "http1", "http1-tls", "websocket"} {
+	for _, transport := range []string{"http", "http1", "http1-tls", "http-tls", "websocket", "websocket-tls"} {
 		b.Run(transport, func(b *testing.B) {
 			flags := []string{"--config", cfg, "--log-level", "error"}
-			if transport == "http1-tls" {
+			if strings.HasSuffix(transport, "-tls") {
 				flags = append(flags, "--tls-cert", cert, "--tls-key", key)
 			}
 			var at1s, settled, at10s float64
@@ -166,6 +170,19 @@ func dialIdle(tb testing.TB, d *served, transport string, roots *x509.CertPool) 
 		p.SetHTTP1(true)
 		hc = &http.Client{Transport: &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{RootCAs: roots}}}
 		transport = "http"
+	case "http-tls":
+		// HTTP/2 by ALPN: every stream of the connection on one TLS
+		// connection.
+		var p http.Protocols
+		p.SetHTTP2(true)
+		hc = &http.Client{Transport: &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{RootCAs: roots}}}
+		transport = "http"
+	case "websocket-tls":
+		// The upgrade is an HTTP/1.1 request.
+		var p http.Protocols
+		p.SetHTTP1(true)
+		hc = &http.Client{Transport: &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{RootCAs: roots}}}
+		transport = "websocket"
 	}
 	c := &idleClient{tb: tb, conn: dial(tb, d, transport, hc), hc: hc,
 		replies: map[string]chan reply{}, announced: map[string]chan struct{}{}, done: make(chan struct{})}
