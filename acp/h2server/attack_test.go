@@ -180,3 +180,32 @@ func TestContentLengthWithoutBody(t *testing.T) {
 	default:
 	}
 }
+
+// TestSlowHeaders: a HEADERS frame sent a byte at a time, never idle long,
+// is cut off once HeaderTimeout has passed since its first byte.
+func TestSlowHeaders(t *testing.T) {
+	srv := &h2server.Server{HeaderTimeout: 500 * time.Millisecond, Handler: http.NotFoundHandler()}
+	c := dial(t, srv)
+	c.hbuf.Reset()
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "localhost"}, {":path", "/"}} {
+		require.NoError(t, c.henc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
+	}
+	block := c.hbuf.Bytes()
+	frame := append([]byte{0, 0, byte(len(block)), byte(http2.FrameHeaders), byte(http2.FlagHeadersEndHeaders | http2.FlagHeadersEndStream), 0, 0, 0, 1}, block...)
+	start := time.Now()
+	for _, b := range frame[:len(frame)-1] {
+		if _, err := c.nc.Write([]byte{b}); err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+		if time.Since(start) > 3*time.Second {
+			break
+		}
+	}
+	select {
+	case <-c.done:
+		require.Less(t, time.Since(start), 2*time.Second)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a header frame a byte at a time kept the connection")
+	}
+}
