@@ -2,13 +2,6 @@ package doctor
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/config"
 )
 
@@ -31,19 +25,8 @@ func writeToken(t *testing.T, mode os.FileMode) string {
 
 // writeCert writes a self-signed certificate valid from nb to na and its key.
 func writeCert(t *testing.T, nb, na time.Time) (cert, key string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "acpd"}, NotBefore: nb, NotAfter: na, DNSNames: []string{"acpd.example"}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	require.NoError(t, err)
-	kder, err := x509.MarshalECPrivateKey(k)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	require.NoError(t, os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
-	require.NoError(t, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
-	return cert, key
+	c := acptest.WriteCert(t, nb, na, "acpd.example")
+	return c.CertFile, c.KeyFile
 }
 
 func TestCheckServer(t *testing.T) {

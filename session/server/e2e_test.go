@@ -4,17 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -120,19 +114,8 @@ func startDaemon(t *testing.T, modelURL, serverTOML string, args []string, env .
 // selfSigned writes a certificate for 127.0.0.1 and its key, and returns
 // their paths and the certificate.
 func selfSigned(t *testing.T) (cert, key string, der []byte) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "acpd"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	require.NoError(t, err)
-	kder, err := x509.MarshalECPrivateKey(k)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	require.NoError(t, os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
-	require.NoError(t, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
-	return cert, key, der
+	c := acptest.WriteCert(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	return c.CertFile, c.KeyFile, c.Leaf.Raw
 }
 
 // h2c is a client speaking HTTP/2 with prior knowledge: one TCP connection

@@ -4,18 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpd/acpd/acp/acptest"
 	"github.com/acpd/acpd/session/heaprelease"
 	"github.com/acpd/acpd/session/idletest"
 	"github.com/acpd/acpd/session/model/modeltest"
@@ -134,24 +128,8 @@ type reply struct {
 // selfSigned writes a certificate for 127.0.0.1 and its key, and returns
 // their paths and a pool trusting the certificate.
 func selfSigned(tb testing.TB) (cert, key string, roots *x509.CertPool) {
-	tb.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(tb, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "acpd"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	require.NoError(tb, err)
-	kder, err := x509.MarshalECPrivateKey(k)
-	require.NoError(tb, err)
-	dir := tb.TempDir()
-	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	require.NoError(tb, os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
-	require.NoError(tb, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
-	leaf, err := x509.ParseCertificate(der)
-	require.NoError(tb, err)
-	roots = x509.NewCertPool()
-	roots.AddCert(leaf)
-	return cert, key, roots
+	c := acptest.WriteCert(tb, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	return c.CertFile, c.KeyFile, c.Pool()
 }
 
 func dialIdle(tb testing.TB, d *served, transport string, roots *x509.CertPool) *idleClient {
