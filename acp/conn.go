@@ -61,6 +61,7 @@ type Conn struct {
 	// first, whatever order the agent's handlers finish in.
 	prompts map[string]map[string]chan struct{}
 	seqIn   uint64 // guarded by mu
+	closing bool   // guarded by mu: Serve is waiting for reqs
 	seqOut  atomic.Uint64
 
 	sem  chan struct{} // one slot per running request
@@ -154,6 +155,11 @@ func (c *Conn) Serve(ctx context.Context, agent Agent) error {
 	case <-rpc.DisconnectNotify():
 	}
 	c.baseCancel()
+	// From here no request is added to reqs (see the handler), so the
+	// wait below is not racing an Add from the read goroutine.
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 	done := make(chan struct{})
 	go func() { c.reqs.Wait(); close(done) }()
 	t := time.NewTimer(c.opts.ShutdownGrace)
@@ -240,6 +246,16 @@ func (h handler) Handle(_ context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 		promptSession, answered = sessionIDOf(in.params), make(chan struct{})
 	}
 	c.mu.Lock()
+	if c.closing {
+		// Serve is already waiting for the running requests: a request
+		// read after that is dropped like one read after the shutdown,
+		// and must not be counted while the count is being waited on.
+		c.mu.Unlock()
+		cancel()
+		<-c.sem
+		c.dropToken(in.token)
+		return
+	}
 	c.inflight[in.token] = &inflight{key: in.key, cancel: cancel}
 	if answered != nil {
 		if c.prompts[promptSession] == nil {
@@ -247,8 +263,8 @@ func (h handler) Handle(_ context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 		}
 		c.prompts[promptSession][in.token] = answered
 	}
-	c.mu.Unlock()
 	c.reqs.Add(1)
+	c.mu.Unlock()
 	run := func() {
 		defer c.reqs.Done()
 		defer func() { <-c.sem }()
