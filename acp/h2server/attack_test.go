@@ -77,11 +77,7 @@ func TestHalfClosedLocalIdle(t *testing.T) {
 	c.until(func(f http2.Frame) bool { h, ok := f.(*http2.MetaHeadersFrame); return ok && h.StreamEnded() })
 	g := c.until(func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok }).(*http2.GoAwayFrame)
 	require.Equal(t, http2.ErrCodeNo, g.ErrCode)
-	select {
-	case <-c.done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the connection outlived its idle timeout")
-	}
+	c.waitClosed("the connection outlived its idle timeout")
 }
 
 // TestRapidResetNoLeak: streams opened and reset as fast as the client
@@ -136,11 +132,7 @@ func TestContinuationFlood(t *testing.T) {
 		err = c.fr.WriteContinuation(1, false, frag)
 	}
 	require.Error(t, err, "the server read 150 MB of header block")
-	select {
-	case <-c.done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the connection outlived the flood")
-	}
+	c.waitClosed("the connection outlived the flood")
 }
 
 // TestHandlerPanic: a handler's panic resets its stream (INTERNAL_ERROR)

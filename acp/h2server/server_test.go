@@ -27,6 +27,17 @@ type client struct {
 	done chan struct{}
 }
 
+// waitClosed fails the test unless the server ends the connection
+// within 5 s; why says what should have ended it.
+func (c *client) waitClosed(why string) {
+	c.t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		c.t.Fatal(why)
+	}
+}
+
 // dial starts srv on one end of a loopback TCP connection and returns a
 // client on the other, past the preface and the SETTINGS exchange, with
 // the client's settings.
@@ -307,11 +318,7 @@ func TestShutdown(t *testing.T) {
 	require.Equal(t, http2.ErrCodeNo, g.ErrCode)
 	require.EqualValues(t, 1, g.LastStreamID)
 	require.ErrorIs(t, <-errc, context.DeadlineExceeded)
-	select {
-	case <-c.done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the connection outlived Shutdown")
-	}
+	c.waitClosed("the connection outlived Shutdown")
 }
 
 // TestMalformedRequests: connection-specific headers, a bad path, CONNECT
@@ -362,11 +369,7 @@ func TestPingFlood(t *testing.T) {
 		_, err = c.nc.Write(batch.Bytes())
 	}
 	require.Error(t, err, "the server kept reading PINGs it could not answer")
-	select {
-	case <-c.done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the connection of a client that never reads was not closed")
-	}
+	c.waitClosed("the connection of a client that never reads was not closed")
 }
 
 // TestRequestContext: a handler's request context ends when the client
