@@ -132,6 +132,17 @@ func selfSigned(tb testing.TB) (cert, key string, roots *x509.CertPool) {
 	return c.CertFile, c.KeyFile, c.Pool()
 }
 
+// tlsClient trusts roots and speaks HTTP/2 (h2) or HTTP/1.1 only.
+func tlsClient(roots *x509.CertPool, h2 bool) *http.Client {
+	var p http.Protocols
+	if h2 {
+		p.SetHTTP2(true)
+	} else {
+		p.SetHTTP1(true)
+	}
+	return &http.Client{Transport: &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{RootCAs: roots}}}
+}
+
 func dialIdle(tb testing.TB, d *served, transport string, roots *x509.CertPool) *idleClient {
 	tb.Helper()
 	var hc *http.Client
@@ -144,22 +155,16 @@ func dialIdle(tb testing.TB, d *served, transport string, roots *x509.CertPool) 
 		hc = &http.Client{Transport: &http.Transport{}}
 		transport = "http"
 	case "http1-tls":
-		var p http.Protocols
-		p.SetHTTP1(true)
-		hc = &http.Client{Transport: &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{RootCAs: roots}}}
+		hc = tlsClient(roots, false)
 		transport = "http"
 	case "http-tls":
 		// HTTP/2 by ALPN: every stream of the connection on one TLS
 		// connection.
-		var p http.Protocols
-		p.SetHTTP2(true)
-		hc = &http.Client{Transport: &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{RootCAs: roots}}}
+		hc = tlsClient(roots, true)
 		transport = "http"
 	case "websocket-tls":
 		// The upgrade is an HTTP/1.1 request.
-		var p http.Protocols
-		p.SetHTTP1(true)
-		hc = &http.Client{Transport: &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{RootCAs: roots}}}
+		hc = tlsClient(roots, false)
 		transport = "websocket"
 	}
 	c := &idleClient{tb: tb, conn: dial(tb, d, transport, hc), hc: hc,
