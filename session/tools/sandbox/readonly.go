@@ -3,7 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -105,19 +105,79 @@ func elfInterpreter(path string) string {
 	if v, ok := interpCache[key]; ok {
 		return v
 	}
-	interp := ""
-	if f, err := elf.Open(path); err == nil {
-		for _, prog := range f.Progs {
-			if prog.Type == elf.PT_INTERP {
-				b, err := io.ReadAll(io.LimitReader(prog.Open(), 4096))
-				if err == nil {
-					interp = strings.TrimRight(string(b), "\x00")
-				}
-				break
-			}
-		}
-		f.Close()
-	}
+	interp := readInterp(path)
 	interpCache[key] = interp
 	return interp
+}
+
+// readInterp reads the PT_INTERP program header of the ELF file at path
+// the way the kernel does: from the ELF header and the program headers
+// alone, nothing else of the file. debug/elf would do it too, but linking
+// it brings debug/dwarf and internal/zstd, whose package initialization
+// every start of acpd then pays for one header read per program.
+func readInterp(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var hdr [64]byte // an ELF64 header; an ELF32 one is 52 bytes
+	n, _ := f.ReadAt(hdr[:], 0)
+	if n < 52 || string(hdr[:4]) != "\x7fELF" || hdr[6] != 1 { // EI_VERSION must be EV_CURRENT
+		return ""
+	}
+	var bo binary.ByteOrder
+	switch hdr[5] { // EI_DATA
+	case 1:
+		bo = binary.LittleEndian
+	case 2:
+		bo = binary.BigEndian
+	default:
+		return ""
+	}
+	var phoff uint64
+	var phentsize, phnum, want int
+	switch hdr[4] { // EI_CLASS
+	case 1:
+		phoff = uint64(bo.Uint32(hdr[28:]))
+		phentsize, phnum = int(bo.Uint16(hdr[42:])), int(bo.Uint16(hdr[44:]))
+		want = 32
+	case 2:
+		if n < 64 {
+			return ""
+		}
+		phoff = bo.Uint64(hdr[32:])
+		phentsize, phnum = int(bo.Uint16(hdr[54:])), int(bo.Uint16(hdr[56:]))
+		want = 56
+	default:
+		return ""
+	}
+	if phentsize < want || phoff > 1<<62 {
+		return ""
+	}
+	ph := make([]byte, want)
+	for i := range phnum {
+		if _, err := f.ReadAt(ph, int64(phoff)+int64(i*phentsize)); err != nil {
+			return ""
+		}
+		if bo.Uint32(ph) != 3 { // PT_INTERP
+			continue
+		}
+		var off, size uint64
+		if want == 32 {
+			off, size = uint64(bo.Uint32(ph[4:])), uint64(bo.Uint32(ph[16:]))
+		} else {
+			off, size = bo.Uint64(ph[8:]), bo.Uint64(ph[32:])
+		}
+		if off > 1<<62 {
+			return ""
+		}
+		b := make([]byte, min(size, 4096))
+		n, err := f.ReadAt(b, int64(off))
+		if err != nil && err != io.EOF {
+			return ""
+		}
+		return strings.TrimRight(string(b[:n]), "\x00")
+	}
+	return ""
 }
