@@ -31,33 +31,39 @@ var ErrBlockedAddress = errors.New("refused: link-local and cloud-metadata addre
 var ErrPrivateAddress = errors.New("refused: loopback and private network addresses are fetched only when the user allows it, each time")
 
 // blockedNames are metadata services' host names (lower case, no final dot).
-var blockedNames = map[string]bool{
-	"metadata.google.internal":   true, // GCP
-	"metadata.goog":              true, // GCP
-	"metadata":                   true, // GCP short name, in the VM's search domain
-	"instance-data":              true, // AWS (old EC2 name)
-	"instance-data.ec2.internal": true,
-	"metadata.azure.com":         true,
-	"metadata.oraclecloud.com":   true,
-}
+// It and the prefix lists below are built on the first fetch, not by
+// package initialization on every start.
+var blockedNames = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"metadata.google.internal":   true, // GCP
+		"metadata.goog":              true, // GCP
+		"metadata":                   true, // GCP short name, in the VM's search domain
+		"instance-data":              true, // AWS (old EC2 name)
+		"instance-data.ec2.internal": true,
+		"metadata.azure.com":         true,
+		"metadata.oraclecloud.com":   true,
+	}
+})
 
 // blockedPrefixes are link-local ranges and the metadata addresses outside
 // them.
-var blockedPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("169.254.0.0/16"),     // IPv4 link-local: AWS, GCP, Azure, OpenStack metadata at .169.254
-	netip.MustParsePrefix("fe80::/10"),          // IPv6 link-local
-	netip.MustParsePrefix("fd00:ec2::254/128"),  // AWS metadata over IPv6
-	netip.MustParsePrefix("100.100.100.200/32"), // Alibaba Cloud metadata
-	netip.MustParsePrefix("168.63.129.16/32"),   // Azure wire server
-	netip.MustParsePrefix("fd20:ce::254/128"),   // GCP metadata over IPv6
-	netip.MustParsePrefix("192.0.0.192/32"),     // Oracle Cloud metadata (IPv4 special-purpose)
-}
+var blockedPrefixes = sync.OnceValue(func() []netip.Prefix {
+	return []netip.Prefix{
+		netip.MustParsePrefix("169.254.0.0/16"),     // IPv4 link-local: AWS, GCP, Azure, OpenStack metadata at .169.254
+		netip.MustParsePrefix("fe80::/10"),          // IPv6 link-local
+		netip.MustParsePrefix("fd00:ec2::254/128"),  // AWS metadata over IPv6
+		netip.MustParsePrefix("100.100.100.200/32"), // Alibaba Cloud metadata
+		netip.MustParsePrefix("168.63.129.16/32"),   // Azure wire server
+		netip.MustParsePrefix("fd20:ce::254/128"),   // GCP metadata over IPv6
+		netip.MustParsePrefix("192.0.0.192/32"),     // Oracle Cloud metadata (IPv4 special-purpose)
+	}
+})
 
 // blockedHost reports whether host (a name or an address literal, with or
 // without brackets) is refused without resolving it.
 func blockedHost(host string) bool {
 	h := normHost(host)
-	if blockedNames[h] {
+	if blockedNames()[h] {
 		return true
 	}
 	if a, err := netip.ParseAddr(h); err == nil {
@@ -73,13 +79,13 @@ func normHost(host string) string {
 
 // nat64 is the well-known NAT64 prefix: a connection to 64:ff9b::a.b.c.d
 // reaches the IPv4 address a.b.c.d through the network's translator.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+var nat64 = sync.OnceValue(func() netip.Prefix { return netip.MustParsePrefix("64:ff9b::/96") })
 
 // reached is the address a connection to a really reaches: an IPv4-mapped
 // or NAT64 address is the IPv4 address it carries.
 func reached(a netip.Addr) netip.Addr {
 	a = a.Unmap().WithZone("")
-	if nat64.Contains(a) {
+	if nat64().Contains(a) {
 		b := a.As16()
 		return netip.AddrFrom4([4]byte(b[12:]))
 	}
@@ -92,7 +98,7 @@ func blockedAddr(a netip.Addr) bool {
 	if a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() {
 		return true
 	}
-	for _, p := range blockedPrefixes {
+	for _, p := range blockedPrefixes() {
 		if p.Contains(a) {
 			return true
 		}
@@ -106,27 +112,31 @@ func blockedAddr(a netip.Addr) bool {
 // addresses of Tailscale and similar tailnets live there —, as are the
 // unspecified addresses (a connection to 0.0.0.0 reaches this machine on
 // Linux) and the deprecated site-local fec0::/10.
-var privatePrefixes = []struct {
+var privatePrefixes = sync.OnceValue(func() []privatePrefix {
+	return []privatePrefix{
+		{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+		{netip.MustParsePrefix("::1/128"), "loopback"},
+		{netip.MustParsePrefix("0.0.0.0/8"), "this machine"},
+		{netip.MustParsePrefix("::/128"), "this machine"},
+		{netip.MustParsePrefix("10.0.0.0/8"), "private network"},
+		{netip.MustParsePrefix("172.16.0.0/12"), "private network"},
+		{netip.MustParsePrefix("192.168.0.0/16"), "private network"},
+		{netip.MustParsePrefix("fc00::/7"), "private network"},
+		{netip.MustParsePrefix("fec0::/10"), "private network"},
+		{netip.MustParsePrefix("100.64.0.0/10"), "shared (carrier-grade NAT) network"},
+	}
+})
+
+type privatePrefix struct {
 	p    netip.Prefix
 	kind string
-}{
-	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
-	{netip.MustParsePrefix("::1/128"), "loopback"},
-	{netip.MustParsePrefix("0.0.0.0/8"), "this machine"},
-	{netip.MustParsePrefix("::/128"), "this machine"},
-	{netip.MustParsePrefix("10.0.0.0/8"), "private network"},
-	{netip.MustParsePrefix("172.16.0.0/12"), "private network"},
-	{netip.MustParsePrefix("192.168.0.0/16"), "private network"},
-	{netip.MustParsePrefix("fc00::/7"), "private network"},
-	{netip.MustParsePrefix("fec0::/10"), "private network"},
-	{netip.MustParsePrefix("100.64.0.0/10"), "shared (carrier-grade NAT) network"},
 }
 
 // privateKind says what private space a belongs to; "" for a public
 // address.
 func privateKind(a netip.Addr) string {
 	a = reached(a)
-	for _, p := range privatePrefixes {
+	for _, p := range privatePrefixes() {
 		if p.p.Contains(a) {
 			return p.kind
 		}

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sync"
 	"syscall"
 )
 
 // skipDirs are never descended by glob and grep_search.
-var skipDirs = map[string]bool{".git": true, ".hg": true, ".svn": true, "node_modules": true}
+var skipDirs = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{".git": true, ".hg": true, ".svn": true, "node_modules": true}
+})
 
 // openDir opens the directory t as an *os.Root for walking; everything read
 // below it is confined to it at use time.
@@ -63,7 +66,7 @@ func walkSearch(ctx context.Context, t target, dir *os.Root, fn func(p string, d
 			return cerr
 		}
 		if d.IsDir() {
-			if p != "." && (skipDirs[d.Name()] || ign.ignored(p, true)) {
+			if p != "." && (skipDirs()[d.Name()] || ign.ignored(p, true)) {
 				return fs.SkipDir
 			}
 			ign.enterDir(p)

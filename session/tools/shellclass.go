@@ -3,6 +3,7 @@ package tools
 import (
 	"path"
 	"strings"
+	"sync"
 )
 
 // Plan mode runs, without asking, the commands it classifies read-only.
@@ -84,12 +85,19 @@ func worst(a, b ShellClass) ShellClass {
 	return ShellReadOnly
 }
 
+// The classifier's tables are built on first use (sync.OnceValue): as
+// package-level map literals, package initialization would build them on
+// every start of acpd, before the editor's initialize is answered, though
+// most sessions classify no shell command at all.
+
 // systemDirs hold the programs a path may name and still be the command
 // its name says.
-var systemDirs = map[string]bool{
-	"/bin": true, "/usr/bin": true, "/usr/local/bin": true, "/sbin": true, "/usr/sbin": true,
-	"/opt/homebrew/bin": true,
-}
+var systemDirs = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"/bin": true, "/usr/bin": true, "/usr/local/bin": true, "/sbin": true, "/usr/sbin": true,
+		"/opt/homebrew/bin": true,
+	}
+})
 
 // options is a command's allowlist: the options it may be given and how
 // many operands. A short option takes no value unless listed in shortArg;
@@ -167,36 +175,38 @@ var anyArgs = options{short: "*", maxOperands: -1}
 // readOnlyCommands are the commands plan mode runs without asking, each
 // with its allowlist; nil means any option and operand (the command has
 // none that writes or runs a program).
-var readOnlyCommands = map[string]*options{
-	"ls": nil, "cat": nil, "head": nil, "tail": nil, "wc": nil, "pwd": nil, "echo": nil, "printf": nil,
-	"which": nil, "whereis": nil, "type": nil, "stat": nil, "du": nil, "df": nil, "cut": nil, "diff": nil,
-	"cmp": nil, "whoami": nil, "id": nil, "uname": nil, "basename": nil, "dirname": nil, "realpath": nil,
-	"readlink": nil, "true": nil, "false": nil, "test": nil, "[": nil, "grep": nil, "egrep": nil, "fgrep": nil,
-	"ag": nil, "nl": nil, "od": nil, "hexdump": nil, "md5sum": nil, "sha1sum": nil, "sha256sum": nil,
-	"sha512sum": nil, "cksum": nil, "printenv": nil, "jq": nil, "column": nil, "tr": nil, "seq": nil,
-	"comm": nil, "ps": nil, "pgrep": nil, "cd": nil, "sleep": nil, "lsof": nil, "tac": nil, "fold": nil,
-	"fmt": nil, "expand": nil, "strings": nil, "uptime": nil, "more": nil,
-	// file -C compiles a magic file (writes it).
-	"file": {short: "bcdEhiklLNnprsSvz0", shortArg: "efFmP", long: []string{"brief", "checking-printout", "debug", "dereference", "extension", "keep-going", "list", "mime", "mime-type", "mime-encoding", "no-buffer", "no-dereference", "no-pad", "no-sandbox", "preserve-date", "print0", "raw", "special-files", "uncompress", "uncompress-noreport", "version", "help", "apple"}, longArg: []string{"exclude", "exclude-quiet", "files-from", "separator", "magic-file", "parameter"}, maxOperands: -1},
-	// tree -o writes its listing to a file.
-	"tree": {short: "adlfxACDFgGhiJNnpqrstuUvX", shortArg: "ILPH", long: []string{"noreport", "dirsfirst", "du", "si", "prune", "inodes", "device", "gitignore", "help", "version", "matchdirs", "ignore-case", "fromfile", "metafirst"}, longArg: []string{"charset", "filelimit", "timefmt", "sort", "hintro", "houtro"}, maxOperands: -1},
-	// date -s and an operand other than +FORMAT set the clock.
-	"date": {short: "uRI", shortArg: "dfr", long: []string{"utc", "universal", "rfc-email", "rfc-2822", "help", "version", "debug"}, longArg: []string{"date", "file", "reference", "iso-8601", "rfc-3339"}, maxOperands: 1},
-	// hostname NAME and -F FILE set the host name.
-	"hostname": {short: "aAdfiIsy", long: []string{"alias", "all-fqdns", "domain", "fqdn", "long", "ip-address", "all-ip-addresses", "short", "yp", "nis", "help", "version"}, maxOperands: 0},
-	// uniq's second operand is its output file.
-	"uniq": {short: "cdDiuz", shortArg: "fsw", long: []string{"count", "repeated", "ignore-case", "unique", "zero-terminated", "help", "version"}, longArg: []string{"skip-fields", "skip-chars", "check-chars", "all-repeated", "group"}, maxOperands: 1},
-	// xxd's second operand is its output file.
-	"xxd": {short: "abCeEiprRuhv", shortArg: "cgloOsn", long: []string{"help", "version"}, maxOperands: 1},
-	// sort -o writes; --compress-program runs a program.
-	"sort": {short: "bcCdfghiMmnrRsuVz", shortArg: "kStT", long: []string{"ignore-leading-blanks", "dictionary-order", "ignore-case", "general-numeric-sort", "ignore-nonprinting", "month-sort", "human-numeric-sort", "numeric-sort", "random-sort", "reverse", "version-sort", "check", "debug", "merge", "stable", "unique", "zero-terminated", "help", "version"}, longArg: []string{"sort", "random-source", "key", "field-separator", "buffer-size", "temporary-directory", "parallel", "batch-size", "files0-from"}, maxOperands: -1},
-	// rg --pre runs a program on every file searched.
-	"rg": {short: "*", long: rgLong, longArg: rgLongArg, maxOperands: -1},
-	// less -o and -O copy the input to a log file.
-	"less": {short: "aAbBcCdeEfFgGiIJKLmMnNqQrRsSuUVwWXz~", shortArg: "bhjkpPtTxyz#", long: []string{"quit-at-eof", "QUIT-AT-EOF", "quit-if-one-screen", "ignore-case", "IGNORE-CASE", "LONG-PROMPT", "line-numbers", "LINE-NUMBERS", "quiet", "silent", "raw-control-chars", "RAW-CONTROL-CHARS", "squeeze-blank-lines", "chop-long-lines", "no-init", "mouse", "help", "version"}, longArg: []string{"pattern", "tag", "tabs", "shift", "window", "header"}, maxOperands: -1},
-	// stty with settings changes the terminal.
-	"stty": {short: "ag", long: []string{"all", "save", "help", "version"}, shortArg: "F", longArg: []string{"file"}, maxOperands: 0},
-}
+var readOnlyCommands = sync.OnceValue(func() map[string]*options {
+	return map[string]*options{
+		"ls": nil, "cat": nil, "head": nil, "tail": nil, "wc": nil, "pwd": nil, "echo": nil, "printf": nil,
+		"which": nil, "whereis": nil, "type": nil, "stat": nil, "du": nil, "df": nil, "cut": nil, "diff": nil,
+		"cmp": nil, "whoami": nil, "id": nil, "uname": nil, "basename": nil, "dirname": nil, "realpath": nil,
+		"readlink": nil, "true": nil, "false": nil, "test": nil, "[": nil, "grep": nil, "egrep": nil, "fgrep": nil,
+		"ag": nil, "nl": nil, "od": nil, "hexdump": nil, "md5sum": nil, "sha1sum": nil, "sha256sum": nil,
+		"sha512sum": nil, "cksum": nil, "printenv": nil, "jq": nil, "column": nil, "tr": nil, "seq": nil,
+		"comm": nil, "ps": nil, "pgrep": nil, "cd": nil, "sleep": nil, "lsof": nil, "tac": nil, "fold": nil,
+		"fmt": nil, "expand": nil, "strings": nil, "uptime": nil, "more": nil,
+		// file -C compiles a magic file (writes it).
+		"file": {short: "bcdEhiklLNnprsSvz0", shortArg: "efFmP", long: []string{"brief", "checking-printout", "debug", "dereference", "extension", "keep-going", "list", "mime", "mime-type", "mime-encoding", "no-buffer", "no-dereference", "no-pad", "no-sandbox", "preserve-date", "print0", "raw", "special-files", "uncompress", "uncompress-noreport", "version", "help", "apple"}, longArg: []string{"exclude", "exclude-quiet", "files-from", "separator", "magic-file", "parameter"}, maxOperands: -1},
+		// tree -o writes its listing to a file.
+		"tree": {short: "adlfxACDFgGhiJNnpqrstuUvX", shortArg: "ILPH", long: []string{"noreport", "dirsfirst", "du", "si", "prune", "inodes", "device", "gitignore", "help", "version", "matchdirs", "ignore-case", "fromfile", "metafirst"}, longArg: []string{"charset", "filelimit", "timefmt", "sort", "hintro", "houtro"}, maxOperands: -1},
+		// date -s and an operand other than +FORMAT set the clock.
+		"date": {short: "uRI", shortArg: "dfr", long: []string{"utc", "universal", "rfc-email", "rfc-2822", "help", "version", "debug"}, longArg: []string{"date", "file", "reference", "iso-8601", "rfc-3339"}, maxOperands: 1},
+		// hostname NAME and -F FILE set the host name.
+		"hostname": {short: "aAdfiIsy", long: []string{"alias", "all-fqdns", "domain", "fqdn", "long", "ip-address", "all-ip-addresses", "short", "yp", "nis", "help", "version"}, maxOperands: 0},
+		// uniq's second operand is its output file.
+		"uniq": {short: "cdDiuz", shortArg: "fsw", long: []string{"count", "repeated", "ignore-case", "unique", "zero-terminated", "help", "version"}, longArg: []string{"skip-fields", "skip-chars", "check-chars", "all-repeated", "group"}, maxOperands: 1},
+		// xxd's second operand is its output file.
+		"xxd": {short: "abCeEiprRuhv", shortArg: "cgloOsn", long: []string{"help", "version"}, maxOperands: 1},
+		// sort -o writes; --compress-program runs a program.
+		"sort": {short: "bcCdfghiMmnrRsuVz", shortArg: "kStT", long: []string{"ignore-leading-blanks", "dictionary-order", "ignore-case", "general-numeric-sort", "ignore-nonprinting", "month-sort", "human-numeric-sort", "numeric-sort", "random-sort", "reverse", "version-sort", "check", "debug", "merge", "stable", "unique", "zero-terminated", "help", "version"}, longArg: []string{"sort", "random-source", "key", "field-separator", "buffer-size", "temporary-directory", "parallel", "batch-size", "files0-from"}, maxOperands: -1},
+		// rg --pre runs a program on every file searched.
+		"rg": {short: "*", long: rgLong, longArg: rgLongArg, maxOperands: -1},
+		// less -o and -O copy the input to a log file.
+		"less": {short: "aAbBcCdeEfFgGiIJKLmMnNqQrRsSuUVwWXz~", shortArg: "bhjkpPtTxyz#", long: []string{"quit-at-eof", "QUIT-AT-EOF", "quit-if-one-screen", "ignore-case", "IGNORE-CASE", "LONG-PROMPT", "line-numbers", "LINE-NUMBERS", "quiet", "silent", "raw-control-chars", "RAW-CONTROL-CHARS", "squeeze-blank-lines", "chop-long-lines", "no-init", "mouse", "help", "version"}, longArg: []string{"pattern", "tag", "tabs", "shift", "window", "header"}, maxOperands: -1},
+		// stty with settings changes the terminal.
+		"stty": {short: "ag", long: []string{"all", "save", "help", "version"}, shortArg: "F", longArg: []string{"file"}, maxOperands: 0},
+	}
+})
 
 // rg's long options, all read-only: everything but --pre (and the
 // preprocessor's glob, meaningless without it).
@@ -214,34 +224,38 @@ var (
 		"path-separator", "max-columns", "ignore-file", "dfa-size-limit", "regex-size-limit"}
 )
 
-var writeCommands = map[string]bool{
-	"rm": true, "rmdir": true, "mv": true, "cp": true, "mkdir": true, "touch": true, "chmod": true, "chown": true,
-	"chgrp": true, "ln": true, "dd": true, "tee": true, "truncate": true, "install": true, "shred": true,
-	"unlink": true, "kill": true, "pkill": true, "killall": true, "sudo": true, "su": true, "doas": true,
-	"patch": true, "wget": true, "mkfifo": true, "mknod": true, "rsync": true, "scp": true, "reboot": true,
-	"shutdown": true, "apt": true, "apt-get": true, "yum": true, "dnf": true, "apk": true, "brew": true,
-	"mkfs": true, "mount": true, "umount": true, "crontab": true, "useradd": true, "passwd": true,
-}
+var writeCommands = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"rm": true, "rmdir": true, "mv": true, "cp": true, "mkdir": true, "touch": true, "chmod": true, "chown": true,
+		"chgrp": true, "ln": true, "dd": true, "tee": true, "truncate": true, "install": true, "shred": true,
+		"unlink": true, "kill": true, "pkill": true, "killall": true, "sudo": true, "su": true, "doas": true,
+		"patch": true, "wget": true, "mkfifo": true, "mknod": true, "rsync": true, "scp": true, "reboot": true,
+		"shutdown": true, "apt": true, "apt-get": true, "yum": true, "dnf": true, "apk": true, "brew": true,
+		"mkfs": true, "mount": true, "umount": true, "crontab": true, "useradd": true, "passwd": true,
+	}
+})
 
 // wrapperOptions are the options of the commands that run another one,
 // so that the wrapped command is found after them (env -u NAME ls is ls).
-var wrapperOptions = map[string]options{
-	"env":     {short: "i0v", shortArg: "u", long: []string{"ignore-environment", "null", "debug", "help", "version"}, longArg: []string{"unset"}},
-	"nice":    {shortArg: "n", longArg: []string{"adjustment"}},
-	"nohup":   {},
-	"timeout": {short: "v", shortArg: "sk", long: []string{"preserve-status", "foreground", "verbose"}, longArg: []string{"kill-after", "signal"}},
-	"xargs":   {short: "0rtx", shortArg: "adEILnPs", long: []string{"null", "no-run-if-empty", "verbose", "exit"}, longArg: []string{"arg-file", "delimiter", "eof", "replace", "max-lines", "max-args", "max-procs", "max-chars"}},
-	"time":    {short: "pv", long: []string{"portability", "verbose"}},
-	"command": {short: "p"},
-}
+var wrapperOptions = sync.OnceValue(func() map[string]options {
+	return map[string]options{
+		"env":     {short: "i0v", shortArg: "u", long: []string{"ignore-environment", "null", "debug", "help", "version"}, longArg: []string{"unset"}},
+		"nice":    {shortArg: "n", longArg: []string{"adjustment"}},
+		"nohup":   {},
+		"timeout": {short: "v", shortArg: "sk", long: []string{"preserve-status", "foreground", "verbose"}, longArg: []string{"kill-after", "signal"}},
+		"xargs":   {short: "0rtx", shortArg: "adEILnPs", long: []string{"null", "no-run-if-empty", "verbose", "exit"}, longArg: []string{"arg-file", "delimiter", "eof", "replace", "max-lines", "max-args", "max-procs", "max-chars"}},
+		"time":    {short: "pv", long: []string{"portability", "verbose"}},
+		"command": {short: "p"},
+	}
+})
 
 func classifyWords(w []string) ShellClass {
 	name := path.Base(w[0])
-	if strings.Contains(w[0], "/") && !systemDirs[path.Dir(w[0])] {
+	if strings.Contains(w[0], "/") && !systemDirs()[path.Dir(w[0])] {
 		return ShellUnknown // a program of the workspace, or of anywhere
 	}
 	args := w[1:]
-	if o, ok := wrapperOptions[name]; ok {
+	if o, ok := wrapperOptions()[name]; ok {
 		if name == "command" && len(args) > 0 && (args[0] == "-v" || args[0] == "-V") {
 			return ShellReadOnly // prints what a name is
 		}
@@ -293,7 +307,7 @@ func classifyWords(w []string) ShellClass {
 	case "go":
 		return classifyGo(args)
 	}
-	if o, ok := readOnlyCommands[name]; ok {
+	if o, ok := readOnlyCommands()[name]; ok {
 		if o == nil {
 			return ShellReadOnly
 		}
@@ -303,7 +317,7 @@ func classifyWords(w []string) ShellClass {
 		}
 		return c
 	}
-	if writeCommands[name] {
+	if writeCommands()[name] {
 		return ShellWrite
 	}
 	return ShellUnknown
@@ -350,21 +364,23 @@ func wrapped(o options, args []string, assigns bool) ([]string, bool) {
 
 // findPrimaries are find's read-only primaries, with whether each takes
 // an argument; -exec, -ok, -delete, -fprint… are not among them.
-var findPrimaries = map[string]bool{
-	"-name": true, "-iname": true, "-path": true, "-ipath": true, "-wholename": true, "-iwholename": true,
-	"-lname": true, "-ilname": true, "-regex": true, "-iregex": true, "-regextype": true, "-type": true,
-	"-xtype": true, "-size": true, "-perm": true, "-user": true, "-group": true, "-uid": true, "-gid": true,
-	"-links": true, "-inum": true, "-samefile": true, "-newer": true, "-anewer": true, "-cnewer": true,
-	"-mtime": true, "-atime": true, "-ctime": true, "-mmin": true, "-amin": true, "-cmin": true,
-	"-maxdepth": true, "-mindepth": true, "-fstype": true, "-printf": true, "-used": true, "-context": true,
-	"-print": false, "-print0": false, "-ls": false, "-prune": false, "-quit": false, "-true": false,
-	"-false": false, "-not": false, "-and": false, "-or": false, "-a": false, "-o": false, "-empty": false,
-	"-readable": false, "-writable": false, "-executable": false, "-nouser": false, "-nogroup": false,
-	"-xdev": false, "-mount": false, "-depth": false, "-d": false, "-follow": false, "-noleaf": false,
-	"-daystart": false, "-ignore_readdir_race": false, "-noignore_readdir_race": false, "-warn": false,
-	"-nowarn": false, "-L": false, "-H": false, "-P": false, "-E": false, "-X": false, "-s": false, "-x": false,
-	"-help": false, "--help": false, "-version": false, "--version": false,
-}
+var findPrimaries = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"-name": true, "-iname": true, "-path": true, "-ipath": true, "-wholename": true, "-iwholename": true,
+		"-lname": true, "-ilname": true, "-regex": true, "-iregex": true, "-regextype": true, "-type": true,
+		"-xtype": true, "-size": true, "-perm": true, "-user": true, "-group": true, "-uid": true, "-gid": true,
+		"-links": true, "-inum": true, "-samefile": true, "-newer": true, "-anewer": true, "-cnewer": true,
+		"-mtime": true, "-atime": true, "-ctime": true, "-mmin": true, "-amin": true, "-cmin": true,
+		"-maxdepth": true, "-mindepth": true, "-fstype": true, "-printf": true, "-used": true, "-context": true,
+		"-print": false, "-print0": false, "-ls": false, "-prune": false, "-quit": false, "-true": false,
+		"-false": false, "-not": false, "-and": false, "-or": false, "-a": false, "-o": false, "-empty": false,
+		"-readable": false, "-writable": false, "-executable": false, "-nouser": false, "-nogroup": false,
+		"-xdev": false, "-mount": false, "-depth": false, "-d": false, "-follow": false, "-noleaf": false,
+		"-daystart": false, "-ignore_readdir_race": false, "-noignore_readdir_race": false, "-warn": false,
+		"-nowarn": false, "-L": false, "-H": false, "-P": false, "-E": false, "-X": false, "-s": false, "-x": false,
+		"-help": false, "--help": false, "-version": false, "--version": false,
+	}
+})
 
 func classifyFind(args []string) ShellClass {
 	for i := 0; i < len(args); i++ {
@@ -377,7 +393,7 @@ func classifyFind(args []string) ShellClass {
 		case strings.HasPrefix(a, "-newer") && len(a) == 8:
 			i++ // -newerXY reference
 		default:
-			takesArg, ok := findPrimaries[a]
+			takesArg, ok := findPrimaries()[a]
 			if !ok {
 				return ShellUnknown // -exec, -ok, and whatever this list does not know
 			}
@@ -544,32 +560,36 @@ var gitGlobal = options{shortArg: "C", long: []string{"no-pager", "no-optional-l
 // must not be given: --output writes, --ext-diff and --textconv run the
 // configured diff programs, --open-files-in-pager and --show-signature
 // other programs, --filters the filter drivers.
-var gitReadOnly = map[string][]string{
-	"status":      nil,
-	"diff":        {"--output", "--ext-diff", "--textconv"},
-	"log":         {"--output", "--ext-diff", "--textconv", "--show-signature"},
-	"show":        {"--output", "--ext-diff", "--textconv", "--show-signature"},
-	"whatchanged": {"--output", "--ext-diff", "--textconv", "--show-signature"},
-	"shortlog":    nil,
-	"rev-parse":   nil,
-	"rev-list":    nil,
-	"ls-files":    nil,
-	"ls-tree":     nil,
-	"blame":       {"--textconv", "--contents"},
-	"grep":        {"--open-files-in-pager", "-O", "--textconv"},
-	"describe":    nil,
-	"cat-file":    {"--textconv", "--filters"},
-	"merge-base":  nil,
-	"show-ref":    nil,
-	"version":     nil,
-}
+var gitReadOnly = sync.OnceValue(func() map[string][]string {
+	return map[string][]string{
+		"status":      nil,
+		"diff":        {"--output", "--ext-diff", "--textconv"},
+		"log":         {"--output", "--ext-diff", "--textconv", "--show-signature"},
+		"show":        {"--output", "--ext-diff", "--textconv", "--show-signature"},
+		"whatchanged": {"--output", "--ext-diff", "--textconv", "--show-signature"},
+		"shortlog":    nil,
+		"rev-parse":   nil,
+		"rev-list":    nil,
+		"ls-files":    nil,
+		"ls-tree":     nil,
+		"blame":       {"--textconv", "--contents"},
+		"grep":        {"--open-files-in-pager", "-O", "--textconv"},
+		"describe":    nil,
+		"cat-file":    {"--textconv", "--filters"},
+		"merge-base":  nil,
+		"show-ref":    nil,
+		"version":     nil,
+	}
+})
 
-var gitWrite = map[string]bool{
-	"commit": true, "push": true, "add": true, "rm": true, "mv": true, "reset": true, "checkout": true,
-	"switch": true, "restore": true, "merge": true, "rebase": true, "pull": true, "fetch": true, "clean": true,
-	"cherry-pick": true, "revert": true, "init": true, "clone": true, "am": true, "apply": true, "gc": true,
-	"prune": true, "submodule": true, "worktree": true, "notes": true, "filter-branch": true, "update-ref": true,
-}
+var gitWrite = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"commit": true, "push": true, "add": true, "rm": true, "mv": true, "reset": true, "checkout": true,
+		"switch": true, "restore": true, "merge": true, "rebase": true, "pull": true, "fetch": true, "clean": true,
+		"cherry-pick": true, "revert": true, "init": true, "clone": true, "am": true, "apply": true, "gc": true,
+		"prune": true, "submodule": true, "worktree": true, "notes": true, "filter-branch": true, "update-ref": true,
+	}
+})
 
 func classifyGit(args []string) ShellClass {
 	// Global options before the subcommand.
@@ -605,7 +625,7 @@ func classifyGit(args []string) ShellClass {
 		}
 		return false
 	}
-	if denied, ok := gitReadOnly[sub]; ok {
+	if denied, ok := gitReadOnly()[sub]; ok {
 		switch {
 		case hasFlag("--output"):
 			return ShellWrite
@@ -614,7 +634,7 @@ func classifyGit(args []string) ShellClass {
 		}
 		return ShellReadOnly
 	}
-	if gitWrite[sub] {
+	if gitWrite()[sub] {
 		return ShellWrite
 	}
 	switch sub {

@@ -3,6 +3,7 @@ package tools
 import (
 	"path"
 	"strings"
+	"sync"
 )
 
 // shellSegment is one simple command of a shell line: its words (quotes
@@ -343,16 +344,35 @@ func isAssignment(w string) bool {
 	return true
 }
 
-// prefixKeywords may stand before a command without changing which
-// command runs; closers end a compound command.
-var (
-	prefixKeywords = map[string]bool{"if": true, "then": true, "else": true, "elif": true, "do": true,
-		"while": true, "until": true, "{": true, "!": true, "time": true}
-	closerKeywords = map[string]bool{"fi": true, "done": true, "esac": true, "}": true}
-	// headerKeywords start a segment that names no command: the word
-	// list of for/select, the subject of case, a function's name.
-	headerKeywords = map[string]bool{"for": true, "select": true, "case": true, "function": true}
-)
+// isPrefixKeyword: the word may stand before a command without changing
+// which command runs; isCloserKeyword: it ends a compound command;
+// isHeaderKeyword: it starts a segment that names no command (the word
+// list of for/select, the subject of case, a function's name). Switches,
+// not maps: a package-level map is built by package initialization, on
+// every start of acpd, shell command or not.
+func isPrefixKeyword(w string) bool {
+	switch w {
+	case "if", "then", "else", "elif", "do", "while", "until", "{", "!", "time":
+		return true
+	}
+	return false
+}
+
+func isCloserKeyword(w string) bool {
+	switch w {
+	case "fi", "done", "esac", "}":
+		return true
+	}
+	return false
+}
+
+func isHeaderKeyword(w string) bool {
+	switch w {
+	case "for", "select", "case", "function":
+		return true
+	}
+	return false
+}
 
 // splitCommand splits a segment's words into its leading VAR=value
 // assignments and the command with its arguments, dropping the reserved
@@ -361,11 +381,11 @@ var (
 func splitCommand(words []string) (assigns, cmd []string) {
 	for len(words) > 0 {
 		switch w := words[0]; {
-		case prefixKeywords[w]:
+		case isPrefixKeyword(w):
 			words = words[1:]
-		case closerKeywords[w]:
+		case isCloserKeyword(w):
 			words = words[1:]
-		case headerKeywords[w] && len(assigns) == 0:
+		case isHeaderKeyword(w) && len(assigns) == 0:
 			return nil, nil
 		case isAssignment(w):
 			assigns = append(assigns, w)
@@ -385,20 +405,24 @@ func commandWords(words []string) []string {
 
 // subcommandTools take a subcommand that belongs in the "always allow"
 // label: "npm test" is not "npm publish".
-var subcommandTools = map[string]bool{
-	"git": true, "npm": true, "pnpm": true, "yarn": true, "bun": true, "go": true, "cargo": true,
-	"docker": true, "kubectl": true, "pip": true, "pip3": true, "uv": true, "make": true,
-	"gh": true, "dotnet": true, "mvn": true, "gradle": true, "poetry": true, "deno": true,
-}
+var subcommandTools = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"git": true, "npm": true, "pnpm": true, "yarn": true, "bun": true, "go": true, "cargo": true,
+		"docker": true, "kubectl": true, "pip": true, "pip3": true, "uv": true, "make": true,
+		"gh": true, "dotnet": true, "mvn": true, "gradle": true, "poetry": true, "deno": true,
+	}
+})
 
 // wrapperCommands run the command that follows them: the label names both
 // ("xargs rm", not "xargs").
-var wrapperCommands = map[string]bool{
-	"env": true, "command": true, "builtin": true, "exec": true, "nice": true, "nohup": true,
-	"time": true, "timeout": true, "xargs": true, "sudo": true, "doas": true, "stdbuf": true,
-	"setsid": true, "ionice": true, "chrt": true, "taskset": true, "flock": true, "watch": true,
-	"strace": true, "ltrace": true, "unbuffer": true, "busybox": true,
-}
+var wrapperCommands = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"env": true, "command": true, "builtin": true, "exec": true, "nice": true, "nohup": true,
+		"time": true, "timeout": true, "xargs": true, "sudo": true, "doas": true, "stdbuf": true,
+		"setsid": true, "ionice": true, "chrt": true, "taskset": true, "flock": true, "watch": true,
+		"strace": true, "ltrace": true, "unbuffer": true, "busybox": true,
+	}
+})
 
 // alwaysLabel is what an "always allow" for the command line covers: the
 // command root of every simple command, deduplicated, in order, joined by
@@ -446,7 +470,7 @@ func segmentRoot(words []string) (string, bool) {
 	root := w[0]
 	name := path.Base(root)
 	switch {
-	case wrapperCommands[name]:
+	case wrapperCommands()[name]:
 		rest := w[1:]
 		if name == "env" {
 			for len(rest) > 0 && isAssignment(rest[0]) {
@@ -468,7 +492,7 @@ func segmentRoot(words []string) (string, bool) {
 			}
 			root += " " + inner
 		}
-	case subcommandTools[name]:
+	case subcommandTools()[name]:
 		if len(w) > 1 && !strings.HasPrefix(w[1], "-") {
 			root += " " + w[1]
 		}
