@@ -1,7 +1,10 @@
 package httptransport
 
 import (
+	"crypto/tls"
+	"errors"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,9 +24,10 @@ import (
 // keepalive comments are written at the handler's shared clock by a few
 // workers for all streams. Over HTTP/1.1 the client closing its end is
 // seen by one watcher for all streams (watchClose: on Linux an epoll
-// instance of its own; elsewhere, and over TLS, a goroutine per stream
-// parked in a read, as net/http's own background read would be); over
-// HTTP/2 the connection's reader sees a reset or the connection's end.
+// instance of its own, which over TLS watches the socket under the TLS
+// connection; elsewhere a goroutine per stream parked in a read, as
+// net/http's own background read would be); over HTTP/2 the connection's
+// reader sees a reset or the connection's end.
 type rawStream struct {
 	h    *Handler
 	c    *conn
@@ -61,9 +65,11 @@ var (
 type h1Sink struct {
 	rs      *rawStream
 	nc      net.Conn
+	tc      *tls.Conn // nc, over TLS
 	timeout time.Duration
 	closed  atomic.Bool // close ran
 	watch   uint64      // the close watcher's key, if it has one (under its lock)
+	dropped int         // application data a TLS client sent, dropped (by one reader at a time)
 }
 
 func (k *h1Sink) send(buf []byte) error {
@@ -104,7 +110,10 @@ func (k *h1Sink) close() {
 func (k *h1Sink) watchRead() {
 	var b [1]byte
 	for {
-		if _, err := k.nc.Read(b[:]); err != nil {
+		// A deadline left by the epoll watcher's reads of a TLS stream
+		// (it hands its streams here should it fail) is not a close.
+		_ = k.nc.SetReadDeadline(time.Time{})
+		if _, err := k.nc.Read(b[:]); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			break
 		}
 	}
@@ -135,6 +144,7 @@ type streamTaker interface {
 func (h *Handler) serveRaw(c *conn, s *stream, rd *reader, sid string, nc net.Conn) {
 	rs := &rawStream{h: h, c: c, s: s, rd: rd, sid: sid}
 	k := &h1Sink{rs: rs, nc: nc, timeout: h.opts.WriteTimeout}
+	k.tc, _ = nc.(*tls.Conn)
 	rs.out = k
 	h.beat.hold()
 	h.addRaw(rs)

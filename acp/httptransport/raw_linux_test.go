@@ -15,11 +15,16 @@ import (
 	"github.com/acpd/acpd/acp/httptransport"
 )
 
-// rawGET opens a session stream on a TCP connection of its own, as the
-// SDK's Node client does, with nothing of Go's HTTP client around it (no
-// goroutine on the client side), and reads its response headers.
+// rawGET opens a session stream on a TCP connection of its own (TLS if the
+// server speaks it), as the SDK's Node client does, with nothing of Go's
+// HTTP client around it (no goroutine on the client side), and reads its
+// response headers.
 func rawGET(t *testing.T, hs *harness, conn, sid string) (net.Conn, *bufio.Reader) {
 	t.Helper()
+	if hs.srv.TLS != nil {
+		s := tlsGET(t, hs, conn, sid)
+		return s.tc, s.br
+	}
 	nc, err := net.Dial("tcp", hs.srv.Listener.Addr().String())
 	require.NoError(t, err)
 	t.Cleanup(func() { nc.Close() })
@@ -33,12 +38,30 @@ func rawGET(t *testing.T, hs *harness, conn, sid string) (net.Conn, *bufio.Reade
 	return nc, br
 }
 
-// TestHTTP1Stream_NoGoroutineWhenIdle: on Linux an idle HTTP/1.1 stream
-// holds no goroutine (one watcher sees every client close); a client that
-// sends on its stream has it dropped and keeps the stream, which still
-// carries keepalives; a client that closes its end is let go of.
+// TestHTTP1Stream_NoGoroutineWhenIdle: on Linux an idle HTTP/1.1 stream,
+// over TCP or TLS, holds no goroutine (one watcher sees every client
+// close); a client that sends on its stream has it dropped and keeps the
+// stream, which still carries keepalives; a client that closes its end is
+// let go of, by the watcher too; once the server has ended the others,
+// the watcher holds none.
 func TestHTTP1Stream_NoGoroutineWhenIdle(t *testing.T) {
-	hs := newHarness(t, httptransport.Options{KeepAlive: 200 * time.Millisecond}, false)
+	for _, tls := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tcp", true: "tls"}[tls], func(t *testing.T) {
+			// Registered first, run last: after the harness's Shutdown.
+			t.Cleanup(func() {
+				eventually(t, "streams left with the watcher", func() bool { return httptransport.WatchedStreams() == 0 })
+			})
+			opts := httptransport.Options{KeepAlive: 200 * time.Millisecond}
+			if tls {
+				noGoroutineWhenIdle(t, newTLS1Harness(t, opts))
+			} else {
+				noGoroutineWhenIdle(t, newHarness(t, opts, false))
+			}
+		})
+	}
+}
+
+func noGoroutineWhenIdle(t *testing.T, hs *harness) {
 	conn := hs.initialize()
 	first, _ := rawGET(t, hs, conn, "s0") // starts the watcher, if not yet
 	// settled waits for net/http's goroutine of each hijacked connection,
@@ -87,6 +110,7 @@ func TestHTTP1Stream_NoGoroutineWhenIdle(t *testing.T) {
 		}
 	}
 
+	watched := httptransport.WatchedStreams()
 	require.NoError(t, first.Close())
 	eventually(t, "the closed stream let go of", func() bool {
 		s, status := hs.tryOpenSSE(conn, "s0")
@@ -95,4 +119,6 @@ func TestHTTP1Stream_NoGoroutineWhenIdle(t *testing.T) {
 		}
 		return status == http.StatusOK
 	})
+	// The check's own stream (closed as it is found open) comes and goes.
+	eventually(t, "the watcher let go of the closed stream", func() bool { return httptransport.WatchedStreams() == watched-1 })
 }

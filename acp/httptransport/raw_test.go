@@ -3,7 +3,6 @@ package httptransport_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -17,19 +16,14 @@ import (
 // lets go of it at once: the same session's stream opens again (no 409
 // while the server still thinks the old reader is there) and carries the
 // session's next messages; Shutdown then ends both streams.
-// Over TLS the connection has no descriptor of its own to watch: the
-// portable watcher (a read) sees the close.
 func TestHTTP1Stream_ClientCloses(t *testing.T) {
 	for _, tls := range []bool{false, true} {
 		t.Run(map[bool]string{false: "tcp", true: "tls"}[tls], func(t *testing.T) {
-			hs := newHarness(t, httptransport.Options{}, false)
 			if tls {
-				hs.srv.Close()
-				hs.srv = httptest.NewUnstartedServer(hs.h)
-				hs.srv.StartTLS() // HTTP/1.1 only: EnableHTTP2 unset
-				hs.client = hs.srv.Client()
+				clientCloses(t, newTLS1Harness(t, httptransport.Options{}))
+			} else {
+				clientCloses(t, newHarness(t, httptransport.Options{}, false))
 			}
-			clientCloses(t, hs)
 		})
 	}
 }

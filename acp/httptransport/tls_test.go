@@ -1,0 +1,421 @@
+package httptransport_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"crypto/sha512"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp/httptransport"
+)
+
+// newTLS1Harness serves over TLS speaking HTTP/1.1 only, as the SDK's
+// Node client does over https: every stream is a TLS connection of its
+// own.
+func newTLS1Harness(t *testing.T, opts httptransport.Options) *harness {
+	hs := newHarness(t, opts, false)
+	hs.srv.Close()
+	hs.srv = httptest.NewUnstartedServer(hs.h)
+	hs.srv.StartTLS() // EnableHTTP2 unset
+	hs.client = hs.srv.Client()
+	return hs
+}
+
+// tlsStream is a session stream on a TLS 1.3 connection of its own, with
+// nothing of Go's HTTP client around it.
+type tlsStream struct {
+	t   *testing.T
+	tc  *tls.Conn
+	raw *heldConn
+	br  *bufio.Reader
+	// rec seals records of the test's own making with the client's keys:
+	// Go's client cannot send a KeyUpdate, an empty record or half a
+	// record. Once it is used the client's own writes are out of step.
+	rec *sealer
+}
+
+// heldConn holds back what is written while hold is set, to send it in one
+// piece: records that reach the server together are read together.
+type heldConn struct {
+	net.Conn
+	mu   sync.Mutex
+	hold bool
+	buf  []byte
+}
+
+func (c *heldConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hold {
+		c.buf = append(c.buf, p...)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *heldConn) release() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hold = false
+	// tls.Conn.CloseWrite leaves an expired write deadline behind.
+	if err := c.Conn.SetWriteDeadline(time.Time{}); err != nil {
+		return err
+	}
+	_, err := c.Conn.Write(c.buf)
+	c.buf = nil
+	return err
+}
+
+// dialTLS makes the TLS 1.3 connection of a stream.
+func dialTLS(t *testing.T, hs *harness) *tlsStream {
+	t.Helper()
+	nc, err := net.Dial("tcp", hs.srv.Listener.Addr().String())
+	require.NoError(t, err)
+	raw := &heldConn{Conn: nc}
+	var keys bytes.Buffer
+	cfg := hs.srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	cfg.ServerName = "127.0.0.1"
+	cfg.MinVersion = tls.VersionTLS13
+	cfg.NextProtos = []string{"http/1.1"}
+	cfg.KeyLogWriter = &keys
+	tc := tls.Client(raw, cfg)
+	t.Cleanup(func() { nc.Close() })
+	require.NoError(t, tc.Handshake())
+	return &tlsStream{t: t, tc: tc, raw: raw, br: bufio.NewReader(tc), rec: newSealer(t, tc.ConnectionState(), keys.String())}
+}
+
+// get sends the stream's GET (one record) without reading the response.
+func (s *tlsStream) get(conn, sid string) {
+	_, err := s.tc.Write(fmt.Appendf(nil, "GET /acp HTTP/1.1\r\nHost: acpd\r\nAccept: text/event-stream\r\n%s: %s\r\n%s: %s\r\n\r\n",
+		httptransport.HeaderConnectionID, conn, httptransport.HeaderSessionID, sid))
+	require.NoError(s.t, err)
+	if s.rec != nil {
+		s.rec.seq++
+	}
+}
+
+func (s *tlsStream) headers() {
+	s.t.Helper()
+	require.NoError(s.t, s.tc.SetReadDeadline(time.Now().Add(wait)))
+	resp, err := http.ReadResponse(s.br, nil)
+	require.NoError(s.t, err)
+	require.Equal(s.t, http.StatusOK, resp.StatusCode)
+}
+
+// tlsGET opens a session stream over TLS and reads its response headers.
+func tlsGET(t *testing.T, hs *harness, conn, sid string) *tlsStream {
+	s := dialTLS(t, hs)
+	s.get(conn, sid)
+	s.headers()
+	return s
+}
+
+// send writes raw bytes under the TLS connection.
+func (s *tlsStream) send(b []byte) {
+	s.t.Helper()
+	_, err := s.raw.Conn.Write(b)
+	require.NoError(s.t, err)
+}
+
+// line reads the body up to a line that starts with prefix.
+func (s *tlsStream) line(prefix string) string {
+	s.t.Helper()
+	require.NoError(s.t, s.tc.SetReadDeadline(time.Now().Add(wait)))
+	for {
+		l, err := s.br.ReadString('\n')
+		require.NoError(s.t, err)
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+}
+
+// sealer makes TLS 1.3 records under the client's application traffic
+// secret (RFC 8446 sections 5.2, 5.3, 7.1 and 7.2).
+type sealer struct {
+	t      *testing.T
+	hash   func() hash.Hash
+	keyLen int
+	secret []byte
+	aead   cipher.AEAD
+	iv     []byte
+	seq    uint64
+}
+
+func newSealer(t *testing.T, cs tls.ConnectionState, keyLog string) *sealer {
+	s := &sealer{t: t}
+	switch cs.CipherSuite {
+	case tls.TLS_AES_128_GCM_SHA256:
+		s.hash, s.keyLen = sha256.New, 16
+	case tls.TLS_AES_256_GCM_SHA384:
+		s.hash, s.keyLen = sha512.New384, 32
+	default:
+		return nil // a test that needs one skips
+	}
+	for l := range strings.Lines(keyLog) {
+		f := strings.Fields(l)
+		if len(f) == 3 && f[0] == "CLIENT_TRAFFIC_SECRET_0" {
+			secret, err := hex.DecodeString(f[2])
+			require.NoError(t, err)
+			s.use(secret)
+			return s
+		}
+	}
+	t.Fatal("no client traffic secret in the key log")
+	return nil
+}
+
+func (s *sealer) expand(secret []byte, label string, n int) []byte {
+	info := []byte{byte(n >> 8), byte(n), byte(len("tls13 ") + len(label))}
+	info = append(info, "tls13 "+label...)
+	info = append(info, 0) // no context
+	out, err := hkdf.Expand(s.hash, secret, string(info), n)
+	require.NoError(s.t, err)
+	return out
+}
+
+func (s *sealer) use(secret []byte) {
+	s.secret = secret
+	block, err := aes.NewCipher(s.expand(secret, "key", s.keyLen))
+	require.NoError(s.t, err)
+	s.aead, err = cipher.NewGCM(block)
+	require.NoError(s.t, err)
+	s.iv = s.expand(secret, "iv", 12)
+	s.seq = 0
+}
+
+// Inner content types.
+const (
+	recAlert     = 21
+	recHandshake = 22
+	recData      = 23
+)
+
+func (s *sealer) seal(typ byte, content []byte) []byte {
+	inner := append(slices.Clone(content), typ)
+	n := len(inner) + s.aead.Overhead()
+	hdr := []byte{recData, 3, 3, byte(n >> 8), byte(n)}
+	nonce := slices.Clone(s.iv)
+	for i := range 8 {
+		nonce[len(nonce)-1-i] ^= byte(s.seq >> (8 * i))
+	}
+	s.seq++
+	return s.aead.Seal(slices.Clone(hdr), nonce, inner, hdr)
+}
+
+// keyUpdate makes a KeyUpdate and moves to the next secret.
+func (s *sealer) keyUpdate(requested bool) []byte {
+	msg := []byte{24, 0, 0, 1, 0}
+	if requested {
+		msg[4] = 1
+	}
+	rec := s.seal(recHandshake, msg)
+	s.use(s.expand(s.secret, "traffic upd", s.hash().Size()))
+	return rec
+}
+
+var closeNotify = []byte{1, 0} // warning, close_notify
+
+// held reports whether the session's stream is still held by its reader:
+// a second one is refused.
+func held(hs *harness, conn, sid string) bool {
+	s, status := hs.tryOpenSSE(conn, sid)
+	if s != nil {
+		s.resp.Body.Close()
+	}
+	require.Contains(hs.t, []int{http.StatusOK, http.StatusConflict}, status)
+	return status == http.StatusConflict
+}
+
+// letGo waits for the session's stream to be let go of.
+func letGo(t *testing.T, hs *harness, conn, sid string) {
+	t.Helper()
+	eventually(t, "the stream of "+sid+" was not let go of", func() bool { return !held(hs, conn, sid) })
+}
+
+// noKeepAlive: no keepalive comes within a test, so a close is seen by the
+// watcher alone, never by a failed keepalive write.
+const noKeepAlive = time.Hour
+
+// TestTLSStream_ClientEnds: every way a TLS stream's client can end it lets
+// go of the stream, well before any keepalive would have found out: a
+// close_notify alone (the TCP connection stays open), the end of the TCP
+// connection without one, both, a reset, an alert, bytes that are no TLS
+// record.
+func TestTLSStream_ClientEnds(t *testing.T) {
+	ends := map[string]func(t *testing.T, s *tlsStream){
+		"close_notify": func(t *testing.T, s *tlsStream) { require.NoError(t, s.tc.CloseWrite()) },
+		"fin":          func(t *testing.T, s *tlsStream) { require.NoError(t, s.raw.Conn.(*net.TCPConn).CloseWrite()) },
+		"close":        func(t *testing.T, s *tlsStream) { require.NoError(t, s.tc.Close()) },
+		"reset": func(t *testing.T, s *tlsStream) {
+			require.NoError(t, s.raw.Conn.(*net.TCPConn).SetLinger(0))
+			require.NoError(t, s.raw.Conn.Close())
+		},
+		"fatal_alert": func(t *testing.T, s *tlsStream) {
+			if s.rec == nil {
+				t.Skip("the test makes AES-GCM records only")
+			}
+			s.send(s.rec.seal(recAlert, []byte{2, 40})) // fatal, handshake_failure
+		},
+		"not_tls": func(t *testing.T, s *tlsStream) { s.send([]byte("GET / HTTP/1.1\r\n\r\n")) },
+	}
+	for name, end := range ends {
+		t.Run(name, func(t *testing.T) {
+			hs := newTLS1Harness(t, httptransport.Options{KeepAlive: noKeepAlive})
+			conn := hs.initialize()
+			s := tlsGET(t, hs, conn, name)
+			require.True(t, held(hs, conn, name))
+			end(t, s)
+			letGo(t, hs, conn, name)
+		})
+	}
+}
+
+// TestTLSStream_RecordsWithoutData: records that end nothing keep the
+// stream, which still carries events: an empty application data record,
+// half a record (the rest comes later), a TLS 1.3 KeyUpdate asking for the
+// server's own. The server answers the KeyUpdate at once, under a write
+// deadline of its own: the last write's (WriteTimeout) is long past, and
+// an answer that failed would fail every write after it. Application data
+// is dropped. A close_notify under the new keys ends the stream.
+func TestTLSStream_RecordsWithoutData(t *testing.T) {
+	hs := newTLS1Harness(t, httptransport.Options{KeepAlive: noKeepAlive, WriteTimeout: 100 * time.Millisecond})
+	conn := hs.initialize()
+	cs := hs.openSSE(conn, "")
+	hs.postOK(conn, "", newSession(1))
+	sid := cs.next()["result"].(map[string]any)["sessionId"].(string)
+
+	s := tlsGET(t, hs, conn, sid)
+	if s.rec == nil {
+		t.Skip("the test makes AES-GCM records only")
+	}
+	hs.postOK(conn, sid, prompt(2, sid, "echo first"))
+	s.line(`data: {"id":2,`)
+	// Past the reader's wait for the rest of a record (50 ms), and past
+	// the write deadline of the last write.
+	const past = 300 * time.Millisecond
+
+	s.send(s.rec.seal(recData, nil))
+	time.Sleep(past)
+	require.True(t, held(hs, conn, sid), "an empty record")
+
+	half := s.rec.seal(recData, []byte("dropped"))
+	s.send(half[:9])
+	time.Sleep(past)
+	require.True(t, held(hs, conn, sid), "half a record")
+	s.send(half[9:])
+	time.Sleep(past)
+	require.True(t, held(hs, conn, sid), "application data")
+
+	s.send(s.rec.keyUpdate(true))
+	time.Sleep(past)
+	require.True(t, held(hs, conn, sid), "a KeyUpdate")
+	// Go's client takes the server's KeyUpdate as it reads.
+	hs.postOK(conn, sid, prompt(3, sid, "echo second"))
+	s.line(`data: {"id":3,`)
+
+	s.send(s.rec.seal(recAlert, closeNotify))
+	letGo(t, hs, conn, sid)
+	require.NoError(t, s.tc.SetReadDeadline(time.Now().Add(wait)))
+	_, err := io.ReadAll(s.br)
+	require.NoError(t, err, "the server closed its end")
+}
+
+// TestTLSStream_BufferedAtHandOver: what the client sent right behind its
+// GET may be read before the stream is taken over, into net/http's reader
+// or crypto/tls's buffers, where the socket being watched would never show
+// it: a close_notify there ends the stream, data alone is dropped.
+func TestTLSStream_BufferedAtHandOver(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		data  int
+		close bool
+		kept  bool
+	}{
+		{name: "data_and_close_notify", data: 3, close: true},
+		{name: "much_data_and_close_notify", data: 20 << 10, close: true},
+		{name: "close_notify", close: true},
+		{name: "data", data: 3, kept: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hs := newTLS1Harness(t, httptransport.Options{KeepAlive: noKeepAlive})
+			conn := hs.initialize()
+			s := dialTLS(t, hs)
+			s.raw.hold = true
+			s.get(conn, tc.name)
+			if tc.data > 0 {
+				_, err := s.tc.Write(bytes.Repeat([]byte("x"), tc.data))
+				require.NoError(t, err)
+			}
+			if tc.close {
+				require.NoError(t, s.tc.CloseWrite())
+			}
+			require.NoError(t, s.raw.release())
+			s.headers()
+			if !tc.kept {
+				letGo(t, hs, conn, tc.name)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+			require.True(t, held(hs, conn, tc.name))
+			require.NoError(t, s.tc.CloseWrite())
+			letGo(t, hs, conn, tc.name)
+		})
+	}
+}
+
+// TestTLSStream_ClientFloods: a client that sends more than a stream has
+// room to drop is closed.
+func TestTLSStream_ClientFloods(t *testing.T) {
+	hs := newTLS1Harness(t, httptransport.Options{KeepAlive: noKeepAlive})
+	conn := hs.initialize()
+	s := tlsGET(t, hs, conn, "flood")
+	chunk := bytes.Repeat([]byte("x"), 4<<10)
+	go func() {
+		// Until the server closes the connection.
+		for range 1024 {
+			if _, err := s.tc.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	letGo(t, hs, conn, "flood")
+}
+
+// TestTLSStream_ServerEnds: the server ending its streams (Shutdown) ends
+// them for the client with the body's last chunk and a close_notify.
+func TestTLSStream_ServerEnds(t *testing.T) {
+	hs := newTLS1Harness(t, httptransport.Options{KeepAlive: noKeepAlive})
+	conn := hs.initialize()
+	var streams []*tlsStream
+	for i := range 5 {
+		streams = append(streams, tlsGET(t, hs, conn, fmt.Sprint("s", i)))
+	}
+	done := make(chan error, 1)
+	go func() { done <- hs.h.Shutdown(t.Context()) }()
+	for _, s := range streams {
+		require.NoError(t, s.tc.SetReadDeadline(time.Now().Add(wait)))
+		rest, err := io.ReadAll(s.br)
+		require.NoError(t, err)
+		require.Equal(t, "0\r\n\r\n", string(rest))
+	}
+	require.NoError(t, <-done)
+}
