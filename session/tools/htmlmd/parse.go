@@ -11,6 +11,7 @@ package htmlmd
 import (
 	"html"
 	"strings"
+	"sync"
 )
 
 // maxDepth bounds nesting: deeper elements are kept, their contents
@@ -37,16 +38,22 @@ func (n *node) attr(key string) string {
 	return ""
 }
 
-var voidTags = set("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
-	"source", "track", "wbr", "keygen")
+var voidTags = sync.OnceValue(func() map[string]bool {
+	return set("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+		"source", "track", "wbr", "keygen")
+})
 
 // rawTags hold text up to their end tag, never markup.
-var rawTags = set("script", "style", "textarea", "title", "xmp", "noscript", "iframe", "noembed", "noframes", "plaintext")
+var rawTags = sync.OnceValue(func() map[string]bool {
+	return set("script", "style", "textarea", "title", "xmp", "noscript", "iframe", "noembed", "noframes", "plaintext")
+})
 
 // closesP are the start tags that end an open paragraph.
-var closesP = set("address", "article", "aside", "blockquote", "details", "div", "dl", "fieldset", "figcaption",
-	"figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "main", "menu", "nav", "ol",
-	"p", "pre", "section", "table", "ul", "li", "dd", "dt")
+var closesP = sync.OnceValue(func() map[string]bool {
+	return set("address", "article", "aside", "blockquote", "details", "div", "dl", "fieldset", "figcaption",
+		"figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "main", "menu", "nav", "ol",
+		"p", "pre", "section", "table", "ul", "li", "dd", "dt")
+})
 
 func set(names ...string) map[string]bool {
 	m := make(map[string]bool, len(names))
@@ -85,7 +92,7 @@ func parse(s string) *node {
 		case len(rest) > 1 && isLetter(rest[1]):
 			name, attrs, end := parseTag(s, i+1)
 			i = end
-			if rawTags[name] {
+			if rawTags()[name] {
 				stop := indexFold(s[i:], "</"+name)
 				if name == "plaintext" || stop < 0 {
 					stop = len(s) - i
@@ -228,11 +235,21 @@ func (b *builder) find(name string, stops map[string]bool) int {
 }
 
 var (
-	pScope    = set("td", "th", "caption", "table", "button", "li", "blockquote", "dd", "dt")
-	listScope = set("ul", "ol", "table", "td", "th")
-	dlScope   = set("dl", "table", "td", "th")
-	rowScope  = set("table", "thead", "tbody", "tfoot")
-	cellScope = set("tr", "table")
+	pScope = sync.OnceValue(func() map[string]bool {
+		return set("td", "th", "caption", "table", "button", "li", "blockquote", "dd", "dt")
+	})
+	listScope = sync.OnceValue(func() map[string]bool {
+		return set("ul", "ol", "table", "td", "th")
+	})
+	dlScope = sync.OnceValue(func() map[string]bool {
+		return set("dl", "table", "td", "th")
+	})
+	rowScope = sync.OnceValue(func() map[string]bool {
+		return set("table", "thead", "tbody", "tfoot")
+	})
+	cellScope = sync.OnceValue(func() map[string]bool {
+		return set("tr", "table")
+	})
 )
 
 func (b *builder) open(name string, attrs []attr) {
@@ -240,31 +257,31 @@ func (b *builder) open(name string, attrs []attr) {
 	case "html", "body":
 		return
 	}
-	if closesP[name] {
-		if i := b.find("p", pScope); i > 0 {
+	if closesP()[name] {
+		if i := b.find("p", pScope()); i > 0 {
 			b.stack = b.stack[:i]
 		}
 	}
 	switch name {
 	case "li":
-		b.popTo("li", listScope)
+		b.popTo("li", listScope())
 	case "dt", "dd":
-		if i := b.find("dt", dlScope); i > 0 {
+		if i := b.find("dt", dlScope()); i > 0 {
 			b.stack = b.stack[:i]
 		}
-		b.popTo("dd", dlScope)
+		b.popTo("dd", dlScope())
 	case "tr":
-		b.popTo("tr", rowScope)
+		b.popTo("tr", rowScope())
 	case "td", "th":
-		if i := b.find("td", cellScope); i > 0 {
+		if i := b.find("td", cellScope()); i > 0 {
 			b.stack = b.stack[:i]
 		}
-		b.popTo("th", cellScope)
+		b.popTo("th", cellScope())
 	}
 	top := b.top()
 	n := &node{tag: name, attrs: attrs, parent: top}
 	top.kids = append(top.kids, n)
-	if !voidTags[name] && len(b.stack) < maxDepth {
+	if !voidTags()[name] && len(b.stack) < maxDepth {
 		b.stack = append(b.stack, n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Convert renders the HTML page src as Markdown. Links and images are
@@ -15,14 +16,18 @@ func Convert(src string, base *url.URL) string {
 }
 
 // dropped elements say nothing a reader of the page wants.
-var dropped = set("head", "script", "style", "link", "meta", "iframe", "noscript", "input", "textarea", "title",
-	"template", "select", "option", "object", "embed", "#comment")
+var dropped = sync.OnceValue(func() map[string]bool {
+	return set("head", "script", "style", "link", "meta", "iframe", "noscript", "input", "textarea", "title",
+		"template", "select", "option", "object", "embed", "#comment")
+})
 
 // blockTags start a block of their own; the rest flow inline.
-var blockTags = set("p", "div", "section", "article", "main", "header", "footer", "nav", "aside", "figure",
-	"figcaption", "form", "fieldset", "address", "details", "summary", "center", "dl", "dt", "dd", "h1", "h2",
-	"h3", "h4", "h5", "h6", "pre", "blockquote", "ul", "ol", "li", "hr", "table", "caption", "thead", "tbody",
-	"tfoot", "tr", "td", "th", "menu", "hgroup", "search", "dialog", "legend")
+var blockTags = sync.OnceValue(func() map[string]bool {
+	return set("p", "div", "section", "article", "main", "header", "footer", "nav", "aside", "figure",
+		"figcaption", "form", "fieldset", "address", "details", "summary", "center", "dl", "dt", "dd", "h1", "h2",
+		"h3", "h4", "h5", "h6", "pre", "blockquote", "ul", "ol", "li", "hr", "table", "caption", "thead", "tbody",
+		"tfoot", "tr", "td", "th", "menu", "hgroup", "search", "dialog", "legend")
+})
 
 // brMark stands for a line break inside inline text until the paragraph
 // is trimmed.
@@ -43,10 +48,10 @@ func (r *renderer) blocks(kids []*node) []string {
 	}
 	lastList := false
 	for _, k := range kids {
-		if dropped[k.tag] {
+		if dropped()[k.tag] {
 			continue
 		}
-		if k.tag == "" || !blockTags[k.tag] && !hasBlock(k, 0) {
+		if k.tag == "" || !blockTags()[k.tag] && !hasBlock(k, 0) {
 			if k.tag != "" || strings.TrimSpace(k.text) != "" {
 				lastList = false
 			}
@@ -161,7 +166,7 @@ func (r *renderer) list(n *node) string {
 	}
 	var items []string
 	for _, k := range n.kids {
-		if dropped[k.tag] || (k.tag == "" && strings.TrimSpace(k.text) == "") {
+		if dropped()[k.tag] || (k.tag == "" && strings.TrimSpace(k.text) == "") {
 			continue
 		}
 		kids := []*node{k}
@@ -191,7 +196,7 @@ func (r *renderer) pre(n *node) string {
 				b.WriteString(k.text)
 			case k.tag == "br":
 				b.WriteByte('\n')
-			case dropped[k.tag]:
+			case dropped()[k.tag]:
 			default:
 				if lang == "" && k.tag == "code" {
 					lang = langOf(k)
@@ -287,7 +292,7 @@ func (r *renderer) inlineKids(b *strings.Builder, n *node) {
 
 // inline writes n as inline Markdown.
 func (r *renderer) inline(b *strings.Builder, n *node) {
-	if dropped[n.tag] {
+	if dropped()[n.tag] {
 		return
 	}
 	switch n.tag {
@@ -330,10 +335,10 @@ func (r *renderer) inline(b *strings.Builder, n *node) {
 		if src == "" {
 			return
 		}
-		alt := altEscaper.Replace(n.attr("alt"))
+		alt := altEscaper().Replace(n.attr("alt"))
 		b.WriteString("![" + alt + "](" + src + title(n) + ")")
 	default:
-		if blockTags[n.tag] {
+		if blockTags()[n.tag] {
 			b.WriteByte(' ')
 			r.inlineKids(b, n)
 			b.WriteByte(' ')
@@ -372,7 +377,7 @@ func textOf(n *node) string {
 	}
 	var b strings.Builder
 	for _, k := range n.kids {
-		if !dropped[k.tag] {
+		if !dropped()[k.tag] {
 			b.WriteString(textOf(k))
 		}
 	}
@@ -393,13 +398,17 @@ func (r *renderer) resolve(ref string) string {
 		u = r.base.ResolveReference(u)
 	}
 	s := u.String()
-	return urlEscaper.Replace(s)
+	return urlEscaper().Replace(s)
 }
 
 // The replacers build their lookup tables on first use, not at start-up.
 var (
-	altEscaper = strings.NewReplacer("[", `\[`, "]", `\]`, "\n", " ")
-	urlEscaper = strings.NewReplacer(" ", "%20", "(", "%28", ")", "%29")
+	altEscaper = sync.OnceValue(func() *strings.Replacer {
+		return strings.NewReplacer("[", `\[`, "]", `\]`, "\n", " ")
+	})
+	urlEscaper = sync.OnceValue(func() *strings.Replacer {
+		return strings.NewReplacer(" ", "%20", "(", "%28", ")", "%29")
+	})
 )
 
 // escape keeps page text from reading as Markdown syntax: backticks,
@@ -436,7 +445,7 @@ func hasBlock(n *node, depth int) bool {
 		return false
 	}
 	for _, k := range n.kids {
-		if k.tag != "" && !dropped[k.tag] && (blockTags[k.tag] || hasBlock(k, depth+1)) {
+		if k.tag != "" && !dropped()[k.tag] && (blockTags()[k.tag] || hasBlock(k, depth+1)) {
 			return true
 		}
 	}
