@@ -25,27 +25,27 @@ var w = &watcher{groups: map[int]struct{}{}}
 // watcher is acpd's side: the pipe to the watcher process and the groups
 // listed with it.
 type watcher struct {
-	mu     sync.Mutex
-	exe    string // the binary that serves Subcommand; "" until Enable
-	pipe   *os.File
-	proc   *os.Process
-	groups map[int]struct{}
-	starts int
-	warned bool
+	mu      sync.Mutex
+	enabled bool   // Enable was called
+	exe     string // the binary that serves Subcommand; "" until the first Watch
+	pipe    *os.File
+	proc    *os.Process
+	groups  map[int]struct{}
+	starts  int
+	warned  bool
 }
 
 // Enable lets this process start a watcher: exe (this process's own binary)
 // serves Subcommand. Package sandbox/helper calls it from the init that
 // serves the hidden subcommands, so only a binary that can be a watcher
 // ever starts one as its own — never a test binary that would run its
-// tests instead. Without it, Watch does nothing.
+// tests instead. Without it, Watch does nothing. It only records the
+// permission: finding the binary (a readlink of /proc/self/exe) waits for
+// the first command, as Enable runs in package initialization on every
+// start of acpd.
 func Enable() {
-	exe, err := os.Executable()
-	if err != nil {
-		return
-	}
 	w.mu.Lock()
-	w.exe = exe
+	w.enabled = true
 	w.mu.Unlock()
 }
 
@@ -60,8 +60,16 @@ func Watch(pgid int) (release func()) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.exe == "" {
+	if !w.enabled {
 		return func() {}
+	}
+	if w.exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			w.enabled = false
+			return func() {}
+		}
+		w.exe = exe
 	}
 	w.groups[pgid] = struct{}{}
 	w.send("+", pgid)
