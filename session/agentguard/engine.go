@@ -13,7 +13,6 @@ package agentguard
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base32"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -774,7 +773,23 @@ func (e *Engine) storeFailed(s *guardedSession, err error) {
 // use the same session id never share one.
 func StoreID(agent, sessionID string) string {
 	sum := sha256.Sum256([]byte(agent + "\x00" + sessionID))
-	return "g" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:15]))
+	return "g" + base32Lower(sum[:15])
+}
+
+// base32Lower is RFC 4648 base32 of b (a multiple of 5 bytes, so no
+// padding) in lower case. Written out because encoding/base32, used for
+// nothing else, builds its encodings' decode maps in package
+// initialization on every start of acpd.
+func base32Lower(b []byte) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	out := make([]byte, 0, len(b)/5*8)
+	for ; len(b) >= 5; b = b[5:] {
+		v := uint64(b[0])<<32 | uint64(b[1])<<24 | uint64(b[2])<<16 | uint64(b[3])<<8 | uint64(b[4])
+		for shift := 35; shift >= 0; shift -= 5 {
+			out = append(out, alphabet[v>>shift&31])
+		}
+	}
+	return string(out)
 }
 
 // AgentExited ends everything once the agent is gone: open turns are

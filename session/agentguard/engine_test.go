@@ -1,6 +1,8 @@
 package agentguard
 
 import (
+	"crypto/sha256"
+	"encoding/base32"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -601,5 +603,27 @@ func TestWarnWithPlaceholderInput(t *testing.T) {
 			assert.EqualValues(t, 102, d["toolCalls"], "warned at 101, stopped at the next repeat")
 			assert.Equal(t, true, d["warned"])
 		})
+	}
+}
+
+// TestBase32Lower: the hand-written encoder gives what encoding/base32 and
+// strings.ToLower gave, so transcript ids of existing sessions are kept.
+func TestBase32Lower(t *testing.T) {
+	for _, n := range []int{0, 5, 10, 15, 40} {
+		for seed := range 50 {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(seed*131 + i*197 + seed*i*7)
+			}
+			want := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
+			if got := base32Lower(b); got != want {
+				t.Fatalf("base32Lower(%x) = %q, want %q", b, got, want)
+			}
+		}
+	}
+	sum := sha256.Sum256([]byte("claude\x00abc"))
+	want := "g" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:15]))
+	if got := StoreID("claude", "abc"); got != want {
+		t.Errorf("StoreID = %q, want %q", got, want)
 	}
 }
