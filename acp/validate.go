@@ -20,23 +20,40 @@ type Params interface {
 
 // requiredKeys lists, per method, the params keys the schema requires. They
 // are checked for presence (and non-null) before decoding, because a Go zero
-// value cannot tell a missing field from an empty one.
-var requiredKeys = map[string][]string{
-	MethodInitialize:             {"protocolVersion"},
-	MethodAuthenticate:           {"methodId"},
-	MethodLogout:                 nil,
-	MethodSessionNew:             {"cwd", "mcpServers"},
-	MethodSessionLoad:            {"sessionId", "cwd", "mcpServers"},
-	MethodSessionResume:          {"sessionId", "cwd"},
-	MethodSessionFork:            {"sessionId", "cwd"},
-	MethodSessionList:            nil,
-	MethodSessionClose:           {"sessionId"},
-	MethodSessionDelete:          {"sessionId"},
-	MethodSessionSetMode:         {"sessionId", "modeId"},
-	MethodSessionSetConfigOption: {"sessionId", "configId", "value"},
-	MethodSessionPrompt:          {"sessionId", "prompt"},
-	MethodSessionCancel:          {"sessionId"},
-	MethodCancelRequest:          {"requestId"},
+// value cannot tell a missing field from an empty one. A switch, not a map:
+// a package-level map is built by package initialization on every start of
+// acpd. Methods without required keys (logout, session/list) and unknown
+// ones have none.
+func requiredKeys(method string) []string {
+	switch method {
+	case MethodInitialize:
+		return []string{"protocolVersion"}
+	case MethodAuthenticate:
+		return []string{"methodId"}
+	case MethodSessionNew:
+		return []string{"cwd", "mcpServers"}
+	case MethodSessionLoad:
+		return []string{"sessionId", "cwd", "mcpServers"}
+	case MethodSessionResume:
+		return []string{"sessionId", "cwd"}
+	case MethodSessionFork:
+		return []string{"sessionId", "cwd"}
+	case MethodSessionClose:
+		return []string{"sessionId"}
+	case MethodSessionDelete:
+		return []string{"sessionId"}
+	case MethodSessionSetMode:
+		return []string{"sessionId", "modeId"}
+	case MethodSessionSetConfigOption:
+		return []string{"sessionId", "configId", "value"}
+	case MethodSessionPrompt:
+		return []string{"sessionId", "prompt"}
+	case MethodSessionCancel:
+		return []string{"sessionId"}
+	case MethodCancelRequest:
+		return []string{"requestId"}
+	}
+	return nil
 }
 
 // DecodeParams decodes the params of method into v and validates them.
@@ -50,7 +67,7 @@ var requiredKeys = map[string][]string{
 // treated as {} for methods without required fields.
 func DecodeParams(method string, raw json.RawMessage, v Params) error {
 	raw = bytes.TrimSpace(raw)
-	required := requiredKeys[method]
+	required := requiredKeys(method)
 	if len(raw) == 0 || string(raw) == "null" {
 		if len(required) > 0 {
 			return ErrInvalidParams("params", "missing params (required: "+strings.Join(required, ", ")+")")

@@ -201,10 +201,10 @@ func finish(cfg *Config, src Sources, getenv func(string) string) error {
 		// variable, unless a layer named others.
 		proto := string(cfg.Model.Provider)
 		if src.Of("model.baseUrl").Kind == SourceDefault {
-			cfg.Model.BaseURL = defaultBaseURL[proto]
+			cfg.Model.BaseURL = defaultBaseURL(proto)
 		}
 		if src.Of("model.apiKeyEnv").Kind == SourceDefault {
-			cfg.Model.APIKeyEnv = defaultKeyEnv[proto]
+			cfg.Model.APIKeyEnv = defaultKeyEnv(proto)
 		}
 	}
 	if src.Of("model.wireApi").Kind != SourceDefault && cfg.Model.Provider != ProviderOpenAI {

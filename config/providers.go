@@ -15,18 +15,31 @@ var (
 	WireAPIs  = []string{"chat-completions", "responses"}
 )
 
-// Default endpoints and key variables of the protocols with one home.
-var (
-	defaultBaseURL = map[string]string{
-		"anthropic": "https://api.anthropic.com",
-		"gemini":    "https://generativelanguage.googleapis.com",
+// defaultBaseURL and defaultKeyEnv are the default endpoint and key
+// variable of the protocols with one home ("" for the others). Switches,
+// not package-level maps, which package initialization would build on
+// every start of acpd.
+func defaultBaseURL(protocol string) string {
+	switch protocol {
+	case "anthropic":
+		return "https://api.anthropic.com"
+	case "gemini":
+		return "https://generativelanguage.googleapis.com"
 	}
-	defaultKeyEnv = map[string]string{
-		"openai":    "OPENAI_API_KEY",
-		"anthropic": "ANTHROPIC_API_KEY",
-		"gemini":    "GEMINI_API_KEY",
+	return ""
+}
+
+func defaultKeyEnv(protocol string) string {
+	switch protocol {
+	case "openai":
+		return "OPENAI_API_KEY"
+	case "anthropic":
+		return "ANTHROPIC_API_KEY"
+	case "gemini":
+		return "GEMINI_API_KEY"
 	}
-)
+	return ""
+}
 
 // ProviderConfig is one [modelProviders.<id>] entry, as qwen-code's
 // modelProviders: a provider id with its wire protocol, endpoint, key
@@ -196,7 +209,7 @@ func decodeProvider(id string, raw any) (ProviderConfig, error) {
 		return p, err
 	}
 	if p.BaseURL == "" {
-		p.BaseURL = defaultBaseURL[p.Protocol]
+		p.BaseURL = defaultBaseURL(p.Protocol)
 	}
 	if p.BaseURL == "" {
 		return p, fmt.Errorf("baseUrl is required for the %s protocol", p.Protocol)
@@ -208,7 +221,7 @@ func decodeProvider(id string, raw any) (ProviderConfig, error) {
 		return p, err
 	}
 	if _, set := m["apiKeyEnv"]; !set {
-		p.APIKeyEnv = defaultKeyEnv[p.Protocol]
+		p.APIKeyEnv = defaultKeyEnv(p.Protocol)
 		if p.Protocol == "openai" && isLoopback(p.BaseURL) {
 			p.APIKeyEnv = "" // a local server (Ollama, vLLM) needs none
 		}

@@ -83,7 +83,10 @@ type rule struct {
 	once bool
 }
 
-var rules = map[Kind]rule{
+// rules is indexed by Kind: an array of constants is static data, where a
+// map would be built by package initialization on every start of acpd.
+// Index 0 is no kind.
+var rules = [...]rule{
 	InstructionFile:   {acp.SeverityWarning, "Instruction file problem", logOnly, true},
 	CommandFile:       {acp.SeverityWarning, "Command file problem", logOnly, true},
 	AgentFile:         {acp.SeverityWarning, "Agent file problem", logOnly, true},
@@ -97,10 +100,18 @@ var rules = map[Kind]rule{
 }
 
 // Severity is the severity of notices of kind k.
-func Severity(k Kind) acp.NoticeSeverity { return rules[k].severity }
+func Severity(k Kind) acp.NoticeSeverity { r, _ := ruleOf(k); return r.severity }
 
 // Title is the title of notices of kind k.
-func Title(k Kind) string { return rules[k].title }
+func Title(k Kind) string { r, _ := ruleOf(k); return r.title }
+
+// ruleOf is the rule of k; ok is false for an unknown kind.
+func ruleOf(k Kind) (r rule, ok bool) {
+	if k <= 0 || int(k) >= len(rules) {
+		return rule{}, false
+	}
+	return rules[k], true
+}
 
 // Sender delivers one session/update for the session (the session's own
 // update path, which knows its id and serialises with its other updates).
@@ -138,7 +149,7 @@ func (n *Notifier) Notify(ctx context.Context, k Kind, detail string) {
 	if n == nil {
 		return
 	}
-	r, ok := rules[k]
+	r, ok := ruleOf(k)
 	if !ok {
 		n.log.Error("notice of an unknown kind", "kind", int(k), "detail", detail)
 		return

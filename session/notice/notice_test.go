@@ -28,7 +28,7 @@ func (s *sink) send(_ context.Context, u acp.SessionUpdate) {
 
 func TestEveryKindHasARule(t *testing.T) {
 	for k := InstructionFile; k <= LoopWarning; k++ {
-		r, ok := rules[k]
+		r, ok := ruleOf(k)
 		require.True(t, ok, "kind %d", k)
 		require.NotEmpty(t, r.title)
 		require.Contains(t, []acp.NoticeSeverity{acp.SeverityInfo, acp.SeverityWarning, acp.SeverityError}, r.severity)
@@ -36,6 +36,11 @@ func TestEveryKindHasARule(t *testing.T) {
 	require.Equal(t, acp.SeverityWarning, Severity(AgentFile))
 	require.Equal(t, acp.SeverityInfo, Severity(ProviderRetry))
 	require.Equal(t, acp.SeverityError, Severity(SandboxFailed))
+	for _, k := range []Kind{0, -1, LoopWarning + 1} {
+		_, ok := ruleOf(k)
+		require.False(t, ok, "kind %d", k)
+		require.Empty(t, Title(k))
+	}
 }
 
 func TestHeldUntilOpenThenSentOnce(t *testing.T) {
