@@ -392,8 +392,12 @@ func (w *responseWriter) finish() {
 }
 
 // Headers a response must not carry over HTTP/2.
-var respConnHeaders = map[string]bool{"connection": true, "keep-alive": true, "proxy-connection": true,
-	"transfer-encoding": true, "upgrade": true}
+// Built on first use: a package-level map is built by package
+// initialization, on every start of acpd.
+var respConnHeaders = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"connection": true, "keep-alive": true, "proxy-connection": true,
+		"transfer-encoding": true, "upgrade": true}
+})
 
 // writeHeaders sends a HEADERS frame (and CONTINUATION frames if the
 // block is bigger than the peer takes in one).
@@ -416,7 +420,7 @@ func (w *responseWriter) writeHeaders(code int, end bool) error {
 		enc(":status", strconv.Itoa(code))
 		for k, vs := range w.hdr {
 			lk := strings.ToLower(k)
-			if respConnHeaders[lk] || strings.HasPrefix(lk, ":") {
+			if respConnHeaders()[lk] || strings.HasPrefix(lk, ":") {
 				continue
 			}
 			for _, v := range vs {

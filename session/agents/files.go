@@ -354,23 +354,27 @@ func parseFrontMatter(path string, lines []string, first int) (map[string]value,
 // toolAliases maps the tool names agent files written for other agents
 // use (Claude Code's and qwen-code's display names, qwen-code's legacy
 // names) to acpd's. The match is exact, as the reference's is.
-var toolAliases = map[string]string{
-	"Read": "read_file", "ReadFile": "read_file",
-	"Write": "write_file", "WriteFile": "write_file",
-	"Edit": "edit", "MultiEdit": "edit", "replace": "edit",
-	"Glob": "glob", "FindFiles": "glob",
-	"Grep": "grep_search", "SearchText": "grep_search", "search_file_content": "grep_search",
-	"LS": "list_directory", "ReadFolder": "list_directory", "ListFiles": "list_directory",
-	"Bash": "run_shell_command", "Shell": "run_shell_command",
-	"WebFetch":  "web_fetch",
-	"TodoWrite": "todo_write",
-	"Task":      ToolName, legacyToolName: ToolName, "Agent": ToolName,
-}
+// Built on first use: a package-level map is built by package
+// initialization, on every start of acpd.
+var toolAliases = sync.OnceValue(func() map[string]string {
+	return map[string]string{
+		"Read": "read_file", "ReadFile": "read_file",
+		"Write": "write_file", "WriteFile": "write_file",
+		"Edit": "edit", "MultiEdit": "edit", "replace": "edit",
+		"Glob": "glob", "FindFiles": "glob",
+		"Grep": "grep_search", "SearchText": "grep_search", "search_file_content": "grep_search",
+		"LS": "list_directory", "ReadFolder": "list_directory", "ListFiles": "list_directory",
+		"Bash": "run_shell_command", "Shell": "run_shell_command",
+		"WebFetch":  "web_fetch",
+		"TodoWrite": "todo_write",
+		"Task":      ToolName, legacyToolName: ToolName, "Agent": ToolName,
+	}
+})
 
 // CanonicalTool returns acpd's name for a tool name written in an agent
 // file.
 func CanonicalTool(name string) string {
-	if c, ok := toolAliases[name]; ok {
+	if c, ok := toolAliases()[name]; ok {
 		return c
 	}
 	return name

@@ -1,5 +1,7 @@
 package checkpoint
 
+import "sync"
+
 // Content-defined chunking with a gear rolling hash: a boundary falls where
 // the hash of the last bytes matches a mask, so boundaries move with the
 // content and an insertion shifts no boundary beyond the next one.
@@ -11,7 +13,10 @@ const (
 
 // gear is a fixed table of pseudo-random 64-bit values, one per byte value;
 // it must never change, or stored chunk boundaries would stop matching.
-var gear = func() (t [256]uint64) {
+// Computed on the first chunking, not by package initialization on every
+// start of acpd.
+var gear = sync.OnceValue(func() *[256]uint64 {
+	var t [256]uint64
 	x := uint64(0x9E3779B97F4A7C15)
 	for i := range t {
 		// splitmix64
@@ -21,8 +26,8 @@ var gear = func() (t [256]uint64) {
 		z = (z ^ (z >> 27)) * 0x94D049BB133111EB
 		t[i] = z ^ (z >> 31)
 	}
-	return t
-}()
+	return &t
+})
 
 // chunks cuts b at content-defined boundaries.
 func chunks(b []byte) [][]byte {
@@ -41,8 +46,9 @@ func cut(b []byte) int {
 	}
 	end := min(len(b), maxChunk)
 	var h uint64
+	g := gear()
 	for i := minChunk; i < end; i++ {
-		h = h<<1 + gear[b[i]]
+		h = h<<1 + g[b[i]]
 		if h&(chunkMask<<16) == 0 {
 			return i + 1
 		}

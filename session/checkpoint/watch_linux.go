@@ -66,16 +66,20 @@ func trimSpace(b []byte) []byte {
 
 // localFS lists the file systems whose every change goes through this
 // kernel.
-var localFS = map[int64]bool{
-	0xEF53:     true, // ext2, ext3, ext4
-	0x58465342: true, // xfs
-	0x9123683E: true, // btrfs
-	0x01021994: true, // tmpfs
-	0x794c7630: true, // overlayfs
-	0xF2F52010: true, // f2fs
-	0x2fc12fc1: true, // zfs
-	0xca451a4e: true, // bcachefs
-}
+// Built on first use: a package-level map is built by package
+// initialization, on every start of acpd.
+var localFS = sync.OnceValue(func() map[int64]bool {
+	return map[int64]bool{
+		0xEF53:     true, // ext2, ext3, ext4
+		0x58465342: true, // xfs
+		0x9123683E: true, // btrfs
+		0x01021994: true, // tmpfs
+		0x794c7630: true, // overlayfs
+		0xF2F52010: true, // f2fs
+		0x2fc12fc1: true, // zfs
+		0xca451a4e: true, // bcachefs
+	}
+})
 
 // usable reports whether root's changes can be followed.
 func (w *watcher) usable(root string) bool {
@@ -86,7 +90,7 @@ func (w *watcher) usable(root string) bool {
 	if unix.Statfs(root, &st) != nil {
 		return false
 	}
-	return localFS[int64(st.Type)]
+	return localFS()[int64(st.Type)]
 }
 
 // add watches the open folder f, the folder dir of rc; false when it

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/acpd/acpd/session/jsonschema"
@@ -90,12 +91,16 @@ type patternProp struct {
 
 // dialects maps each accepted $schema, without a trailing '#' (servers
 // write it both ways), to whether it is draft-07.
-var dialects = map[string]bool{
-	"": false,
-	"https://json-schema.org/draft/2020-12/schema": false,
-	"http://json-schema.org/draft-07/schema":       true,
-	"https://json-schema.org/draft-07/schema":      true,
-}
+// Built on first use: a package-level map is built by package
+// initialization, on every start of acpd.
+var dialects = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"": false,
+		"https://json-schema.org/draft/2020-12/schema": false,
+		"http://json-schema.org/draft-07/schema":       true,
+		"https://json-schema.org/draft-07/schema":      true,
+	}
+})
 
 // unsupportedKeywords change what a schema means in ways this validator
 // does not follow: a schema using one is not enforced at all rather than
@@ -143,7 +148,7 @@ func compileSchema(raw []byte) (*schema, error) {
 		return nil, errors.New("input schema is not an object")
 	}
 	dialect, _ := m["$schema"].(string)
-	draft7, ok := dialects[strings.TrimSuffix(dialect, "#")]
+	draft7, ok := dialects()[strings.TrimSuffix(dialect, "#")]
 	if !ok {
 		// Another draft's keywords mean other things (draft-04's boolean
 		// exclusiveMinimum, 2019-09's array items): validating them as

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 )
@@ -111,8 +112,12 @@ type stripper struct {
 	dropped bool
 }
 
-// timingWords name what measures a run, in a result.
-var timingWords = map[string]bool{"duration": true, "elapsed": true, "took": true, "latency": true}
+// timingWords name what measures a run, in a result. It and the word sets
+// below are built on first use: a package-level map is built by package
+// initialization, on every start of acpd.
+var timingWords = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"duration": true, "elapsed": true, "took": true, "latency": true}
+})
 
 func (s *stripper) strip(v any) any {
 	switch t := v.(type) {
@@ -148,7 +153,7 @@ func (s *stripper) volatile(name string, v any) bool {
 	if len(words) == 0 {
 		return false
 	}
-	if s.timings && (timingWords[words[len(words)-1]] || name == "wall_time") {
+	if s.timings && (timingWords()[words[len(words)-1]] || name == "wall_time") {
 		return true
 	}
 	switch v.(type) {
@@ -159,13 +164,15 @@ func (s *stripper) volatile(name string, v any) bool {
 	if isOwnID(words) {
 		return true
 	}
-	return timeWords[words[len(words)-1]] && s.isNow(v)
+	return timeWords()[words[len(words)-1]] && s.isNow(v)
 }
 
 // ownIDWords are the words that may come before "id" in the name of a
 // call's, turn's or process's own id.
-var ownIDWords = map[string]bool{"call": true, "tool": true, "use": true, "turn": true, "process": true,
-	"exec": true, "execution": true, "invocation": true}
+var ownIDWords = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"call": true, "tool": true, "use": true, "turn": true, "process": true,
+		"exec": true, "execution": true, "invocation": true}
+})
 
 func isOwnID(words []string) bool {
 	if len(words) == 1 && words[0] == "pid" {
@@ -175,7 +182,7 @@ func isOwnID(words []string) bool {
 		return false
 	}
 	for _, w := range words[:len(words)-1] {
-		if !ownIDWords[w] {
+		if !ownIDWords()[w] {
 			return false
 		}
 	}
@@ -183,7 +190,9 @@ func isOwnID(words []string) bool {
 }
 
 // timeWords end the names of moments.
-var timeWords = map[string]bool{"at": true, "ms": true, "ts": true, "time": true, "timestamp": true, "ns": true, "us": true}
+var timeWords = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"at": true, "ms": true, "ts": true, "time": true, "timestamp": true, "ns": true, "us": true}
+})
 
 // isNow reports whether v is a time within stampWindow of s.now.
 func (s *stripper) isNow(v any) bool {

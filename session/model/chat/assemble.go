@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	segjson "github.com/segmentio/encoding/json"
 
@@ -607,7 +608,11 @@ func (a *Assembler) fragment(f *wireToolDelta) {
 
 // detailText are the reasoning_details fields that stream in pieces: an
 // item's later fragments (same index) carry more of them.
-var detailText = map[string]bool{"text": true, "summary": true, "signature": true, "data": true}
+// Built on first use: a package-level map is built by package
+// initialization, on every start of acpd.
+var detailText = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"text": true, "summary": true, "signature": true, "data": true}
+})
 
 // detail merges one reasoning_details fragment into the items so far: a
 // fragment with the index (and type) of an item extends it, its text-like
@@ -630,7 +635,7 @@ func (a *Assembler) detail(d map[string]json.RawMessage) {
 			switch {
 			case !ok || isNull(old):
 				it[k] = v
-			case detailText[k] && !isNull(v):
+			case detailText()[k] && !isNull(v):
 				var x, y string
 				if json.Unmarshal(old, &x) == nil && json.Unmarshal(v, &y) == nil {
 					it[k], _ = json.Marshal(x + y)

@@ -96,7 +96,11 @@ func APIRoot(base string) string {
 
 // budgets are the thinkingBudget of each level for Gemini 2.5 models,
 // within every 2.5 model's range (Flash's maximum is 24576).
-var budgets = map[string]int{"minimal": 512, "low": 1024, "medium": 8192, "high": 24576}
+// Built on first use: a package-level map is built by package
+// initialization, on every start of acpd.
+var budgets = sync.OnceValue(func() map[string]int {
+	return map[string]int{"minimal": 512, "low": 1024, "medium": 8192, "high": 24576}
+})
 
 // thinking is the thinkingConfig for a request's level on model: "" the
 // configured default; "off" a zero budget (Gemini 3 cannot stop thinking:
@@ -131,7 +135,7 @@ func (c *Client) thinking(level, modelName string) *thinkingConfig {
 	if gemini3 {
 		return &thinkingConfig{IncludeThoughts: true, ThinkingLevel: level}
 	}
-	if b, ok := budgets[level]; ok {
+	if b, ok := budgets()[level]; ok {
 		return &thinkingConfig{IncludeThoughts: true, ThinkingBudget: &b}
 	}
 	return &thinkingConfig{IncludeThoughts: true}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/acpd/acpd/session/model"
 )
@@ -21,16 +22,20 @@ const (
 // finalCodes are failures reported inside a stream that the same request
 // cannot get past: they are given the 400 status they would have had before
 // the stream, so they are not retried (and an overflow compacts at once).
-var finalCodes = map[string]bool{
-	"context_length_exceeded":   true,
-	"invalid_prompt":            true,
-	"insufficient_quota":        true,
-	"invalid_encrypted_content": true,
-	"invalid_request_error":     true,
-}
+// Built on first use: a package-level map is built by package
+// initialization, on every start of acpd.
+var finalCodes = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"context_length_exceeded":   true,
+		"invalid_prompt":            true,
+		"insufficient_quota":        true,
+		"invalid_encrypted_content": true,
+		"invalid_request_error":     true,
+	}
+})
 
 func inStream(e *model.APIError) *model.APIError {
-	if finalCodes[e.Code] || finalCodes[e.Type] {
+	if finalCodes()[e.Code] || finalCodes()[e.Type] {
 		e.Status = http.StatusBadRequest
 	}
 	return e
