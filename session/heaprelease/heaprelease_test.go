@@ -3,6 +3,7 @@ package heaprelease
 import (
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,4 +49,85 @@ func BenchmarkRelease(b *testing.B) {
 		debug.FreeOSMemory()
 	}
 	runtime.KeepAlive(live)
+}
+
+// policy shortens the policy's durations for one test and counts the
+// releases, with their start times, in place of freeing.
+func policy(t *testing.T, q, interval, delay time.Duration) func() []time.Time {
+	t.Helper()
+	var tmu sync.Mutex
+	var at []time.Time
+	mu.Lock()
+	if timer != nil {
+		timer.Stop()
+	}
+	saved := []time.Duration{quiet, minInterval, maxDelay}
+	savedFree := free
+	quiet, minInterval, maxDelay = q, interval, delay
+	first, last = time.Time{}, time.Time{}
+	free = func() {
+		tmu.Lock()
+		at = append(at, time.Now())
+		tmu.Unlock()
+	}
+	mu.Unlock()
+	t.Cleanup(func() {
+		mu.Lock()
+		timer.Stop()
+		quiet, minInterval, maxDelay = saved[0], saved[1], saved[2]
+		free = savedFree
+		first, last = time.Time{}, time.Time{}
+		mu.Unlock()
+	})
+	return func() []time.Time {
+		tmu.Lock()
+		defer tmu.Unlock()
+		return append([]time.Time(nil), at...)
+	}
+}
+
+// TestNote_MinInterval: notes a little more than Quiet apart do not buy a
+// release each; releases are at least MinInterval apart.
+func TestNote_MinInterval(t *testing.T) {
+	releases := policy(t, 10*time.Millisecond, 300*time.Millisecond, time.Minute)
+	start := time.Now()
+	for time.Since(start) < time.Second {
+		Note()
+		time.Sleep(25 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return len(releases()) >= 2 }, 10*time.Second, 5*time.Millisecond)
+	at := releases()
+	assert.LessOrEqual(t, len(at), 5, "a second of notes, releases at most every 300 ms")
+	for i := 1; i < len(at); i++ {
+		assert.GreaterOrEqual(t, at[i].Sub(at[i-1]), 300*time.Millisecond, "release %d", i)
+	}
+}
+
+// TestNote_MaxDelay: notes that never leave Quiet between them put the
+// release off by MaxDelay at most.
+func TestNote_MaxDelay(t *testing.T) {
+	releases := policy(t, 5*time.Second, 10*time.Millisecond, 300*time.Millisecond)
+	start := time.Now()
+	for time.Since(start) < 1500*time.Millisecond {
+		Note()
+		time.Sleep(10 * time.Millisecond)
+	}
+	at := releases()
+	require.NotEmpty(t, at, "a release while the notes went on")
+	assert.GreaterOrEqual(t, at[0].Sub(start), 300*time.Millisecond, "not before MaxDelay")
+}
+
+// TestNote_Quiet: one release after the last of a burst's notes, once it
+// is quiet, and none more without a note.
+func TestNote_Quiet(t *testing.T) {
+	releases := policy(t, 50*time.Millisecond, 10*time.Millisecond, time.Minute)
+	var lastNote time.Time
+	for range 10 {
+		Note()
+		lastNote = time.Now()
+	}
+	require.Eventually(t, func() bool { return len(releases()) == 1 }, 10*time.Second, 5*time.Millisecond)
+	assert.GreaterOrEqual(t, releases()[0].Sub(lastNote), 50*time.Millisecond, "not before Quiet")
+	time.Sleep(200 * time.Millisecond)
+	assert.Len(t, releases(), 1, "no second release without a note")
 }

@@ -119,6 +119,8 @@ type limitListener struct {
 	refused atomic.Int64
 	// onRefuse is told of each refusal (for a throttled log line).
 	onRefuse func(remote net.Addr, total int64)
+	// onAccept is told of each connection let in.
+	onAccept func()
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -135,6 +137,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 				l.onRefuse(c.RemoteAddr(), n)
 			}
 			continue
+		}
+		if l.onAccept != nil {
+			l.onAccept()
 		}
 		lc := &limitConn{Conn: c, l: l}
 		if l.plain {

@@ -28,6 +28,7 @@ import (
 	"github.com/acpd/acpd/acp/httptransport"
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session"
+	"github.com/acpd/acpd/session/heaprelease"
 )
 
 // Paths served. Anything else is 404 (after the token check, so a scanner
@@ -186,7 +187,17 @@ func (s *Server) Listen() error {
 				s.log.Warn("connection refused: server.maxTcpConnections reached", "remote", remote.String(),
 					"limit", s.opts.Config.MaxTCPConnections, "refused_total", total)
 			}
-		}}
+		},
+		// A connection's set-up is a burst's work like a session's opening:
+		// a TLS handshake leaves tens of KB of garbage (the hybrid key
+		// exchange, the certificate, the transcript) and keeps about 6 KB,
+		// net/http's buffers for a stream taken over are garbage too. Over
+		// HTTP/1.1 every session's stream is a connection of its own, and a
+		// client reconnecting its streams opens no session, so without
+		// this a burst of reconnects would leave the runtime holding twice
+		// the live heap.
+		onAccept: heaprelease.Note,
+	}
 	s.ln = s.limit
 	return nil
 }

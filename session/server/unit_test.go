@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/config"
+	"github.com/acpd/acpd/session/heaprelease"
 )
 
 func TestCheckAddress(t *testing.T) {
@@ -179,3 +180,44 @@ func TestLimitConnSyscallConn(t *testing.T) {
 
 // pipeConn is a connection without a socket.
 type pipeConn struct{ net.Conn }
+
+// TestAcceptNotesBurst: a connection the listener lets in counts towards a
+// burst of set-ups, so the heap it left is returned once accepts go quiet
+// (heaprelease); a refused one does not.
+func TestAcceptNotesBurst(t *testing.T) {
+	s, err := New(Options{Config: config.ServerConfig{Listen: "127.0.0.1:0", MaxTCPConnections: 1},
+		Token: []byte(strings.Repeat("k", MinTokenLen))})
+	require.NoError(t, err)
+	require.NoError(t, s.Listen())
+	defer s.ln.Close()
+	noted := 0
+	note := s.limit.onAccept
+	require.NotNil(t, note)
+	s.limit.onAccept = func() { noted++; note() }
+	before := heaprelease.Released()
+	dial := func() {
+		d, err := net.Dial("tcp", s.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Close() })
+	}
+	dial()
+	c, err := s.ln.Accept()
+	require.NoError(t, err)
+	assert.Equal(t, 1, noted)
+	// Past MaxTCPConnections the next is refused (closed in Accept, which
+	// then waits for another).
+	dial()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := s.ln.Accept()
+		assert.NoError(t, err)
+		accepted <- c
+	}()
+	require.Eventually(t, func() bool { return s.limit.refused.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, c.Close())
+	dial()
+	(<-accepted).Close()
+	assert.Equal(t, 2, noted, "the refused connection is not noted")
+	require.Eventually(t, func() bool { return heaprelease.Released() > before },
+		heaprelease.Quiet+heaprelease.MinInterval+20*time.Second, 50*time.Millisecond, "the accepts' burst released")
+}
