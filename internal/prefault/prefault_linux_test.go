@@ -1,4 +1,4 @@
-//go:build linux && !noprefault
+//go:build linux && (amd64 || arm64) && !noprefault
 
 package prefault
 
@@ -63,40 +63,51 @@ func TestHelperCmdline(t *testing.T) {
 	}
 }
 
-// rss is the resident size in KiB of the mapping that holds addr, from
-// /proc/self/smaps, and the mapping's size.
-func rss(t *testing.T, addr uintptr) (rssKB, sizeKB int) {
+// smaps is the fields of /proc/self/smaps, in KiB, for the mapping that
+// holds addr ("Size", "Rss", "AnonHugePages", ...).
+func smaps(t *testing.T, addr uintptr) map[string]int {
 	t.Helper()
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		t.Skip(err)
 	}
 	defer f.Close()
-	in := false
+	var fields map[string]int
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
 		if r, _, ok := strings.Cut(line, " "); ok && strings.Contains(r, "-") && !strings.HasSuffix(r, ":") {
+			if fields != nil {
+				return fields
+			}
 			lo, hi, _ := strings.Cut(r, "-")
 			l, err1 := strconv.ParseUint(lo, 16, 64)
 			h, err2 := strconv.ParseUint(hi, 16, 64)
-			in = err1 == nil && err2 == nil && uint64(addr) >= l && uint64(addr) < h
+			if err1 == nil && err2 == nil && uint64(addr) >= l && uint64(addr) < h {
+				fields = map[string]int{}
+			}
 			continue
 		}
-		if !in {
+		if fields == nil {
 			continue
 		}
 		k, v, _ := strings.Cut(line, ":")
-		kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-		switch k {
-		case "Size":
-			sizeKB = kb
-		case "Rss":
-			return kb, sizeKB
+		if kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB")); err == nil {
+			fields[k] = kb
 		}
 	}
-	t.Fatalf("no mapping holds %#x", addr)
-	return 0, 0
+	if fields == nil {
+		t.Fatalf("no mapping holds %#x", addr)
+	}
+	return fields
+}
+
+// rss is the resident size in KiB of the mapping that holds addr, and the
+// mapping's size.
+func rss(t *testing.T, addr uintptr) (rssKB, sizeKB int) {
+	t.Helper()
+	f := smaps(t, addr)
+	return f["Rss"], f["Size"]
 }
 
 func TestPopulateBinary(t *testing.T) {
@@ -131,10 +142,19 @@ func TestPopulateBinary(t *testing.T) {
 }
 
 func TestPopulateHeap(t *testing.T) {
+	// The heap's start 3 MiB into its chunk leaves 1 MiB before the
+	// runtime's reservation, in one huge-page stretch; 1 MiB in, the 2 MiB
+	// from the start span both stretches of the chunk, the second one
+	// untouched.
+	for _, off := range []uintptr{3 << 20, 1 << 20} {
+		t.Run(strconv.Itoa(int(off>>10))+"KiB", func(t *testing.T) { testPopulateHeap(t, off) })
+	}
+}
+
+func testPopulateHeap(t *testing.T, off uintptr) {
 	// Fresh memory of the process's own, as the runtime maps its heap: a
 	// 4 MiB chunk and, after it, address space reserved but not mapped
-	// yet. The runtime's start has used a few pages from a random start,
-	// here 3 MiB in: only 1 MiB is left before the reservation.
+	// yet. The runtime's start has used a few pages from a random start.
 	const chunk = 4 << 20
 	mem, err := syscall.Mmap(-1, 0, 3*chunk, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {
@@ -146,7 +166,6 @@ func TestPopulateHeap(t *testing.T) {
 	if err := syscall.Mprotect(mem[at(base+chunk):at(base+2*chunk)], syscall.PROT_NONE); err != nil {
 		t.Fatal(err)
 	}
-	off := uintptr(3 << 20)
 	start := base + off
 	for _, p := range []uintptr{start, start + 3*pageSize, start + 9*pageSize} {
 		mem[at(p)] = 1
@@ -159,11 +178,20 @@ func TestPopulateHeap(t *testing.T) {
 	if _, _, e := syscall.Syscall(syscall.SYS_MINCORE, base+chunk, chunk/2, uintptr(unsafe.Pointer(&vec[chunk/pageSize]))); e != 0 {
 		t.Fatal(e)
 	}
+	// A stretch given a huge page is resident whole, else only from the
+	// start on; nothing is mapped past start+heapBytes or the chunk.
+	huge := map[uintptr]bool{}
+	for r := start &^ (hugePage - 1); r < base+chunk; r += hugePage {
+		huge[r] = smaps(t, r)["AnonHugePages"] >= hugePage>>10
+	}
+	end := min(start+heapBytes, base+chunk)
 	for i := range uintptr(chunk / pageSize * 3 / 2) {
 		p := base + i*pageSize
 		resident := vec[i]&1 != 0
-		if want := p >= start && p < base+chunk; resident != want {
-			t.Fatalf("page %d KiB into the chunk (heap from %d KiB): resident %v, want %v", (p-base)>>10, off>>10, resident, want)
+		want := p >= start && p < end || huge[p&^(hugePage-1)]
+		if resident != want {
+			t.Fatalf("page %d KiB into the chunk (heap from %d KiB, huge pages %v): resident %v, want %v", (p-base)>>10, off>>10, huge, resident, want)
 		}
 	}
+	t.Logf("huge pages by stretch: %v", huge)
 }

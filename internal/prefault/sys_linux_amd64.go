@@ -1,0 +1,12 @@
+//go:build !noprefault
+
+package prefault
+
+// System call numbers (linux/amd64).
+const (
+	sysRead    = 0
+	sysClose   = 3
+	sysMincore = 27
+	sysMadvise = 28
+	sysOpenat  = 257
+)

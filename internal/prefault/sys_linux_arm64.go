@@ -1,0 +1,12 @@
+//go:build !noprefault
+
+package prefault
+
+// System call numbers (linux/arm64).
+const (
+	sysOpenat  = 56
+	sysClose   = 57
+	sysRead    = 63
+	sysMincore = 232
+	sysMadvise = 233
+)
