@@ -2,6 +2,7 @@ package servere2e
 
 import (
 	"bytes"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -25,9 +26,13 @@ import (
 // once), cancels the turn and stops its command, and a new connection loads
 // the session well before the 10-minute idle timeout, gets the
 // conversation replayed with the cancelled command in it, and continues it.
+// "http1-tls" is HTTP/1.1 over TLS, as the SDK's Node client speaks to a
+// daemon beyond loopback: every stream a TLS connection of its own, whose
+// client's close the daemon must see through the TLS connection.
 func TestRemote_DroppedConnection(t *testing.T) {
+	transports := []string{"http", "websocket", "http1-tls"}
 	srv := modeltest.NewServer(t)
-	for i, tr := range []string{"http", "websocket"} {
+	for i, tr := range transports {
 		key := "DROP-" + tr + ":"
 		srv.Add(
 			modeltest.Response{Match: key, ToolCalls: []modeltest.ToolCall{shell(fmt.Sprintf("sleep %d", 9713+i))}},
@@ -35,13 +40,19 @@ func TestRemote_DroppedConnection(t *testing.T) {
 		)
 	}
 	d := serve(t, srv, nil, "--approval-mode", "yolo")
-	for i, tr := range []string{"http", "websocket"} {
+	cert, key, roots := selfSigned(t)
+	dTLS := serve(t, srv, nil, "--approval-mode", "yolo", "--tls-cert", cert, "--tls-key", key)
+	for i, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
+			d := d
+			if tr == "http1-tls" {
+				d = dTLS
+			}
 			ctx := ctxFor(t, 3*time.Minute)
 			ws := t.TempDir()
 			sleepArg := fmt.Sprint(9713 + i)
 
-			conn, drop := dialDroppable(t, d, tr)
+			conn, drop := dialDroppable(t, d, tr, roots)
 			a := acptest.NewClientConn(t, nil, conn.Reader(), conn)
 			_, err := a.InitializeWith(ctx, acp.ClientCapabilities{})
 			require.NoError(t, err)
@@ -72,7 +83,7 @@ func TestRemote_DroppedConnection(t *testing.T) {
 
 			// A new connection loads the session as soon as the old one has
 			// let go of it.
-			bc, _ := dialDroppable(t, d, tr)
+			bc, _ := dialDroppable(t, d, tr, roots)
 			t.Cleanup(func() { _ = bc.Close() })
 			b := acptest.NewClientConn(t, nil, bc.Reader(), bc)
 			_, err = b.InitializeWith(ctx, acp.ClientCapabilities{})
@@ -118,7 +129,7 @@ func TestRemote_DroppedConnection(t *testing.T) {
 			assert.Contains(t, text.String(), tr+" continued")
 
 			reason := "websocket closed"
-			if tr == "http" {
+			if tr != "websocket" {
 				reason = "connection stream closed and not reopened"
 			}
 			assert.Contains(t, d.stderr.String(), reason)
@@ -128,12 +139,16 @@ func TestRemote_DroppedConnection(t *testing.T) {
 
 // dialDroppable opens a connection over transport and returns it with the
 // function that drops it.
-func dialDroppable(t *testing.T, d *served, transport string) (remoteConn, func()) {
+func dialDroppable(t *testing.T, d *served, transport string, roots *x509.CertPool) (remoteConn, func()) {
 	t.Helper()
-	if transport == "websocket" {
+	switch transport {
+	case "websocket":
 		ws, _, err := acptest.DialWS(t.Context(), d.URL, d.Header())
 		require.NoError(t, err)
 		return ws, ws.Drop
+	case "http1-tls":
+		hs := acptest.DialHTTP(d.URL, d.Header(), tlsClient(roots, false))
+		return hs, hs.Drop
 	}
 	hs := acptest.DialHTTP(d.URL, d.Header(), nil)
 	return hs, hs.Drop
