@@ -289,56 +289,6 @@ func TestTLSStream_ClientEnds(t *testing.T) {
 	}
 }
 
-// TestTLSStream_RecordsWithoutData: records that end nothing keep the
-// stream, which still carries events: an empty application data record,
-// half a record (the rest comes later), a TLS 1.3 KeyUpdate asking for the
-// server's own. The server answers the KeyUpdate at once, under a write
-// deadline of its own: the last write's (WriteTimeout) is long past, and
-// an answer that failed would fail every write after it. Application data
-// is dropped. A close_notify under the new keys ends the stream.
-func TestTLSStream_RecordsWithoutData(t *testing.T) {
-	hs := newTLS1Harness(t, httptransport.Options{KeepAlive: noKeepAlive, WriteTimeout: 100 * time.Millisecond})
-	conn := hs.initialize()
-	cs := hs.openSSE(conn, "")
-	hs.postOK(conn, "", newSession(1))
-	sid := cs.next()["result"].(map[string]any)["sessionId"].(string)
-
-	s := tlsGET(t, hs, conn, sid)
-	if s.rec == nil {
-		t.Skip("the test makes AES-GCM records only")
-	}
-	hs.postOK(conn, sid, prompt(2, sid, "echo first"))
-	s.line(`data: {"id":2,`)
-	// Past the reader's wait for the rest of a record (50 ms), and past
-	// the write deadline of the last write.
-	const past = 300 * time.Millisecond
-
-	s.send(s.rec.seal(recData, nil))
-	time.Sleep(past)
-	require.True(t, held(hs, conn, sid), "an empty record")
-
-	half := s.rec.seal(recData, []byte("dropped"))
-	s.send(half[:9])
-	time.Sleep(past)
-	require.True(t, held(hs, conn, sid), "half a record")
-	s.send(half[9:])
-	time.Sleep(past)
-	require.True(t, held(hs, conn, sid), "application data")
-
-	s.send(s.rec.keyUpdate(true))
-	time.Sleep(past)
-	require.True(t, held(hs, conn, sid), "a KeyUpdate")
-	// Go's client takes the server's KeyUpdate as it reads.
-	hs.postOK(conn, sid, prompt(3, sid, "echo second"))
-	s.line(`data: {"id":3,`)
-
-	s.send(s.rec.seal(recAlert, closeNotify))
-	letGo(t, hs, conn, sid)
-	require.NoError(t, s.tc.SetReadDeadline(time.Now().Add(wait)))
-	_, err := io.ReadAll(s.br)
-	require.NoError(t, err, "the server closed its end")
-}
-
 // TestTLSStream_BufferedAtHandOver: what the client sent right behind its
 // GET may be read before the stream is taken over, into net/http's reader
 // or crypto/tls's buffers, where the socket being watched would never show
@@ -380,24 +330,6 @@ func TestTLSStream_BufferedAtHandOver(t *testing.T) {
 			letGo(t, hs, conn, tc.name)
 		})
 	}
-}
-
-// TestTLSStream_ClientFloods: a client that sends more than a stream has
-// room to drop is closed.
-func TestTLSStream_ClientFloods(t *testing.T) {
-	hs := newTLS1Harness(t, httptransport.Options{KeepAlive: noKeepAlive})
-	conn := hs.initialize()
-	s := tlsGET(t, hs, conn, "flood")
-	chunk := bytes.Repeat([]byte("x"), 4<<10)
-	go func() {
-		// Until the server closes the connection.
-		for range 1024 {
-			if _, err := s.tc.Write(chunk); err != nil {
-				return
-			}
-		}
-	}()
-	letGo(t, hs, conn, "flood")
 }
 
 // TestTLSStream_ServerEnds: the server ending its streams (Shutdown) ends
