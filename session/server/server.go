@@ -96,6 +96,19 @@ func New(opts Options) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server.tlsCert/tlsKey: %w", err)
 		}
+		// Otherwise crypto/tls's defaults, memory considered. Over HTTP/1.1
+		// every session's event stream is a TLS connection of its own, and
+		// each keeps about 6 KB none of these settings change: its record
+		// and handshake buffers (sized by the client's hello), its two
+		// AES-GCM states and the Conn itself. The hybrid post-quantum key
+		// exchange (X25519MLKEM768, preferred by default) adds to a
+		// handshake's garbage, about 45 KB with the rest, not to what a
+		// connection keeps, and heaprelease returns that garbage; leaving it
+		// out would open traffic recorded today to a quantum computer
+		// later. Session tickets stay on: their keys are the Config's, not
+		// a connection's, and a client that resumes (Node's https agent
+		// does) makes a handshake without the certificate and its
+		// signature.
 		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	s.transport = httptransport.NewHandler(httptransport.Options{
