@@ -22,10 +22,28 @@
 // off for ever the release of the burst before it. After a burst shorter
 // than MaxDelay with no release in its last MinInterval (the idle
 // benchmarks), the release comes Quiet after its last note.
+//
+// While a release is pending the collector runs at half the heap growth
+// it otherwise allows (GOGC 50 for the runtime's default of 100), and the
+// release restores it. A burst's survivors (a session's state, a TLS
+// connection's keys and buffers) are allocated among its garbage, and a
+// page that keeps one of them cannot be returned: collecting twice as
+// often reuses the freed slots sooner, so the survivors end up on fewer
+// pages. With a thousand sessions opened over as many TLS connections that
+// left 4 MB of partly used pages in place of 6-7 MB, 1.5 KB a session of
+// resident memory once released, for about 50 more collections in a
+// burst of a minute (under a second of CPU). A daemon setting up
+// connections all the time collects at that rate all the time, its heap
+// peaking at 1.5 times the live heap rather than twice, for twice the
+// collections. A GOGC given in the environment is the operator's and is
+// left alone.
 package heaprelease
 
 import (
+	"math"
+	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"time"
 )
@@ -48,6 +66,15 @@ const (
 	MaxDelay = 5 * time.Minute
 )
 
+// burstGC divides the collector's percentage while a release is pending;
+// zero leaves it alone (GOGC set in the environment).
+var burstGC = func() int {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return 0
+	}
+	return 2
+}()
+
 // The policy's durations and the release itself; tests shorten and count.
 var (
 	quiet       = Quiet
@@ -64,6 +91,9 @@ var (
 	first time.Time
 	// last is when the last release started.
 	last time.Time
+	// gcPercent is the collector's percentage to restore at the release;
+	// zero when it was not changed.
+	gcPercent int
 	// released counts releases; read by tests.
 	released int
 )
@@ -79,6 +109,9 @@ func Note() {
 	now := time.Now()
 	if first.IsZero() {
 		first = now
+		if p := currentGCPercent(); burstGC > 0 && p > 0 {
+			gcPercent = debug.SetGCPercent(max(1, p/burstGC))
+		}
 	}
 	wait := min(quiet, first.Add(maxDelay).Sub(now))
 	if !last.IsZero() {
@@ -100,11 +133,25 @@ func release() {
 	}
 	// Notes from here on wait for the next release, MinInterval on.
 	first, last = time.Time{}, time.Now()
+	if gcPercent > 0 {
+		debug.SetGCPercent(gcPercent)
+		gcPercent = 0
+	}
 	mu.Unlock()
 	free()
 	mu.Lock()
 	released++
 	mu.Unlock()
+}
+
+// currentGCPercent is the collector's percentage now (-1: off).
+func currentGCPercent() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 || s[0].Value.Uint64() > math.MaxInt32 {
+		return -1
+	}
+	return int(s[0].Value.Uint64())
 }
 
 // Released is how many releases have run.

@@ -62,6 +62,8 @@ func policy(t *testing.T, q, interval, delay time.Duration) func() []time.Time {
 		timer.Stop()
 	}
 	saved := []time.Duration{quiet, minInterval, maxDelay}
+	savedGC := burstGC
+	burstGC = 0
 	savedFree := free
 	quiet, minInterval, maxDelay = q, interval, delay
 	first, last = time.Time{}, time.Time{}
@@ -76,6 +78,11 @@ func policy(t *testing.T, q, interval, delay time.Duration) func() []time.Time {
 		timer.Stop()
 		quiet, minInterval, maxDelay = saved[0], saved[1], saved[2]
 		free = savedFree
+		burstGC = savedGC
+		if gcPercent > 0 {
+			debug.SetGCPercent(gcPercent)
+			gcPercent = 0
+		}
 		first, last = time.Time{}, time.Time{}
 		mu.Unlock()
 	})
@@ -130,4 +137,36 @@ func TestNote_Quiet(t *testing.T) {
 	assert.GreaterOrEqual(t, releases()[0].Sub(lastNote), 50*time.Millisecond, "not before Quiet")
 	time.Sleep(200 * time.Millisecond)
 	assert.Len(t, releases(), 1, "no second release without a note")
+}
+
+// TestNote_BurstGC: while a release is pending the collector runs at half
+// its percentage; the release restores it. With GOGC from the environment
+// (burstGC 0) or the collector off, it is left alone.
+func TestNote_BurstGC(t *testing.T) {
+	releases := policy(t, 50*time.Millisecond, 10*time.Millisecond, time.Minute)
+	defer debug.SetGCPercent(debug.SetGCPercent(80))
+	mu.Lock()
+	burstGC = 2
+	mu.Unlock()
+	Note()
+	assert.Equal(t, 40, currentGCPercent(), "halved during the burst")
+	Note()
+	assert.Equal(t, 40, currentGCPercent(), "halved once")
+	require.Eventually(t, func() bool { return len(releases()) == 1 }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 80, currentGCPercent(), "restored by the release")
+
+	debug.SetGCPercent(-1)
+	Note()
+	assert.Equal(t, -1, currentGCPercent(), "off stays off")
+	require.Eventually(t, func() bool { return len(releases()) == 2 }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, -1, currentGCPercent())
+	debug.SetGCPercent(80)
+
+	mu.Lock()
+	burstGC = 0
+	mu.Unlock()
+	Note()
+	assert.Equal(t, 80, currentGCPercent(), "GOGC from the environment is left alone")
+	require.Eventually(t, func() bool { return len(releases()) == 3 }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 80, currentGCPercent())
 }
