@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/acpd/acpd/config"
 )
@@ -62,4 +64,20 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// logInfo is logger.Info without the caller's program counter, for the
+// lines logged before acpd answers initialize. slog's Logger methods record
+// it for every line (runtime.Callers walks the stack) whether or not the
+// handler prints the source, and newLogger's handlers do not; the first
+// walk of a process reads the binary's unwinding tables, about half of the
+// 0.5 ms the first line took on a small VM.
+func logInfo(logger *slog.Logger, msg string, args ...any) {
+	ctx := context.Background()
+	if !logger.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	r := slog.NewRecord(time.Now(), slog.LevelInfo, msg, 0)
+	r.Add(args...)
+	_ = logger.Handler().Handle(ctx, r)
 }

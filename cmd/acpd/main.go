@@ -219,7 +219,7 @@ func cmdServe(ctx context.Context, a *app) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	logger.Info("acpd starting", "version", versionString(), "pid", os.Getpid(),
+	logInfo(logger, "acpd starting", "version", versionString(), "pid", os.Getpid(),
 		"model", a.cfg.Model.Name, "provider", a.cfg.Model.Provider,
 		"max_tool_calls_per_turn", a.cfg.Model.MaxToolCallsPerTurn,
 		"max_tool_calls_explicit", a.cfg.Model.MaxToolCallsPerTurnExplicit, "stuck_window", a.cfg.Model.StuckWindow)

@@ -69,7 +69,7 @@ func serve(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Wr
 	conn := acp.NewConn(stdin, stdout, acp.Options{Logger: logger, Trace: cfg.Log.Trace})
 	agent := session.NewManager(conn, opts)
 	defer agent.Close()
-	logger.Info("serving ACP on stdio", "model", cfg.Model.Name, "provider", string(cfg.Model.Provider))
+	logInfo(logger, "serving ACP on stdio", "model", cfg.Model.Name, "provider", string(cfg.Model.Provider))
 	return conn.Serve(ctx, agent)
 }
 
