@@ -248,6 +248,11 @@ func (hs *harness) tryOpenSSE(conn, sess string) (*sse, int) {
 	require.Equal(hs.t, "text/event-stream", resp.Header.Get("Content-Type"))
 	require.Equal(hs.t, "no", resp.Header.Get("X-Accel-Buffering"))
 	require.Equal(hs.t, "no-store", resp.Header.Get("Cache-Control"))
+	if resp.ProtoMajor == 1 {
+		// The server closes an HTTP/1.1 stream's connection when the stream
+		// ends: a client must not pool it and send a request on it then.
+		require.True(hs.t, resp.Close, "an HTTP/1.1 event stream says Connection: close")
+	}
 	s := &sse{t: hs.t, resp: resp, events: make(chan string, 1024)}
 	go func() {
 		defer close(s.events)

@@ -27,6 +27,7 @@ var (
 	sseContentType = []string{"text/event-stream"}
 	sseNoStore     = []string{"no-store"}
 	sseNoBuffering = []string{"no"}
+	connClose      = []string{"close"}
 )
 
 var (
@@ -85,6 +86,14 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
 	hd["Content-Type"] = sseContentType
 	hd["Cache-Control"] = sseNoStore
 	hd["X-Accel-Buffering"] = sseNoBuffering // nginx would buffer the stream otherwise
+	if r.ProtoMajor == 1 {
+		// Over HTTP/1.x the connection ends with the stream: taken over
+		// below and closed after its last chunk. Said up front, or a client
+		// that reads that last chunk puts the connection back in its pool
+		// and may send its next request on it as the server closes it (Go's
+		// transport then fails that POST with EOF; undici alike).
+		hd["Connection"] = connClose
+	}
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	// The headers go out now: the SDK client waits for them before it
