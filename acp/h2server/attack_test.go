@@ -58,7 +58,14 @@ func TestShutdownClientNotReading(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	err := srv.Shutdown(ctx)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// What must hold is the bound: a Shutdown that waited on the stuck write
+	// would take the 20 s write timeout. Mostly the connection is still
+	// stuck and Shutdown gives up at its context; now and then (1 run in 15
+	// under -race) the connection has already ended by the time Shutdown
+	// runs and it returns nil at once, which is as right.
+	if err != nil {
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
 	require.Less(t, time.Since(start), 5*time.Second, "Shutdown waited on a stuck write")
 }
 
