@@ -33,6 +33,11 @@ type Options struct {
 	// Trace logs every message at Debug level (params may hold file
 	// contents; use only when asked).
 	Trace bool
+	// OnFirstReply, if set, runs once, right after the connection has
+	// written its first response to a request (or failed to): the client
+	// is no longer waiting for start-up, so deferred set-up can run then.
+	// It runs on the goroutine that wrote the reply.
+	OnFirstReply func()
 }
 
 // Conn is the agent side of one ACP connection over NDJSON. It dispatches
@@ -72,6 +77,8 @@ type Conn struct {
 	// initialized: the first initialize has been dispatched (read
 	// goroutine only).
 	initialized bool
+
+	firstReply sync.Once
 
 	closeOnce sync.Once
 	closeCh   chan struct{}
@@ -294,6 +301,9 @@ func (c *Conn) serveRequest(ctx context.Context, rpc *jsonrpc2.Conn, tok, method
 	hooks := &replyHooks{}
 	ctx = context.WithValue(ctx, replyHooksKey{}, hooks)
 	defer hooks.run()
+	if c.opts.OnFirstReply != nil {
+		defer c.firstReply.Do(c.opts.OnFirstReply)
+	}
 	start := time.Now()
 	res, err := c.dispatchSafe(ctx, method, params)
 	if method == MethodSessionClose || method == MethodSessionDelete {

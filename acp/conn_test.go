@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,4 +301,67 @@ func TestConn_ServeTwiceFails(t *testing.T) {
 	require.Error(t, conn.Serve(ctx, newTestAgent(conn)))
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// lineRecorder is a stdout that records what was written.
+type lineRecorder struct {
+	mu  sync.Mutex
+	out []byte
+}
+
+func (w *lineRecorder) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.out = append(w.out, p...)
+	return len(p), nil
+}
+
+func (w *lineRecorder) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.out)
+}
+
+// TestConn_OnFirstReplyRunsOnceAfterTheAnswer: the hook runs once, after
+// the first response is on the wire; a notification read before it does
+// not count, and later replies do not run it again.
+func TestConn_OnFirstReplyRunsOnceAfterTheAnswer(t *testing.T) {
+	ctx := withTimeout(t)
+	stdinR, stdinW := io.Pipe()
+	out := &lineRecorder{}
+	var calls atomic.Int32
+	seen := make(chan string, 4)
+	conn := acp.NewConn(stdinR, out, acp.Options{OnFirstReply: func() {
+		calls.Add(1)
+		seen <- out.String()
+	}})
+	served := make(chan error, 1)
+	go func() { served <- conn.Serve(ctx, newTestAgent(conn)) }()
+	write := func(line string) {
+		_, err := io.WriteString(stdinW, line+"\n")
+		require.NoError(t, err)
+	}
+	write(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"none"}}`)
+	write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+	select {
+	case wire := <-seen:
+		assert.Contains(t, wire, `"id":1`, "the hook ran before the answer was written")
+		assert.Contains(t, wire, `"protocolVersion":1`)
+	case <-ctx.Done():
+		t.Fatal("the hook did not run after the initialize answer")
+	}
+	write(`{"jsonrpc":"2.0","id":2,"method":"no/such/method","params":{}}`)
+	write(`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":1}}`)
+	require.Eventually(t, func() bool {
+		s := out.String()
+		return strings.Contains(s, `"id":2`) && strings.Contains(s, `"id":3`)
+	}, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, stdinW.Close())
+	select {
+	case err := <-served:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("Serve did not return after EOF")
+	}
+	assert.Equal(t, int32(1), calls.Load())
 }

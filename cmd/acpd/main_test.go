@@ -53,7 +53,7 @@ type result struct {
 func (s *sandbox) run(t *testing.T, serve serveFunc, args ...string) result {
 	t.Helper()
 	if serve == nil {
-		serve = func(context.Context, config.Config, io.Reader, io.Writer, *slog.Logger) error {
+		serve = func(context.Context, config.Config, io.Reader, io.Writer, *slog.Logger, func()) error {
 			return errors.New("serve must not be called")
 		}
 	}
@@ -141,7 +141,7 @@ func TestRun_ServeGetsConfigAndJSONLogger(t *testing.T) {
 	t.Parallel()
 	sb := newSandbox(t)
 	var got config.Config
-	r := sb.run(t, func(ctx context.Context, cfg config.Config, _ io.Reader, stdout io.Writer, logger *slog.Logger) error {
+	r := sb.run(t, func(ctx context.Context, cfg config.Config, _ io.Reader, stdout io.Writer, logger *slog.Logger, _ func()) error {
 		got = cfg
 		logger.Info("hello from serve", "session_id", "s1")
 		_, err := io.WriteString(stdout, `{"jsonrpc":"2.0"}`+"\n")
@@ -170,7 +170,7 @@ func TestRun_ServeGetsConfigAndJSONLogger(t *testing.T) {
 
 func TestRun_ServeErrorExitsOne(t *testing.T) {
 	t.Parallel()
-	r := newSandbox(t).run(t, func(context.Context, config.Config, io.Reader, io.Writer, *slog.Logger) error {
+	r := newSandbox(t).run(t, func(context.Context, config.Config, io.Reader, io.Writer, *slog.Logger, func()) error {
 		return errors.New("listener exploded")
 	})
 	assert.Equal(t, 1, r.code)
@@ -181,7 +181,7 @@ func TestRun_LogFile(t *testing.T) {
 	t.Parallel()
 	sb := newSandbox(t)
 	logPath := filepath.Join(sb.dir, "logs", "acpd.log")
-	r := sb.run(t, func(_ context.Context, _ config.Config, _ io.Reader, _ io.Writer, logger *slog.Logger) error {
+	r := sb.run(t, func(_ context.Context, _ config.Config, _ io.Reader, _ io.Writer, logger *slog.Logger, _ func()) error {
 		logger.Debug("debug line")
 		return nil
 	}, "--log-file", logPath, "--trace")
@@ -216,8 +216,9 @@ func TestNewLogger_Levels(t *testing.T) {
 }
 
 // TestRun_SignalCancelsServe sends SIGTERM to the test process; run has
-// installed its handler by the time serve is called, so the signal cancels
-// serve's context instead of killing the process.
+// installed its handler once serve called onReady (its first answer is
+// out), so the signal cancels serve's context instead of killing the
+// process.
 func TestRun_SignalCancelsServe(t *testing.T) {
 	sb := newSandbox(t)
 	done := make(chan int, 1)
@@ -226,7 +227,9 @@ func TestRun_SignalCancelsServe(t *testing.T) {
 		var out, errOut bytes.Buffer
 		done <- runWith(t.Context(), nil, strings.NewReader(""), &out, &errOut, deps{
 			getenv: func(k string) string { return sb.env[k] },
-			serve: func(ctx context.Context, _ config.Config, _ io.Reader, _ io.Writer, _ *slog.Logger) error {
+			serve: func(ctx context.Context, _ config.Config, _ io.Reader, _ io.Writer, _ *slog.Logger, onReady func()) error {
+				onReady()
+				onReady() // a second call changes nothing
 				close(started)
 				<-ctx.Done()
 				return ctx.Err()

@@ -24,8 +24,8 @@ import (
 )
 
 // serve speaks ACP on stdin/stdout until ctx is cancelled or the client
-// disconnects.
-func serve(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
+// disconnects. onReady (if not nil) runs once the first answer is written.
+func serve(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Writer, logger *slog.Logger, onReady func()) error {
 	opts, err := sessionOptions(cfg, logger)
 	if err != nil {
 		return err
@@ -66,7 +66,7 @@ func serve(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Wr
 	}
 	defer stopTel()
 	opts.Telemetry = tel
-	conn := acp.NewConn(stdin, stdout, acp.Options{Logger: logger, Trace: cfg.Log.Trace})
+	conn := acp.NewConn(stdin, stdout, acp.Options{Logger: logger, Trace: cfg.Log.Trace, OnFirstReply: onReady})
 	agent := session.NewManager(conn, opts)
 	defer agent.Close()
 	logInfo(logger, "serving ACP on stdio", "model", cfg.Model.Name, "provider", string(cfg.Model.Provider))

@@ -60,9 +60,9 @@ func TestServe_InitializeAnsweredBeforeIndexRead(t *testing.T) {
 	go func() {
 		done <- runWith(t.Context(), nil, stdinR, out, io.Discard, deps{
 			getenv: func(k string) string { return sb.env[k] },
-			serve: func(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
+			serve: func(ctx context.Context, cfg config.Config, stdin io.Reader, stdout io.Writer, logger *slog.Logger, onReady func()) error {
 				gotDataDir = cfg.Session.DataDir
-				return serve(ctx, cfg, stdin, stdout, logger)
+				return serve(ctx, cfg, stdin, stdout, logger, onReady)
 			},
 		})
 	}()
