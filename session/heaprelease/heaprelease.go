@@ -40,10 +40,8 @@
 package heaprelease
 
 import (
-	"math"
 	"os"
 	"runtime/debug"
-	"runtime/metrics"
 	"sync"
 	"time"
 )
@@ -109,8 +107,8 @@ func Note() {
 	now := time.Now()
 	if first.IsZero() {
 		first = now
-		if p := currentGCPercent(); burstGC > 0 && p > 0 {
-			gcPercent = debug.SetGCPercent(max(1, p/burstGC))
+		if burstGC > 0 {
+			gcPercent = lowerGCPercent(burstGC)
 		}
 	}
 	wait := min(quiet, first.Add(maxDelay).Sub(now))
@@ -144,14 +142,25 @@ func release() {
 	mu.Unlock()
 }
 
-// currentGCPercent is the collector's percentage now (-1: off).
-func currentGCPercent() int {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 || s[0].Value.Uint64() > math.MaxInt32 {
-		return -1
+// lowerGCPercent divides the collector's percentage by div and returns the
+// one it replaced, for the release to restore; 0 when it left it alone
+// (the collector off, or at GOGC 0). debug.SetGCPercent reads the
+// percentage only by setting one, so it sets the runtime's default divided
+// first and corrects that when the percentage was another. Reading it
+// through runtime/metrics instead would link that package, whose init
+// builds its table of every metric in every acpd process: 0.1 ms of the
+// time an editor waits for initialize.
+func lowerGCPercent(div int) int {
+	guess := max(1, 100/div)
+	prev := debug.SetGCPercent(guess)
+	switch {
+	case prev <= 0:
+		debug.SetGCPercent(prev)
+		return 0
+	case max(1, prev/div) != guess:
+		debug.SetGCPercent(max(1, prev/div))
 	}
-	return int(s[0].Value.Uint64())
+	return prev
 }
 
 // Released is how many releases have run.

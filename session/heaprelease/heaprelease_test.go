@@ -1,8 +1,10 @@
 package heaprelease
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
@@ -169,4 +171,25 @@ func TestNote_BurstGC(t *testing.T) {
 	assert.Equal(t, 80, currentGCPercent(), "GOGC from the environment is left alone")
 	require.Eventually(t, func() bool { return len(releases()) == 3 }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, 80, currentGCPercent())
+
+	// The runtime's default, which lowerGCPercent sets in one call.
+	debug.SetGCPercent(100)
+	mu.Lock()
+	burstGC = 2
+	mu.Unlock()
+	Note()
+	assert.Equal(t, 50, currentGCPercent(), "the default halved")
+	require.Eventually(t, func() bool { return len(releases()) == 4 }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 100, currentGCPercent(), "the default restored")
+}
+
+// currentGCPercent is the collector's percentage now (-1: off), read
+// without setting it.
+func currentGCPercent() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 || s[0].Value.Uint64() > math.MaxInt32 {
+		return -1
+	}
+	return int(s[0].Value.Uint64())
 }
