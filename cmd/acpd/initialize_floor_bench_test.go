@@ -37,7 +37,10 @@ func main() {
 //
 // ACPD_FLOOR_TAGS=TAGS adds acpd built with those tags as a third program,
 // interleaved with the others: noprefault, for one, shows what mapping the
-// start-up's memory in bulk saves (internal/prefault).
+// start-up's memory in bulk saves (internal/prefault), and startupfloor
+// runs the floor's main in acpd's binary (startupfloor.go), which splits
+// acpd's time over the floor into what linking its packages costs and what
+// acpd does before it answers.
 func BenchmarkInitializeFloor(b *testing.B) {
 	acpd := startupBinary(b, "")
 	floor, ok := startupBinaries["floor"]

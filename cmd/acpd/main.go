@@ -29,6 +29,9 @@ const (
 )
 
 func main() {
+	if startupFloor() {
+		return
+	}
 	sandboxHelper() // the hidden `acpd __sandbox-exec`: never returns there
 	inheritNoFiles()
 	// Only the protocol may reach stdout: keep the real file for serve and
