@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -303,32 +302,13 @@ func TestConn_ServeTwiceFails(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
-// lineRecorder is a stdout that records what was written.
-type lineRecorder struct {
-	mu  sync.Mutex
-	out []byte
-}
-
-func (w *lineRecorder) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.out = append(w.out, p...)
-	return len(p), nil
-}
-
-func (w *lineRecorder) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return string(w.out)
-}
-
 // TestConn_OnFirstReplyRunsOnceAfterTheAnswer: the hook runs once, after
 // the first response is on the wire; a notification read before it does
 // not count, and later replies do not run it again.
 func TestConn_OnFirstReplyRunsOnceAfterTheAnswer(t *testing.T) {
 	ctx := withTimeout(t)
 	stdinR, stdinW := io.Pipe()
-	out := &lineRecorder{}
+	out := &acptest.SyncBuffer{}
 	var calls atomic.Int32
 	seen := make(chan string, 4)
 	conn := acp.NewConn(stdinR, out, acp.Options{OnFirstReply: func() {

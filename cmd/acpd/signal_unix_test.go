@@ -4,18 +4,18 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp/acptest"
 )
 
 // TestServe_SignalsAfterFirstAnswer drives the built binary as an editor
@@ -26,7 +26,7 @@ import (
 func TestServe_SignalsAfterFirstAnswer(t *testing.T) {
 	t.Parallel()
 	bin := acpdBinary(t)
-	start := func(t *testing.T) (*exec.Cmd, io.WriteCloser, *bufio.Reader, *syncBuffer) {
+	start := func(t *testing.T) (*exec.Cmd, io.WriteCloser, *bufio.Reader, *acptest.SyncBuffer) {
 		sb := newSandbox(t)
 		cmd := exec.CommandContext(t.Context(), bin)
 		for k, v := range sb.env {
@@ -36,7 +36,7 @@ func TestServe_SignalsAfterFirstAnswer(t *testing.T) {
 		require.NoError(t, err)
 		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)
-		stderr := &syncBuffer{}
+		stderr := &acptest.SyncBuffer{}
 		cmd.Stderr = stderr
 		require.NoError(t, cmd.Start())
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
@@ -91,23 +91,4 @@ func TestServe_SignalsAfterFirstAnswer(t *testing.T) {
 		assert.True(t, ws.Signaled() && ws.Signal() == syscall.SIGTERM, "wait status %v", ws)
 		assert.NotContains(t, stderr.String(), `"acpd stopped"`)
 	})
-}
-
-// syncBuffer is a bytes.Buffer that a process's stderr copy and the test
-// can use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
