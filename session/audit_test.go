@@ -14,6 +14,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/shellline"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
@@ -566,7 +567,7 @@ func TestNeedsConfirmationAndPlanBlocking(t *testing.T) {
 	s := &Session{allowAlways: map[string]bool{}}
 	mcpC := tools.Confirmation{Kind: tools.ConfirmMCP, Label: "mcp__s__t"}
 	info := tools.Confirmation{Kind: tools.ConfirmInfo}
-	write := tools.Confirmation{Kind: tools.ConfirmExec, Label: "rm", Shell: tools.ShellWrite}
+	write := tools.Confirmation{Kind: tools.ConfirmExec, Label: "rm", Shell: shellline.Write}
 	unknown := tools.Confirmation{Kind: tools.ConfirmExec, Label: "make"}
 	tests := []struct {
 		mode    string
@@ -659,6 +660,6 @@ func TestPlanModeConfirmsAlwaysAllowedCommand(t *testing.T) {
 	assert.False(t, s.needsConfirmation(ModeDefault, unknown))
 	assert.False(t, s.needsConfirmation(ModeAutoEdit, unknown))
 	assert.True(t, s.needsConfirmation(ModePlan, unknown))
-	ro := tools.Confirmation{Kind: tools.ConfirmExec, Label: "ls", Shell: tools.ShellReadOnly}
+	ro := tools.Confirmation{Kind: tools.ConfirmExec, Label: "ls", Shell: shellline.ReadOnly}
 	assert.False(t, s.needsConfirmation(ModePlan, ro))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/acpd/acpd/session/commands"
 	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/notice"
+	"github.com/acpd/acpd/session/shellline"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
@@ -104,7 +105,7 @@ func (t *turn) checkpoint(call tools.Call, conf tools.Confirmation) string {
 		} else {
 			err = rec.Files(paths)
 		}
-	case conf.Kind == tools.ConfirmExec && conf.Shell != tools.ShellReadOnly, conf.Kind == tools.ConfirmMCP:
+	case conf.Kind == tools.ConfirmExec && conf.Shell != shellline.ReadOnly, conf.Kind == tools.ConfirmMCP:
 		err = rec.Tree()
 	default:
 		return ""

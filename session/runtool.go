@@ -10,6 +10,7 @@ import (
 	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/notice"
+	"github.com/acpd/acpd/session/shellline"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
@@ -222,7 +223,7 @@ func (t *turn) runTool(ctx context.Context, p pcall) toolRun {
 		failed(msg)
 		return toolRun{llm: msg, obs: failureObservation{terminal: "error", execution: "not_started", tool: p.Name}}
 	}
-	env.Unasked = !ask && mode == ModePlan && conf.Kind == tools.ConfirmExec && conf.Shell == tools.ShellReadOnly
+	env.Unasked = !ask && mode == ModePlan && conf.Kind == tools.ConfirmExec && conf.Shell == shellline.ReadOnly
 	res := call.Execute(ctx, env)
 	if ctx.Err() != nil {
 		// Content replaces the call's collection: keep an embedded terminal,
@@ -280,7 +281,7 @@ func planBlocked(c tools.Confirmation) bool {
 	case tools.ConfirmNone, tools.ConfirmInfo, tools.ConfirmFetch, tools.ConfirmPrivateNetwork:
 		return false // web_fetch reads; it still asks in plan mode
 	case tools.ConfirmExec:
-		return c.Shell == tools.ShellWrite
+		return c.Shell == shellline.Write
 	}
 	return true
 }
@@ -295,7 +296,7 @@ func (s *Session) needsConfirmation(mode string, c tools.Confirmation) bool {
 		// connects (tools.Env.Permit).
 		return false
 	}
-	if mode == ModePlan && c.Kind == tools.ConfirmExec && c.Shell != tools.ShellReadOnly {
+	if mode == ModePlan && c.Kind == tools.ConfirmExec && c.Shell != shellline.ReadOnly {
 		// Plan mode must confirm a command it cannot classify as
 		// read-only (§11), even one "always allowed" earlier.
 		return true
@@ -311,7 +312,7 @@ func (s *Session) needsConfirmation(mode string, c tools.Confirmation) bool {
 	case ModeAutoEdit:
 		return c.Kind == tools.ConfirmExec || c.Kind == tools.ConfirmMCP || c.Kind == tools.ConfirmFetch
 	case ModePlan:
-		return !(c.Kind == tools.ConfirmExec && c.Shell == tools.ShellReadOnly)
+		return !(c.Kind == tools.ConfirmExec && c.Shell == shellline.ReadOnly)
 	}
 	return true
 }

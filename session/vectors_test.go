@@ -15,6 +15,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/shellline"
 	"github.com/acpd/acpd/session/tools"
 )
 
@@ -341,7 +342,7 @@ func TestNeedsConfirmation(t *testing.T) {
 	s := &Session{allowAlways: map[string]bool{}}
 	edit := tools.Confirmation{Kind: tools.ConfirmEdit}
 	exec := tools.Confirmation{Kind: tools.ConfirmExec, Label: "npm test"}
-	ro := tools.Confirmation{Kind: tools.ConfirmExec, Label: "ls", Shell: tools.ShellReadOnly}
+	ro := tools.Confirmation{Kind: tools.ConfirmExec, Label: "ls", Shell: shellline.ReadOnly}
 	read := tools.Confirmation{Kind: tools.ConfirmNone}
 	tests := []struct {
 		mode string

@@ -6,29 +6,6 @@ import (
 	"testing"
 )
 
-func FuzzClassifyShell(f *testing.F) {
-	for _, s := range []string{"ls -la", "git status && rm x", "echo 'a' > b", "cat <<EOF\nx\nEOF\n", "a $(b) `c`", "x 2>&1 | y", "ls <<E\"O\"F", "cat <<-'X'\n\tX", "ls >&2 # c", `"unterminated`, "\\"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		c := classifyShell(s)
-		if c != ShellReadOnly && c != ShellWrite && c != ShellUnknown {
-			t.Fatalf("class %d", c)
-		}
-		// Appending a write can never make a line read-only.
-		if classifyShell(s+"\nrm -rf x") == ShellReadOnly {
-			t.Fatalf("%q plus rm classified read-only", s)
-		}
-		// Nothing appended on a line of its own hides from the label.
-		if strings.HasSuffix(s, "\\") {
-			return // a continuation joins the next line to this one
-		}
-		if label, ok := alwaysLabel(s + "\ntouch zz"); ok && !strings.Contains(label, "touch") {
-			t.Fatalf("%q plus touch labelled %q", s, label)
-		}
-	})
-}
-
 // FuzzConfine: whatever the path, confine either refuses it or returns a
 // real path inside the root.
 func FuzzConfine(f *testing.F) {

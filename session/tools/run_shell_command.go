@@ -18,6 +18,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/notice"
+	"github.com/acpd/acpd/session/shellline"
 	"github.com/acpd/acpd/session/tools/lifeline"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
@@ -115,13 +116,14 @@ func (c *runShellCommandCall) Confirmation() Confirmation {
 	if c.description != "" {
 		content += "\n\n" + c.description
 	}
-	label, ok := alwaysLabel(c.command)
+	line := shellline.Parse(c.command)
+	label, ok := line.AlwaysLabel()
 	return Confirmation{
 		Kind:     ConfirmExec,
 		Label:    label,
 		NoAlways: !ok,
 		Content:  []acp.ToolCallContent{acp.TextContent(content)},
-		Shell:    classifyShell(c.command),
+		Shell:    line.Class(),
 	}
 }
 

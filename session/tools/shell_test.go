@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/shellline"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -64,7 +65,7 @@ func TestRunShellCommand_Confirmation(t *testing.T) {
 	assert.Equal(t, ConfirmExec, conf.Kind)
 	assert.Equal(t, "npm test, git push", conf.Label)
 	assert.False(t, conf.NoAlways)
-	assert.Equal(t, ShellWrite, conf.Shell)
+	assert.Equal(t, shellline.Write, conf.Shell)
 	require.Len(t, conf.Content, 1)
 	assert.Equal(t, "npm test && git push\n\ntest and push", text(conf.Content[0]))
 	assert.Nil(t, c.Locations())
@@ -178,200 +179,6 @@ func TestRunShellCommand_BackgroundLeftoversKilled(t *testing.T) {
 	pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(groupMembers(t, pgid)) == 0 }, time.Second, 5*time.Millisecond)
-}
-
-func TestClassifyShell(t *testing.T) {
-	tests := []struct {
-		cmd  string
-		want ShellClass
-	}{
-		{"ls -la", ShellReadOnly},
-		{"cat a.txt | grep foo | wc -l", ShellReadOnly},
-		{"git status && git diff HEAD~1", ShellReadOnly},
-		{"git log --oneline -5", ShellReadOnly},
-		{"git -C sub status", ShellReadOnly},
-		{"git branch", ShellReadOnly},
-		{"find . -name '*.go'", ShellReadOnly},
-		{"grep -rn 'x > y' src", ShellReadOnly},
-		{"echo hi 2>&1", ShellReadOnly},
-		{"ls > /dev/null 2>&1", ShellReadOnly},
-		{"LC_ALL=C head -n 5 file", ShellReadOnly},
-		{"FOO=1 head -n 5 file", ShellUnknown},
-		{"PATH=.:$PATH ls", ShellUnknown},
-		{"LD_PRELOAD=./x.so cat f", ShellUnknown},
-		{"env LD_PRELOAD=./x.so cat f", ShellUnknown},
-		{"env LC_ALL=C cat f", ShellReadOnly},
-		{"env", ShellReadOnly},
-		{"env -u HOME ls", ShellReadOnly},
-		{"env -u ls rm -rf x", ShellWrite},
-		{"nice -n 5 cat f", ShellReadOnly},
-		{"timeout 5 cat f", ShellReadOnly},
-		{"timeout -s KILL 5 rm x", ShellWrite},
-		{"xargs -I {} cat {}", ShellReadOnly},
-		{"xargs -0 rm", ShellWrite},
-		{"command -v ls", ShellReadOnly},
-		{"./ls", ShellUnknown},
-		{"/usr/bin/ls -la", ShellReadOnly},
-		{"/tmp/ls", ShellUnknown},
-		// Plan mode's attacks: each writes or runs a program.
-		{"sed -n '1e touch x' f", ShellUnknown},
-		{"sed -n '1,5p' f", ShellReadOnly},
-		{"sed -n -e '/a/p' -e 's/x/y/gp' f", ShellReadOnly},
-		{"sed -ne '3p' f", ShellReadOnly},
-		{"sed 's/a/b/w out' f", ShellWrite},
-		{"sed 's/a/b/e' f", ShellUnknown},
-		{"sed '1w out' f", ShellWrite},
-		{"sed 'r /etc/passwd' f", ShellUnknown},
-		{"sed -f script.sed f", ShellUnknown},
-		{"sed 's|a/b|c|g' f", ShellReadOnly},
-		{"sed '/x/!d;$q' f", ShellReadOnly},
-		{"sed --in-place 's/a/b/' f", ShellWrite},
-		{"git -c core.fsmonitor='touch x' status", ShellUnknown},
-		{"git --exec-path=. status", ShellUnknown},
-		{"git --git-dir=/other/.git log", ShellUnknown},
-		{"git -p log", ShellUnknown},
-		{"git --no-pager log -1", ShellReadOnly},
-		{"git ls-remote --upload-pack='touch x' .", ShellUnknown},
-		{"git ls-remote origin", ShellUnknown},
-		{"git log --output=x -1", ShellWrite},
-		{"git log --ext-diff -p", ShellUnknown},
-		{"git diff --textconv", ShellUnknown},
-		{"git grep -O foo", ShellUnknown},
-		{"git grep --open-files-in-pager=vim foo", ShellUnknown},
-		{"git cat-file --filters HEAD:a", ShellUnknown},
-		{"git help log", ShellUnknown},
-		{"git remote show origin", ShellUnknown},
-		{"git remote -v", ShellReadOnly},
-		{"git tag -v v1", ShellUnknown},
-		{"git config --get user.name", ShellReadOnly},
-		{"uniq a x", ShellUnknown},
-		{"uniq -c a", ShellReadOnly},
-		{"uniq -f 2 a", ShellReadOnly},
-		{"xxd -r -p a.hex x", ShellUnknown},
-		{"xxd a.bin", ShellReadOnly},
-		{"sort -o x a", ShellUnknown},
-		{"sort --output=x a", ShellUnknown},
-		{"sort --compress-program=sh a", ShellUnknown},
-		{"sort -k 2 -t , -n a", ShellReadOnly},
-		{"find . -fprint x", ShellWrite},
-		{"find . -newermt 2020-01-01 -mtime -5 -print", ShellReadOnly},
-		{"find . -name x -execdir rm {} +", ShellUnknown},
-		{"find . -okdir cat {} ;", ShellUnknown},
-		{"rg --pre ./evil foo", ShellUnknown},
-		{"rg -n --glob '*.go' foo", ShellReadOnly},
-		{"less -o log f", ShellUnknown},
-		{"tree -o out", ShellUnknown},
-		{"tree -L 2", ShellReadOnly},
-		{"file -C -m x", ShellUnknown},
-		{"date -s 2020-01-01", ShellUnknown},
-		{"date 0101000020", ShellWrite},
-		{"date +%s", ShellReadOnly},
-		{"hostname evil", ShellUnknown},
-		{"hostname -f", ShellReadOnly},
-		{"stty raw", ShellUnknown},
-		{"stty -a", ShellReadOnly},
-		{"yarn --version", ShellUnknown},
-		{"go list -json ./...", ShellReadOnly},
-		{"go list -toolexec ./x ./...", ShellUnknown},
-		{"go list -export ./...", ShellUnknown},
-		{"sed -n '1,5p' f", ShellReadOnly},
-		{"cat <<EOF\nhi\nEOF", ShellReadOnly},
-		{"echo hi > out.txt", ShellWrite},
-		{"echo hi >> out.txt", ShellWrite},
-		{"ls&>out", ShellWrite},
-		{"rm -rf build", ShellWrite},
-		{"mv a b", ShellWrite},
-		{"git commit -m 'x'", ShellWrite},
-		{"git push origin main", ShellWrite},
-		{"git branch -D old", ShellWrite},
-		{"git branch feature", ShellWrite},
-		{"find . -name '*.tmp' -delete", ShellWrite},
-		{"sed -i 's/a/b/' f", ShellWrite},
-		{"ls; rm x", ShellWrite},
-		{"cat a | tee b", ShellWrite},
-		{"npm install", ShellWrite},
-		{"sudo ls", ShellWrite},
-		{"xargs rm < list", ShellWrite},
-		{"find . -exec cat {} \\;", ShellUnknown},
-		{"npm test", ShellUnknown},
-		{"make", ShellUnknown},
-		{"python script.py", ShellUnknown},
-		{"echo $(rm -rf /)", ShellWrite},
-		{"echo $(date)", ShellUnknown},
-		{"cat <<'EOF' | grep x\nrm -rf /\nEOF\nls", ShellReadOnly},
-		{"cat <<EOF\nhi\nEOF\nrm x", ShellWrite},
-		{"cat `ls`", ShellUnknown},
-		{"ls 'unterminated", ShellUnknown},
-		{"awk '{print}' f", ShellUnknown},
-		{"", ShellUnknown},
-	}
-	for _, tt := range tests {
-		t.Run(tt.cmd, func(t *testing.T) {
-			assert.Equal(t, tt.want, classifyShell(tt.cmd))
-		})
-	}
-}
-
-func TestAlwaysLabel(t *testing.T) {
-	tests := []struct {
-		cmd  string
-		want string // "" when no "always" may cover the line
-	}{
-		{"npm test", "npm test"},
-		{"npm --version", "npm"},
-		{"/usr/bin/git status -s", "/usr/bin/git status"},
-		{"./ls -la", "./ls"},
-		{"FOO=1 go test ./...", "FOO=1 go test"},
-		{"LD_PRELOAD=/tmp/x.so ls", "LD_PRELOAD=/tmp/x.so ls"},
-		{"ls -la | grep x && ls", "ls, grep"},
-		{"echo 'a; rm b'", "echo"},
-		{"cd sub && make build", "cd, make build"},
-		{"ls 2>&1 >/dev/null", "ls"},
-		{"cat < in.txt", "cat"},
-		{"grep x <<< 'a b'", "grep"},
-		{"if test -f x; then cat x; fi", "test, cat"},
-		{"for f in a b; do wc -l $f; done", "wc"},
-		{"{ ls; }", "ls"},
-		{"find . | xargs rm", "find, xargs rm"},
-		{"env A=1 ls", "env A=1 ls"},
-		{"timeout 5 ls", "timeout 5 ls"},
-		{"cat <<EOF\nplain\nEOF\n", "cat"},
-		{"cat <<'EOF'\n$(data) `too`\nEOF\n", "cat"},
-		{"cat <<E\"O\"F\nbody\nEOF\n", "cat"},
-		{"cat <<-EOF\n\tbody\n\tEOF\nls", "cat, ls"},
-		// Never covered: each hides something its roots do not show.
-		{"ls `touch a`", ""},
-		{"ls $(touch b)", ""},
-		{"ls \"$(touch b)\"", ""},
-		{"ls \"`touch b`\"", ""},
-		{"diff <(ls a) <(ls b)", ""},
-		{"ls >(cat)", ""},
-		{"ls <<E\"O\"F\ntouch c", ""},
-		{"ls <<EOF\ntouch c", ""},
-		{"ls <<EOF", ""},
-		{"ls <<EOF\n$(touch d)\nEOF", ""},
-		{"ls <<EOF\n`touch d`\nEOF", ""},
-		{"cat <<EOF\n\tEOF\ntouch e", ""},
-		{"ls <<$X\n$X\n", ""},
-		{"ls $'\\x27'", ""},
-		{"ls 'unterminated", ""},
-		{"ls > out.txt", ""},
-		{"ls >&out.txt", ""},
-		{"ls &> out.txt", ""},
-		{"ls <> f", ""},
-		{"$CMD -la", ""},
-		{"/bin/l? -la", ""},
-		{"nice -n 5 rm -rf x", ""},
-		{"x=$(rm -rf ~)", ""},
-		{"", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.cmd, func(t *testing.T) {
-			got, ok := alwaysLabel(tt.cmd)
-			assert.Equal(t, tt.want, got)
-			assert.Equal(t, tt.want != "", ok)
-		})
-	}
 }
 
 func TestRunShellCommand_ContentIsText(t *testing.T) {

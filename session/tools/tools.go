@@ -15,6 +15,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
+	"github.com/acpd/acpd/session/shellline"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
@@ -88,15 +89,6 @@ const (
 	ConfirmPrivateNetwork
 )
 
-// ShellClass classifies a shell command for plan mode.
-type ShellClass int
-
-const (
-	ShellUnknown  ShellClass = iota // must confirm in plan mode
-	ShellReadOnly                   // allowed in plan mode
-	ShellWrite                      // blocked in plan mode
-)
-
 // Confirmation describes what the user is asked to approve.
 type Confirmation struct {
 	Kind ConfirmKind
@@ -110,7 +102,7 @@ type Confirmation struct {
 	// Content is shown in the permission request (a diff for edits).
 	Content []acp.ToolCallContent
 	// Shell is the plan-mode classification of an exec call.
-	Shell ShellClass
+	Shell shellline.Class
 }
 
 // Tool is one tool the model can call.

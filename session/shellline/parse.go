@@ -1,4 +1,11 @@
-package tools
+// Package shellline reads a shell command line the way acpd decides about
+// it: Parse splits it into simple commands, Classify says whether plan mode
+// may run it without asking, AlwaysLabel names what an "always allow" of it
+// covers. Plan mode, "always allow", the permission rules and acpd guard
+// read command lines through it, so they cannot disagree about what a line
+// runs. It is a classifier's view of sh, not a full parser: whatever it
+// cannot follow is reported (Segment.Hidden, Line.Opaque), never guessed.
+package shellline
 
 import (
 	"path"
@@ -6,23 +13,31 @@ import (
 	"sync"
 )
 
-// shellSegment is one simple command of a shell line: its words (quotes
+// Segment is one simple command of a shell line: its words (quotes
 // removed) and what the parser saw around it.
-type shellSegment struct {
-	words      []string
-	writeRedir bool // '>' or '>>' to something other than /dev/null or an fd
-	subst      bool // $(…), `…` or <(…): content the classifier cannot see
+type Segment struct {
+	Words []string
+	// WriteRedirect: '>' or '>>' to something other than /dev/null or an fd.
+	WriteRedirect bool
+	// Hidden: $(…), `…` or <(…), content the classifier cannot see.
+	Hidden bool
 }
 
-// shellLine is a parsed command line.
-type shellLine struct {
-	segs []shellSegment
-	// opaque says that the line holds something its command roots do not
+// Command splits the segment's words into its leading VAR=value
+// assignments and the command with its arguments, dropping the reserved
+// words of compound commands (if, then, do, {, …). A segment that names no
+// command (for x in …, a lone fi) has no command words.
+func (s Segment) Command() (assigns, cmd []string) { return splitCommand(s.Words) }
+
+// Line is a parsed command line.
+type Line struct {
+	Segments []Segment
+	// Opaque says that the line holds something its command roots do not
 	// show: a command substitution (`…`, $(…), quoted or not, or inside an
 	// unquoted here-document), a process substitution, ANSI-C quoting, an
 	// unterminated quote or here-document, a redirect into a file, a
 	// command named by an expansion. An "always allow" never covers it.
-	opaque bool
+	Opaque bool
 }
 
 // metaChars end an unquoted word.
@@ -35,23 +50,23 @@ type hereDoc struct {
 	quoted bool // the delimiter was quoted: the body is not expanded
 }
 
-// parseShell splits a command line into simple commands at ;, &&, ||, |, &,
+// Parse splits a command line into simple commands at ;, &&, ||, |, &,
 // newlines and parentheses, honouring quotes and backslashes. It is a
 // classifier's view of sh, not a full parser: anything it cannot follow is
-// reported through subst (so the caller treats the command as unknown) and
-// opaque (so no "always allow" covers the line). The text of a command
+// reported through Hidden (so the caller treats the command as unknown) and
+// Opaque (so no "always allow" covers the line). The text of a command
 // substitution is parsed as commands of its own, so their roots show.
-func parseShell(line string) shellLine {
+func Parse(line string) Line {
 	var (
-		out      shellLine
-		cur      shellSegment
+		out      Line
+		cur      Segment
 		word     strings.Builder
 		inWord   bool
 		redirect bool // the next word is a '>' target
 		input    bool // the next word is a '<' source or a here-string
 		pending  []hereDoc
 	)
-	hidden := func() { cur.subst, out.opaque = true, true }
+	hidden := func() { cur.Hidden, out.Opaque = true, true }
 	endWord := func() {
 		if !inWord {
 			return
@@ -63,28 +78,28 @@ func parseShell(line string) shellLine {
 		case redirect:
 			redirect = false
 			if w != "/dev/null" {
-				cur.writeRedir = true
+				cur.WriteRedirect = true
 			}
 		case input:
 			input = false
 		default:
-			cur.words = append(cur.words, w)
+			cur.Words = append(cur.Words, w)
 		}
 	}
 	endSeg := func() {
 		endWord()
 		if redirect { // '>' with no target word
-			cur.writeRedir = true
+			cur.WriteRedirect = true
 			redirect = false
 		}
 		input = false
-		if cur.writeRedir {
-			out.opaque = true
+		if cur.WriteRedirect {
+			out.Opaque = true
 		}
-		if len(cur.words) > 0 || cur.writeRedir || cur.subst {
-			out.segs = append(out.segs, cur)
+		if len(cur.Words) > 0 || cur.WriteRedirect || cur.Hidden {
+			out.Segments = append(out.Segments, cur)
 		}
-		cur = shellSegment{}
+		cur = Segment{}
 	}
 	for i := 0; i < len(line); i++ {
 		ch := line[i]
@@ -217,14 +232,14 @@ func parseShell(line string) shellLine {
 					}
 					found = l == h.delim
 					if !found && !h.quoted && (strings.Contains(l, "$(") || strings.Contains(l, "`")) {
-						out.segs = append(out.segs, shellSegment{subst: true})
-						out.opaque = true
+						out.Segments = append(out.Segments, Segment{Hidden: true})
+						out.Opaque = true
 					}
 				}
 				if !found {
 					// An unterminated body: do not guess what sh makes of it.
-					out.segs = append(out.segs, shellSegment{subst: true})
-					out.opaque = true
+					out.Segments = append(out.Segments, Segment{Hidden: true})
+					out.Opaque = true
 				}
 			}
 			pending = nil
@@ -245,8 +260,8 @@ func parseShell(line string) shellLine {
 	endSeg()
 	if len(pending) > 0 {
 		// A here-document with no body at all.
-		out.segs = append(out.segs, shellSegment{subst: true})
-		out.opaque = true
+		out.Segments = append(out.Segments, Segment{Hidden: true})
+		out.Opaque = true
 	}
 	return out
 }
@@ -397,12 +412,6 @@ func splitCommand(words []string) (assigns, cmd []string) {
 	return assigns, nil
 }
 
-// commandWords strips leading VAR=value assignments and reserved words.
-func commandWords(words []string) []string {
-	_, cmd := splitCommand(words)
-	return cmd
-}
-
 // subcommandTools take a subcommand that belongs in the "always allow"
 // label: "npm test" is not "npm publish".
 var subcommandTools = sync.OnceValue(func() map[string]bool {
@@ -424,25 +433,27 @@ var wrapperCommands = sync.OnceValue(func() map[string]bool {
 	}
 })
 
-// alwaysLabel is what an "always allow" for the command line covers: the
+// AlwaysLabel is what an "always allow" for the command line covers: the
 // command root of every simple command, deduplicated, in order, joined by
 // ", " ("npm test, git push"); false when no "always" may cover the line
-// (shellLine.opaque, a wrapper given options, a command word that is an
+// (Line.Opaque, a wrapper given options, a command word that is an
 // expansion or a pattern, or no command at all). A root keeps the command
 // as written, its path and its VAR=value prefixes included: "./ls" is not
 // "ls", and "LD_PRELOAD=x ls" is not "ls".
-func alwaysLabel(line string) (string, bool) {
-	p := parseShell(line)
-	if p.opaque {
+func AlwaysLabel(line string) (string, bool) { return Parse(line).AlwaysLabel() }
+
+// AlwaysLabel is the package function's answer for a parsed line.
+func (p Line) AlwaysLabel() (string, bool) {
+	if p.Opaque {
 		return "", false
 	}
 	var roots []string
 	seen := map[string]bool{}
-	for _, s := range p.segs {
-		if s.subst || s.writeRedir {
+	for _, s := range p.Segments {
+		if s.Hidden || s.WriteRedirect {
 			return "", false
 		}
-		root, ok := segmentRoot(s.words)
+		root, ok := segmentRoot(s.Words)
 		if !ok {
 			return "", false
 		}

@@ -1,10 +1,30 @@
-package tools
+package shellline
 
 import (
 	"path"
 	"strings"
 	"sync"
 )
+
+// Class is what plan mode makes of a command line.
+type Class int
+
+const (
+	Unknown  Class = iota // must confirm in plan mode
+	ReadOnly              // allowed in plan mode
+	Write                 // blocked in plan mode
+)
+
+// String names the class as transcripts and logs show it.
+func (c Class) String() string {
+	switch c {
+	case ReadOnly:
+		return "read-only"
+	case Write:
+		return "write"
+	}
+	return "unknown"
+}
 
 // Plan mode runs, without asking, the commands it classifies read-only.
 // "Read-only" must therefore hold for every flag and argument the command
@@ -16,48 +36,49 @@ import (
 // by a path is read-only only from a system folder: ./ls is the
 // workspace's program.
 
-// classifyShell decides what plan mode does with a command line: every
-// simple command read-only → ShellReadOnly; any that writes → ShellWrite;
-// otherwise ShellUnknown.
-func classifyShell(line string) ShellClass {
-	segs := parseShell(line).segs
-	if len(segs) == 0 {
-		return ShellUnknown
+// Classify decides what plan mode does with a command line: every simple
+// command read-only → ReadOnly; any that writes → Write; otherwise Unknown.
+func Classify(line string) Class { return Parse(line).Class() }
+
+// Class is Classify's answer for a parsed line.
+func (p Line) Class() Class {
+	if len(p.Segments) == 0 {
+		return Unknown
 	}
-	class := ShellReadOnly
-	for _, s := range segs {
+	class := ReadOnly
+	for _, s := range p.Segments {
 		c := classifySegment(s)
-		if c == ShellWrite {
-			return ShellWrite
+		if c == Write {
+			return Write
 		}
-		if c == ShellUnknown {
-			class = ShellUnknown
+		if c == Unknown {
+			class = Unknown
 		}
 	}
 	return class
 }
 
-func classifySegment(s shellSegment) ShellClass {
-	if s.writeRedir {
-		return ShellWrite
+func classifySegment(s Segment) Class {
+	if s.WriteRedirect {
+		return Write
 	}
-	assigns, w := splitCommand(s.words)
+	assigns, w := splitCommand(s.Words)
 	if len(w) == 0 {
-		if s.subst {
-			return ShellUnknown
+		if s.Hidden {
+			return Unknown
 		}
-		return ShellReadOnly
+		return ReadOnly
 	}
 	for _, a := range assigns {
 		if !harmlessAssignment(a) {
 			// PATH=., LD_PRELOAD=…, GIT_CONFIG_*…: a variable can make
 			// any command run something else.
-			return worst(ShellUnknown, classifyWords(w))
+			return worst(Unknown, classifyWords(w))
 		}
 	}
 	c := classifyWords(w)
-	if c == ShellReadOnly && s.subst {
-		return ShellUnknown
+	if c == ReadOnly && s.Hidden {
+		return Unknown
 	}
 	return c
 }
@@ -75,14 +96,14 @@ func harmlessAssignment(a string) bool {
 
 // worst is the stricter of two classes: a write beats unknown, unknown
 // beats read-only.
-func worst(a, b ShellClass) ShellClass {
-	if a == ShellWrite || b == ShellWrite {
-		return ShellWrite
+func worst(a, b Class) Class {
+	if a == Write || b == Write {
+		return Write
 	}
-	if a == ShellUnknown || b == ShellUnknown {
-		return ShellUnknown
+	if a == Unknown || b == Unknown {
+		return Unknown
 	}
-	return ShellReadOnly
+	return ReadOnly
 }
 
 // The classifier's tables are built on first use (sync.OnceValue): as
@@ -112,7 +133,7 @@ type options struct {
 // check classifies args against the allowlist: read-only when every
 // option is allowed and the operands are few enough, else unknown. It
 // returns the operands too.
-func (o options) check(args []string) (ShellClass, []string) {
+func (o options) check(args []string) (Class, []string) {
 	var operands []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -131,7 +152,7 @@ func (o options) check(args []string) (ShellClass, []string) {
 				}
 			case contains(o.long, name) && !hasValue:
 			default:
-				return ShellUnknown, nil
+				return Unknown, nil
 			}
 		default:
 			for j := 1; j < len(a); j++ {
@@ -143,15 +164,15 @@ func (o options) check(args []string) (ShellClass, []string) {
 					break
 				}
 				if strings.IndexByte(o.short, c) < 0 && !(o.short == "*" && isFlagChar(c)) {
-					return ShellUnknown, nil
+					return Unknown, nil
 				}
 			}
 		}
 	}
 	if o.maxOperands >= 0 && len(operands) > o.maxOperands {
-		return ShellUnknown, nil
+		return Unknown, nil
 	}
-	return ShellReadOnly, operands
+	return ReadOnly, operands
 }
 
 func isFlagChar(c byte) bool {
@@ -249,31 +270,31 @@ var wrapperOptions = sync.OnceValue(func() map[string]options {
 	}
 })
 
-func classifyWords(w []string) ShellClass {
+func classifyWords(w []string) Class {
 	name := path.Base(w[0])
 	if strings.Contains(w[0], "/") && !systemDirs()[path.Dir(w[0])] {
-		return ShellUnknown // a program of the workspace, or of anywhere
+		return Unknown // a program of the workspace, or of anywhere
 	}
 	args := w[1:]
 	if o, ok := wrapperOptions()[name]; ok {
 		if name == "command" && len(args) > 0 && (args[0] == "-v" || args[0] == "-V") {
-			return ShellReadOnly // prints what a name is
+			return ReadOnly // prints what a name is
 		}
 		rest, ok := wrapped(o, args, name == "env")
 		switch {
 		case !ok:
-			return ShellUnknown
+			return Unknown
 		case name == "timeout":
 			if len(rest) == 0 || !isDuration(rest[0]) {
-				return ShellUnknown
+				return Unknown
 			}
 			rest = rest[1:]
 		}
 		if len(rest) == 0 {
 			if name == "env" {
-				return ShellReadOnly // prints the environment
+				return ReadOnly // prints the environment
 			}
-			return ShellUnknown
+			return Unknown
 		}
 		return classifyWords(rest)
 	}
@@ -288,39 +309,39 @@ func classifyWords(w []string) ShellClass {
 		if len(args) > 0 {
 			switch args[0] {
 			case "ls", "list", "view", "outdated", "why", "--version", "-v":
-				return ShellReadOnly
+				return ReadOnly
 			case "install", "i", "add", "uninstall", "remove", "rm", "publish", "ci", "update", "upgrade", "link", "unlink":
-				return ShellWrite
+				return Write
 			}
 		}
-		return ShellUnknown
+		return Unknown
 	case "pnpm", "yarn":
 		// Both run the project's own code to start: yarn a yarnPath of
 		// .yarnrc.yml, pnpm its .pnpmfile.cjs.
 		if len(args) > 0 {
 			switch args[0] {
 			case "install", "i", "add", "remove", "rm", "publish", "update", "upgrade", "link", "unlink":
-				return ShellWrite
+				return Write
 			}
 		}
-		return ShellUnknown
+		return Unknown
 	case "go":
 		return classifyGo(args)
 	}
 	if o, ok := readOnlyCommands()[name]; ok {
 		if o == nil {
-			return ShellReadOnly
+			return ReadOnly
 		}
 		c, operands := o.check(args)
-		if c == ShellReadOnly && name == "date" && len(operands) == 1 && !strings.HasPrefix(operands[0], "+") {
-			return ShellWrite // date MMDDhhmm sets the clock
+		if c == ReadOnly && name == "date" && len(operands) == 1 && !strings.HasPrefix(operands[0], "+") {
+			return Write // date MMDDhhmm sets the clock
 		}
 		return c
 	}
 	if writeCommands()[name] {
-		return ShellWrite
+		return Write
 	}
-	return ShellUnknown
+	return Unknown
 }
 
 // wrapped returns the command a wrapper runs: the words after its
@@ -337,9 +358,9 @@ func wrapped(o options, args []string, assigns bool) ([]string, bool) {
 		if !strings.HasPrefix(a, "-") || a == "-" {
 			break
 		}
-		if c, _ := o.check([]string{a}); c != ShellReadOnly {
+		if c, _ := o.check([]string{a}); c != ReadOnly {
 			// An option taking its value in the next word.
-			if c2, _ := o.check(args[i : i+min(2, len(args)-i)]); c2 != ShellReadOnly || i+1 >= len(args) {
+			if c2, _ := o.check(args[i : i+min(2, len(args)-i)]); c2 != ReadOnly || i+1 >= len(args) {
 				return nil, false
 			}
 			i++
@@ -382,12 +403,12 @@ var findPrimaries = sync.OnceValue(func() map[string]bool {
 	}
 })
 
-func classifyFind(args []string) ShellClass {
+func classifyFind(args []string) Class {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case a == "-delete" || strings.HasPrefix(a, "-fprint") || a == "-fls":
-			return ShellWrite
+			return Write
 		case !strings.HasPrefix(a, "-") || a == "-":
 			// a path, or ( ) ! , of the expression
 		case strings.HasPrefix(a, "-newer") && len(a) == 8:
@@ -395,21 +416,21 @@ func classifyFind(args []string) ShellClass {
 		default:
 			takesArg, ok := findPrimaries()[a]
 			if !ok {
-				return ShellUnknown // -exec, -ok, and whatever this list does not know
+				return Unknown // -exec, -ok, and whatever this list does not know
 			}
 			if takesArg {
 				i++
 			}
 		}
 	}
-	return ShellReadOnly
+	return ReadOnly
 }
 
 // sedOptions are the options sed may take in plan mode: not -i (edits in
 // place), not -f (a script this classifier has not read).
 var sedOptions = options{short: "nrEsuz", shortArg: "el", long: []string{"quiet", "silent", "regexp-extended", "separate", "unbuffered", "null-data", "posix", "debug", "sandbox", "help", "version"}, longArg: []string{"expression", "line-length"}, maxOperands: -1}
 
-func classifySed(args []string) ShellClass {
+func classifySed(args []string) Class {
 	var scripts []string
 	var files []string
 	hasE := false
@@ -417,10 +438,10 @@ func classifySed(args []string) ShellClass {
 		a := args[i]
 		switch {
 		case a == "-i" || strings.HasPrefix(a, "-i") || strings.HasPrefix(a, "--in-place"):
-			return ShellWrite
+			return Write
 		case a == "-e" || a == "--expression":
 			if i+1 >= len(args) {
-				return ShellUnknown
+				return Unknown
 			}
 			scripts = append(scripts, args[i+1])
 			hasE = true
@@ -429,17 +450,17 @@ func classifySed(args []string) ShellClass {
 			scripts = append(scripts, strings.TrimPrefix(a, "--expression="))
 			hasE = true
 		case strings.HasPrefix(a, "-") && a != "-":
-			if c, _ := sedOptions.check([]string{a}); c != ShellReadOnly {
+			if c, _ := sedOptions.check([]string{a}); c != ReadOnly {
 				if strings.HasPrefix(a, "-") && strings.HasSuffix(a, "e") && !strings.HasPrefix(a, "--") {
 					// -ne SCRIPT
-					if c, _ := sedOptions.check([]string{a[:len(a)-1]}); c == ShellReadOnly && i+1 < len(args) {
+					if c, _ := sedOptions.check([]string{a[:len(a)-1]}); c == ReadOnly && i+1 < len(args) {
 						scripts = append(scripts, args[i+1])
 						hasE = true
 						i++
 						continue
 					}
 				}
-				return ShellUnknown
+				return Unknown
 			}
 			if strings.HasSuffix(a, "l") && !strings.HasPrefix(a, "--") {
 				i++ // -l N
@@ -450,23 +471,23 @@ func classifySed(args []string) ShellClass {
 	}
 	if !hasE {
 		if len(files) == 0 {
-			return ShellUnknown
+			return Unknown
 		}
 		scripts = append(scripts, files[0])
 	}
 	for _, s := range scripts {
-		if c := sedScriptClass(s); c != ShellReadOnly {
+		if c := sedScriptClass(s); c != ReadOnly {
 			return c
 		}
 	}
-	return ShellReadOnly
+	return ReadOnly
 }
 
 // sedScriptClass reads a sed script: read-only when it only prints,
 // deletes from the output, moves between lines and substitutes; a write
 // with w/W (or the w flag of s); unknown with e (runs a command), r/R, the
 // text commands a/i/c and anything this reader does not follow.
-func sedScriptClass(s string) ShellClass {
+func sedScriptClass(s string) Class {
 	i := 0
 	// delimited reads a /…/-style part ending at delim, honouring \ escapes.
 	delimited := func(delim byte) bool {
@@ -497,26 +518,26 @@ func sedScriptClass(s string) ShellClass {
 			delim := byte('/')
 			if c == '\\' {
 				if i+1 >= len(s) {
-					return ShellUnknown
+					return Unknown
 				}
 				delim = s[i+1]
 				i++
 			}
 			i++
 			if !delimited(delim) {
-				return ShellUnknown
+				return Unknown
 			}
 			for i < len(s) && (s[i] == 'I' || s[i] == 'M') {
 				i++
 			}
 		case c == 's' || c == 'y':
 			if i+1 >= len(s) || s[i+1] == '\\' || s[i+1] == '\n' {
-				return ShellUnknown
+				return Unknown
 			}
 			delim := s[i+1]
 			i += 2
 			if !delimited(delim) || !delimited(delim) {
-				return ShellUnknown
+				return Unknown
 			}
 			if c == 'y' {
 				continue
@@ -525,10 +546,10 @@ func sedScriptClass(s string) ShellClass {
 				i++
 			}
 			if i < len(s) && s[i] == 'w' {
-				return ShellWrite
+				return Write
 			}
 			if i < len(s) && s[i] == 'e' {
-				return ShellUnknown
+				return Unknown
 			}
 		case strings.IndexByte("pPdDnNgGhHxlqQ=zF", c) >= 0:
 			i++
@@ -538,17 +559,17 @@ func sedScriptClass(s string) ShellClass {
 				}
 			}
 		case c == 'w' || c == 'W':
-			return ShellWrite
+			return Write
 		case c == '#' && i == 0 && !strings.HasPrefix(s, "#n"):
 			for i < len(s) && s[i] != '\n' {
 				i++
 			}
 		default:
 			// e, r, R, a, i, c, b, t, T, :label, v, …
-			return ShellUnknown
+			return Unknown
 		}
 	}
-	return ShellReadOnly
+	return ReadOnly
 }
 
 // gitGlobal are git's options before the subcommand that change nothing
@@ -591,7 +612,7 @@ var gitWrite = sync.OnceValue(func() map[string]bool {
 	}
 })
 
-func classifyGit(args []string) ShellClass {
+func classifyGit(args []string) Class {
 	// Global options before the subcommand.
 	i := 0
 	for ; i < len(args) && strings.HasPrefix(args[i], "-"); i++ {
@@ -599,12 +620,12 @@ func classifyGit(args []string) ShellClass {
 			i++
 			continue
 		}
-		if c, _ := gitGlobal.check(args[i : i+1]); c != ShellReadOnly {
-			return ShellUnknown // -c, --exec-path, --git-dir, -p, …
+		if c, _ := gitGlobal.check(args[i : i+1]); c != ReadOnly {
+			return Unknown // -c, --exec-path, --git-dir, -p, …
 		}
 	}
 	if i >= len(args) {
-		return ShellReadOnly
+		return ReadOnly
 	}
 	sub, rest := args[i], args[i+1:]
 	positional := func() bool {
@@ -628,89 +649,89 @@ func classifyGit(args []string) ShellClass {
 	if denied, ok := gitReadOnly()[sub]; ok {
 		switch {
 		case hasFlag("--output"):
-			return ShellWrite
+			return Write
 		case hasFlag(denied...):
-			return ShellUnknown
+			return Unknown
 		}
-		return ShellReadOnly
+		return ReadOnly
 	}
 	if gitWrite()[sub] {
-		return ShellWrite
+		return Write
 	}
 	switch sub {
 	case "branch":
 		if hasFlag("-d", "-D", "-m", "-M", "-c", "-C", "--delete", "--move", "--copy", "--set-upstream-to", "-u", "--unset-upstream", "-f", "--force", "--edit-description") {
-			return ShellWrite
+			return Write
 		}
 		if positional() && !hasFlag("--list", "-l", "--contains", "--merged", "--no-merged", "--points-at") {
-			return ShellWrite
+			return Write
 		}
-		return ShellReadOnly
+		return ReadOnly
 	case "tag":
 		if hasFlag("-v", "--verify") {
-			return ShellUnknown // runs gpg.program
+			return Unknown // runs gpg.program
 		}
 		if positional() && !hasFlag("-l", "--list", "--contains", "--points-at") || hasFlag("-d", "--delete", "-a", "-s", "-f", "-u", "-m", "-F") {
-			return ShellWrite
+			return Write
 		}
-		return ShellReadOnly
+		return ReadOnly
 	case "stash":
 		if len(rest) > 0 && rest[0] == "list" {
-			return ShellReadOnly
+			return ReadOnly
 		}
 		if len(rest) > 0 && rest[0] == "show" {
 			if hasFlag("--output") {
-				return ShellWrite
+				return Write
 			}
 			if hasFlag("--ext-diff", "--textconv") {
-				return ShellUnknown
+				return Unknown
 			}
-			return ShellReadOnly
+			return ReadOnly
 		}
-		return ShellWrite
+		return Write
 	case "remote":
 		// "remote show NAME" asks the remote (a configured program may
 		// answer); -v and get-url only read the configuration.
 		if len(rest) == 0 || (len(rest) == 1 && (rest[0] == "-v" || rest[0] == "--verbose")) || (len(rest) > 0 && rest[0] == "get-url") {
-			return ShellReadOnly
+			return ReadOnly
 		}
 		if len(rest) > 0 && rest[0] == "show" {
-			return ShellUnknown
+			return Unknown
 		}
-		return ShellWrite
+		return Write
 	case "config":
 		if hasFlag("--get", "--get-all", "--list", "-l", "--get-regexp") && !hasFlag("--edit", "-e") {
-			return ShellReadOnly
+			return ReadOnly
 		}
-		return ShellWrite
+		return Write
 	case "reflog":
 		if len(rest) == 0 || rest[0] == "show" {
-			return ShellReadOnly
+			return ReadOnly
 		}
-		return ShellWrite
+		return Write
 	}
 	// ls-remote (runs --upload-pack or a transport), help (a browser or
 	// man viewer from the configuration), and the rest.
-	return ShellUnknown
+	return Unknown
 }
 
 // classifyGo: go version, go env (not -w/-u), go doc and go list without
 // the flags that build or run a program.
-func classifyGo(args []string) ShellClass {
+func classifyGo(args []string) Class {
 	if len(args) == 0 {
-		return ShellUnknown
+		return Unknown
 	}
 	rest := args[1:]
 	switch args[0] {
 	case "version", "doc":
-		return ShellReadOnly
+		return ReadOnly
 	case "env":
 		for _, a := range rest {
 			if a == "-w" || a == "-u" || strings.HasPrefix(a, "-w=") || strings.HasPrefix(a, "-u=") {
-				return ShellWrite
+				return Write
 			}
 		}
-		return ShellReadOnly
+		return ReadOnly
 	case "list":
 		for i := 0; i < len(rest); i++ {
 			a := rest[i]
@@ -725,12 +746,12 @@ func classifyGo(args []string) ShellClass {
 					i++
 				}
 			default:
-				return ShellUnknown // -export and -compiled build, -toolexec runs a program, …
+				return Unknown // -export and -compiled build, -toolexec runs a program, …
 			}
 		}
-		return ShellReadOnly
+		return ReadOnly
 	case "get", "install", "mod":
-		return ShellWrite
+		return Write
 	}
-	return ShellUnknown
+	return Unknown
 }
