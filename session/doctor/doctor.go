@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/config"
+	"github.com/acpd/acpd/session/credhttp"
 	"github.com/acpd/acpd/session/model/gemini"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
@@ -249,6 +250,8 @@ func probe(ctx context.Context, env *Env, protocol, baseURL, key, keyEnv, mdl, f
 	if client == nil {
 		client = &http.Client{Timeout: timeout}
 	}
+	// The key goes to the configured origin only (credhttp).
+	client = credhttp.Apply(client)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	base := strings.TrimRight(baseURL, "/")

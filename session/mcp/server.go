@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/credhttp"
 )
 
 // inheritedEnv is the part of the daemon's environment a stdio server gets
@@ -185,6 +186,7 @@ func (s *server) dial() (*rpc, *exec.Cmd, error) {
 			}
 		}
 		client.Transport = &headerTransport{base: base, headers: s.cfg.Headers}
+		client.CheckRedirect = credhttp.CheckRedirect // headerTransport adds the headers on every hop
 		r.t = newHTTPTransport(s.cfg.URL, client, r)
 		return r, nil, nil
 	}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/acpd/acpd/session/credhttp"
 )
 
 // HTTPOptions are the transport settings every HTTP wire protocol shares:
@@ -17,8 +19,12 @@ import (
 type HTTPOptions struct {
 	// Name is the provider as errors name it ("anthropic", "gemini", …);
 	// "" reads "model".
-	Name       string
-	HTTPClient *http.Client // nil: a client without a global timeout (ctx bounds it)
+	Name string
+	// HTTPClient sends the requests (nil: a client without a global
+	// timeout, ctx bounds it). Whichever it is, it follows redirects only
+	// within the endpoint's origin (credhttp): the key and the conversation
+	// never go to a host the configuration does not name.
+	HTTPClient *http.Client
 	// MaxRetries is how many times a failed attempt is retried (0: never).
 	MaxRetries int
 	// RequestTimeout bounds the wait for response headers and for each
@@ -64,7 +70,8 @@ func NewStreamer(opts HTTPOptions) *Streamer {
 	}
 	opts.MaxRetries = max(opts.MaxRetries, 0)
 	s := &Streamer{opts: opts, logger: opts.Logger}
-	if c := opts.HTTPClient; c != nil {
+	if opts.HTTPClient != nil {
+		c := credhttp.Apply(opts.HTTPClient)
 		s.client = func() *http.Client { return c }
 	} else {
 		// Built at the first request: every provider of the configuration
@@ -84,13 +91,9 @@ func NewStreamer(opts HTTPOptions) *Streamer {
 // a request body, whose parts are mostly single messages, in 64 KiB writes
 // rather than 4 KiB ones.
 func defaultClient() *http.Client {
-	c := &http.Client{}
-	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
-		t := dt.Clone()
-		t.WriteBufferSize = 64 << 10
-		c.Transport = t
-	}
-	return c
+	t := credhttp.Transport()
+	t.WriteBufferSize = 64 << 10
+	return credhttp.NewClient(t, 0)
 }
 
 // Logger is the options' logger (never nil).
@@ -268,6 +271,10 @@ func retryable(err error) bool {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae.Retryable()
+	}
+	if credhttp.IsRedirect(err) {
+		// The endpoint answers every attempt the same.
+		return false
 	}
 	// Transport failures, cut streams, idle timeouts, undecodable chunks.
 	return true

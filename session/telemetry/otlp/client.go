@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/acpd/acpd/session/credhttp"
 )
 
 // maxResponse bounds what is read of a collector's answer: an OTLP
@@ -66,7 +68,7 @@ func newClient(s settings, signal string) *client {
 		tr.ForceAttemptHTTP2 = true
 	}
 	stop, cancel := context.WithCancel(context.Background())
-	return &client{s: s, target: target, hc: &http.Client{Transport: tr}, stop: stop, cancel: cancel}
+	return &client{s: s, target: target, hc: credhttp.NewClient(tr, 0), stop: stop, cancel: cancel}
 }
 
 // close ends exports in flight and drops idle connections.
