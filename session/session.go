@@ -15,6 +15,7 @@ import (
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
+	"github.com/acpd/acpd/session/tools/confine"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
@@ -25,7 +26,7 @@ type Session struct {
 	cwd   string
 	roots []string
 	// rootCache keeps the roots' resolution for the tools.
-	rootCache tools.RootCache
+	rootCache confine.RootCache
 	// sandbox confines the session's shell commands (nil: unconfined).
 	sandbox *sandbox.Session
 	log     *slog.Logger

@@ -81,7 +81,7 @@ func BenchmarkConfine(b *testing.B) {
 	p := w.write(b, "a/b/c/d.go", "x")
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := confine(w.env, "file_path", p); err != nil {
+		if _, err := w.env.confine("file_path", p); err != nil {
 			b.Fatal(err)
 		}
 	}

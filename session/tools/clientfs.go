@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/tools/confine"
 )
 
 // The editor's file system as editors really serve it
@@ -37,33 +38,33 @@ func errNotFound(path string) error { return &notFoundError{path: path} }
 
 // clientRead asks the editor for t's text after checking that the file
 // exists on disk; -32002 from the editor is reported as not found too.
-func clientRead(ctx context.Context, env *Env, t target, req *acp.ReadTextFileRequest) (*acp.ReadTextFileResponse, error) {
-	if _, err := os.Lstat(t.real); errors.Is(err, fs.ErrNotExist) {
-		return nil, errNotFound(t.path)
+func clientRead(ctx context.Context, env *Env, t confine.Target, req *acp.ReadTextFileRequest) (*acp.ReadTextFileResponse, error) {
+	if _, err := os.Lstat(t.Real()); errors.Is(err, fs.ErrNotExist) {
+		return nil, errNotFound(t.Path())
 	}
-	if err := t.recheck(env, "file_path"); err != nil {
+	if err := env.roots().Recheck(t, "file_path"); err != nil {
 		return nil, err
 	}
 	resp, err := env.Client.ReadTextFile(ctx, req)
 	var ae *acp.Error
 	if errors.As(err, &ae) && ae.Code == acp.CodeResourceNotFound {
-		return nil, errNotFound(t.path)
+		return nil, errNotFound(t.Path())
 	}
 	return resp, err
 }
 
 // clientWrite creates t's missing parent folders below its root, then asks
 // the editor to write the file.
-func clientWrite(ctx context.Context, env *Env, t target, content string) error {
-	if err := t.recheck(env, "file_path"); err != nil {
+func clientWrite(ctx context.Context, env *Env, t confine.Target, content string) error {
+	if err := env.roots().Recheck(t, "file_path"); err != nil {
 		return err
 	}
-	if dir := filepath.Dir(t.rel); dir != "." {
-		if _, err := os.Lstat(filepath.Join(t.root, dir)); errors.Is(err, fs.ErrNotExist) {
-			if err := t.mkdirParents(); err != nil {
-				return fmt.Errorf("creating the folder of %s: %w", t.path, err)
+	if dir := filepath.Dir(t.Rel()); dir != "." {
+		if _, err := os.Lstat(filepath.Join(t.Root(), dir)); errors.Is(err, fs.ErrNotExist) {
+			if err := t.MkdirParents(); err != nil {
+				return fmt.Errorf("creating the folder of %s: %w", t.Path(), err)
 			}
 		}
 	}
-	return env.Client.WriteTextFile(ctx, &acp.WriteTextFileRequest{SessionID: env.SessionID, Path: t.path, Content: content})
+	return env.Client.WriteTextFile(ctx, &acp.WriteTextFileRequest{SessionID: env.SessionID, Path: t.Path(), Content: content})
 }

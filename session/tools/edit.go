@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/tools/confine"
 )
 
 var editSpec = mustSpec("edit", acp.KindEdit,
@@ -40,15 +41,15 @@ func (t *editTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	if err := t.decode(args, &a); err != nil {
 		return nil, err
 	}
-	tg, err := confineFile(env, NameEdit, a.FilePath)
+	tg, err := env.confineFile(NameEdit, a.FilePath)
 	if err != nil {
 		return nil, err
 	}
-	return &editCall{t: tg, a: a, title: "Edit " + shownPath(env, tg.path)}, nil
+	return &editCall{t: tg, a: a, title: "Edit " + env.roots().Shown(tg.Path())}, nil
 }
 
 type editCall struct {
-	t        target
+	t        confine.Target
 	a        editArgs
 	title    string
 	prepared bool
@@ -59,7 +60,7 @@ type editCall struct {
 func (c *editCall) Title() string { return c.title }
 
 func (c *editCall) Locations() []acp.ToolCallLocation {
-	return location(c.t.path, c.line)
+	return location(c.t.Path(), c.line)
 }
 
 func location(path string, line int) []acp.ToolCallLocation {
@@ -78,7 +79,7 @@ func (c *editCall) Prepare(ctx context.Context, env *Env) error {
 		return err
 	}
 	c.old, c.prepared = old, true
-	if _, line, _, err := applyEdit(c.t.path, old, c.a); err == nil {
+	if _, line, _, err := applyEdit(c.t.Path(), old, c.a); err == nil {
 		c.line = line
 	}
 	return nil
@@ -87,8 +88,8 @@ func (c *editCall) Prepare(ctx context.Context, env *Env) error {
 func (c *editCall) Confirmation() Confirmation {
 	conf := Confirmation{Kind: ConfirmEdit, Label: "edit"}
 	if c.prepared {
-		if next, _, _, err := applyEdit(c.t.path, c.old, c.a); err == nil {
-			conf.Content = []acp.ToolCallContent{acp.DiffContent(c.t.path, c.old, next)}
+		if next, _, _, err := applyEdit(c.t.Path(), c.old, c.a); err == nil {
+			conf.Content = []acp.ToolCallContent{acp.DiffContent(c.t.Path(), c.old, next)}
 			return conf
 		}
 	}
@@ -98,7 +99,7 @@ func (c *editCall) Confirmation() Confirmation {
 		s := c.a.OldString
 		old = &s
 	}
-	conf.Content = []acp.ToolCallContent{acp.DiffContent(c.t.path, old, c.a.NewString)}
+	conf.Content = []acp.ToolCallContent{acp.DiffContent(c.t.Path(), old, c.a.NewString)}
 	return conf
 }
 
@@ -107,17 +108,17 @@ func (c *editCall) Execute(ctx context.Context, env *Env) Result {
 	if err != nil {
 		return failure(classifyRead(err), err)
 	}
-	next, line, errType, err := applyEdit(c.t.path, old, c.a)
+	next, line, errType, err := applyEdit(c.t.Path(), old, c.a)
 	if err != nil {
 		return failure(errType, err)
 	}
 	if err := writeWhole(ctx, env, c.t, next); err != nil {
-		return failure(classifyWrite(err), fmt.Errorf("writing %s: %w", c.t.path, err))
+		return failure(classifyWrite(err), fmt.Errorf("writing %s: %w", c.t.Path(), err))
 	}
 	var msg string
 	switch {
 	case old == nil:
-		msg = "Created new file: " + c.t.path + " with provided content."
+		msg = "Created new file: " + c.t.Path() + " with provided content."
 	default:
 		n := 1
 		if c.a.ReplaceAll {
@@ -126,12 +127,12 @@ func (c *editCall) Execute(ctx context.Context, env *Env) Result {
 				n = strings.Count(*old, toCRLF(c.a.OldString))
 			}
 		}
-		msg = fmt.Sprintf("Successfully modified file: %s (%d replacements).", c.t.path, n)
+		msg = fmt.Sprintf("Successfully modified file: %s (%d replacements).", c.t.Path(), n)
 	}
 	return Result{
 		LLMContent: msg,
-		Content:    []acp.ToolCallContent{acp.DiffContent(c.t.path, old, next)},
-		Locations:  location(c.t.path, line),
+		Content:    []acp.ToolCallContent{acp.DiffContent(c.t.Path(), old, next)},
+		Locations:  location(c.t.Path(), line),
 	}
 }
 

@@ -8,14 +8,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/tools/confine"
 )
 
 const (
@@ -72,66 +70,9 @@ func classify(err error) string {
 	return ErrTypeUnknown
 }
 
-// rootErr marks os.Root's refusals (a symlink or path escaping the root, seen
-// at use time) as confinement errors.
-func rootErr(err error) error {
-	if err != nil && strings.Contains(err.Error(), "path escapes") {
-		return fmt.Errorf("%w: %v", ErrOutsideWorkspace, err)
-	}
-	return err
-}
-
-// openLocal opens t below its root without following a final symlink, and
-// checks where the opened file really is. Together with os.Root (which
-// refuses escapes in every component) this closes the window between the
-// check in Build and the use here. With the session's RootCache the root
-// stays open, and the real-path check is needed only when the directory at
-// the root's path is not verified to be the one held open.
-func (t target) openLocal(flag int, perm fs.FileMode) (*os.File, error) {
-	r, verified, done, err := t.useRoot()
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	f, err := r.OpenFile(t.rel, flag|oNoFollow|syscall.O_CLOEXEC, perm)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("%w: %s became a symlink after it was checked", ErrOutsideWorkspace, t.path)
-		}
-		return nil, rootErr(err)
-	}
-	if !verified && runtime.GOOS == "linux" {
-		if real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd()))); err == nil {
-			if _, ok := within(t.root, real); !ok {
-				f.Close()
-				return nil, fmt.Errorf("%w: %s opened %s, outside the workspace", ErrOutsideWorkspace, t.path, real)
-			}
-		}
-	}
-	return f, nil
-}
-
-// useRoot returns t's root for one use: the session's held Root when it is
-// verified, else the root opened by its path (closed by done).
-func (t target) useRoot() (r *os.Root, verified bool, done func(), err error) {
-	if r, ok := t.roots.heldRoot(t.root); ok {
-		return r, true, func() {}, nil
-	}
-	// The root's path must still lead to itself: a root swapped for a
-	// symlink would have an open or mkdir below it act elsewhere before
-	// the real-path check could refuse it.
-	if now, err := filepath.EvalSymlinks(t.root); err == nil && now != t.root {
-		return nil, false, nil, fmt.Errorf("%w: the workspace root %s now resolves to %s", ErrOutsideWorkspace, t.root, now)
-	}
-	if r, err = t.openRoot(); err != nil {
-		return nil, false, nil, err
-	}
-	return r, false, func() { r.Close() }, nil
-}
-
 // readLocal reads the whole file at t (at most maxReadBytes).
-func (t target) readLocal() ([]byte, error) {
-	f, err := t.openLocal(os.O_RDONLY, 0)
+func readLocal(t confine.Target) ([]byte, error) {
+	f, err := t.Open(os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -141,10 +82,10 @@ func (t target) readLocal() ([]byte, error) {
 		return nil, err
 	}
 	if fi.IsDir() {
-		return nil, fmt.Errorf("%s is a directory: %w", t.path, syscall.EISDIR)
+		return nil, fmt.Errorf("%s is a directory: %w", t.Path(), syscall.EISDIR)
 	}
 	if fi.Size() > maxReadBytes {
-		return nil, &tooLargeError{path: t.path, size: fi.Size()}
+		return nil, &tooLargeError{path: t.Path(), size: fi.Size()}
 	}
 	return io.ReadAll(io.LimitReader(f, maxReadBytes+1))
 }
@@ -158,63 +99,20 @@ func (e *tooLargeError) Error() string {
 	return fmt.Sprintf("file %s is %d bytes, more than the %d bytes tools read", e.path, e.size, maxReadBytes)
 }
 
-// mkdirParents creates t's missing parent folders below its root, confined
-// to the root like every local write.
-func (t target) mkdirParents() error {
-	dir := filepath.Dir(t.rel)
-	if dir == "." {
-		return nil
-	}
-	r, _, done, err := t.useRoot()
-	if err != nil {
-		return err
-	}
-	err = r.MkdirAll(dir, 0o755)
-	done()
-	return rootErr(err)
-}
-
-// writeLocal replaces the file at t with content, creating parent
-// directories. The file is truncated only after the open was verified.
-func (t target) writeLocal(content string) error {
-	if err := t.mkdirParents(); err != nil {
-		return err
-	}
-	f, err := t.openLocal(os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	if err := f.Truncate(0); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := io.WriteString(f, content); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// isDirLocal reports whether t is an existing directory (false on any error).
-func (t target) isDirLocal() bool {
-	fi, err := os.Stat(t.real)
-	return err == nil && fi.IsDir()
-}
-
 // readWhole returns the full current text of t: from the editor's buffer
 // when the client offers fs reads, from disk otherwise.
-func readWhole(ctx context.Context, env *Env, t target) (string, error) {
-	if t.isDirLocal() {
-		return "", fmt.Errorf("%s is a directory: %w", t.path, syscall.EISDIR)
+func readWhole(ctx context.Context, env *Env, t confine.Target) (string, error) {
+	if t.IsDir() {
+		return "", fmt.Errorf("%s is a directory: %w", t.Path(), syscall.EISDIR)
 	}
 	if clientReads(env) {
-		resp, err := clientRead(ctx, env, t, &acp.ReadTextFileRequest{SessionID: env.SessionID, Path: t.path})
+		resp, err := clientRead(ctx, env, t, &acp.ReadTextFileRequest{SessionID: env.SessionID, Path: t.Path()})
 		if err != nil {
 			return "", err
 		}
 		return resp.Content, nil
 	}
-	b, err := t.readLocal()
+	b, err := readLocal(t)
 	if err != nil {
 		return "", err
 	}
@@ -223,15 +121,15 @@ func readWhole(ctx context.Context, env *Env, t target) (string, error) {
 
 // writeWhole writes content to t, through the editor when it offers fs
 // writes. A file with other hard links first gets a copy of its own
-// (ownCopy), so a name outside the workspace keeps its content.
-func writeWhole(ctx context.Context, env *Env, t target, content string) error {
-	if err := t.ownCopy(); err != nil {
+// (OwnCopy), so a name outside the workspace keeps its content.
+func writeWhole(ctx context.Context, env *Env, t confine.Target, content string) error {
+	if err := t.OwnCopy(); err != nil {
 		return err
 	}
 	if clientWrites(env) {
 		return clientWrite(ctx, env, t, content)
 	}
-	return t.writeLocal(content)
+	return t.WriteFile(content)
 }
 
 // truncateHead keeps the first max bytes of s (on a rune boundary) and

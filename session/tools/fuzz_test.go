@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/acpd/acpd/session/tools/confine"
 )
 
 // FuzzConfine: whatever the path, confine either refuses it or returns a
@@ -15,15 +17,15 @@ func FuzzConfine(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		tg, err := confine(w.env, "file_path", p)
+		tg, err := w.env.confine("file_path", p)
 		if err != nil {
 			return
 		}
-		if _, ok := within(w.root, tg.real); !ok {
-			t.Fatalf("%q accepted as %q, outside %q", p, tg.real, w.root)
+		if _, ok := confine.Within(w.root, tg.Real()); !ok {
+			t.Fatalf("%q accepted as %q, outside %q", p, tg.Real(), w.root)
 		}
-		if strings.Contains(tg.rel, "..") && filepath.Clean(tg.rel) != tg.rel {
-			t.Fatalf("%q gave rel %q", p, tg.rel)
+		if strings.Contains(tg.Rel(), "..") && filepath.Clean(tg.Rel()) != tg.Rel() {
+			t.Fatalf("%q gave rel %q", p, tg.Rel())
 		}
 	})
 }

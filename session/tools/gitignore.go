@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/acpd/acpd/session/tools/confine"
 	"github.com/bmatcuk/doublestar/v4"
 )
 
@@ -170,12 +171,12 @@ type gitIgnorer struct {
 // .gitignore files of the directories between that root and t. Every read
 // goes through an *os.Root of the workspace root, so nothing outside it is
 // read; unreadable files are skipped, as git does.
-func newGitIgnorer(t target, dir *os.Root) *gitIgnorer {
+func newGitIgnorer(t confine.Target, dir *os.Root) *gitIgnorer {
 	g := &gitIgnorer{dir: dir, byDir: map[string]*ignoreFile{}}
-	if t.rel != "." {
-		g.prefix = t.rel
+	if t.Rel() != "." {
+		g.prefix = t.Rel()
 	}
-	root, err := t.openRoot()
+	root, err := t.OpenRoot()
 	if err != nil {
 		return g
 	}

@@ -22,9 +22,9 @@ type ignoreProbe struct {
 // search tools do, entering every ancestor directory first.
 func classifyPaths(t *testing.T, w *workspace, probes []ignoreProbe) {
 	t.Helper()
-	tg, err := confine(w.env, "path", w.root)
+	tg, err := w.env.confine("path", w.root)
 	require.NoError(t, err)
-	dir, err := tg.openDir()
+	dir, err := tg.OpenDir()
 	require.NoError(t, err)
 	defer dir.Close()
 	ign := newGitIgnorer(tg, dir)

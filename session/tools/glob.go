@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/tools/confine"
 	"github.com/bmatcuk/doublestar/v4"
 )
 
@@ -45,11 +46,11 @@ func (t *globTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	if err != nil {
 		return nil, err
 	}
-	tg, err := confineDir(env, a.Path)
+	tg, err := env.confineDir(a.Path)
 	if err != nil {
 		return nil, err
 	}
-	return &globCall{t: tg, pattern: pat, raw: a.Pattern, title: fmt.Sprintf("Glob '%s' in %s", a.Pattern, shownPath(env, tg.path))}, nil
+	return &globCall{t: tg, pattern: pat, raw: a.Pattern, title: fmt.Sprintf("Glob '%s' in %s", a.Pattern, env.roots().Shown(tg.Path()))}, nil
 }
 
 // searchPattern validates a glob pattern relative to the search directory.
@@ -76,19 +77,8 @@ func searchPattern(tool, field, p string) (string, error) {
 	return strings.TrimPrefix(p, "./"), nil
 }
 
-// confineDir confines a search path, defaulting to the session cwd.
-func confineDir(env *Env, p string) (target, error) {
-	if p == "" {
-		if len(env.Roots) == 0 {
-			return target{}, fmt.Errorf("%w: the session has no workspace directories", ErrOutsideWorkspace)
-		}
-		p = env.Roots[0]
-	}
-	return confine(env, "path", p)
-}
-
 type globCall struct {
-	t       target
+	t       confine.Target
 	pattern string
 	raw     string
 	title   string
@@ -96,12 +86,12 @@ type globCall struct {
 
 func (c *globCall) Title() string { return c.title }
 func (c *globCall) Locations() []acp.ToolCallLocation {
-	return []acp.ToolCallLocation{{Path: c.t.path}}
+	return []acp.ToolCallLocation{{Path: c.t.Path()}}
 }
 func (c *globCall) Confirmation() Confirmation { return Confirmation{Kind: ConfirmNone} }
 
 func (c *globCall) Execute(ctx context.Context, env *Env) Result {
-	dir, err := c.t.openDir()
+	dir, err := c.t.OpenDir()
 	if err != nil {
 		return dirFailure(err)
 	}
@@ -120,7 +110,7 @@ func (c *globCall) Execute(ctx context.Context, env *Env) Result {
 		if fi, err := d.Info(); err == nil {
 			mod = fi.ModTime()
 		}
-		hits = append(hits, hit{path.Join(c.t.path, p), mod})
+		hits = append(hits, hit{path.Join(c.t.Path(), p), mod})
 		return nil
 	})
 	if err != nil {
@@ -130,7 +120,7 @@ func (c *globCall) Execute(ctx context.Context, env *Env) Result {
 		return failure(ErrTypeGlobExecutionError, err)
 	}
 	if len(hits) == 0 {
-		msg := fmt.Sprintf("No files found matching pattern %q within %s", c.raw, c.t.path)
+		msg := fmt.Sprintf("No files found matching pattern %q within %s", c.raw, c.t.Path())
 		return Result{LLMContent: msg, Content: []acp.ToolCallContent{acp.TextContent(msg)}}
 	}
 	now := time.Now()
@@ -145,7 +135,7 @@ func (c *globCall) Execute(ctx context.Context, env *Env) Result {
 		return hits[i].path < hits[j].path
 	})
 	var b strings.Builder
-	fmt.Fprintf(&b, "Found %d file(s) matching %q within %s, sorted by modification time (newest first):\n", len(hits), c.raw, c.t.path)
+	fmt.Fprintf(&b, "Found %d file(s) matching %q within %s, sorted by modification time (newest first):\n", len(hits), c.raw, c.t.Path())
 	for _, h := range hits {
 		b.WriteString(h.path)
 		b.WriteByte('\n')

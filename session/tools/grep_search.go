@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/tools/confine"
 	"github.com/bmatcuk/doublestar/v4"
 )
 
@@ -64,11 +65,11 @@ func (t *grepSearchTool) Build(env *Env, args json.RawMessage) (Call, error) {
 			return nil, err
 		}
 	}
-	tg, err := confineDir(env, a.Path)
+	tg, err := env.confineDir(a.Path)
 	if err != nil {
 		return nil, err
 	}
-	title := fmt.Sprintf("grep '%s' in %s", a.Pattern, shownPath(env, tg.path))
+	title := fmt.Sprintf("grep '%s' in %s", a.Pattern, env.roots().Shown(tg.Path()))
 	if glob != "" {
 		title += fmt.Sprintf(" (%s)", glob)
 	}
@@ -76,7 +77,7 @@ func (t *grepSearchTool) Build(env *Env, args json.RawMessage) (Call, error) {
 }
 
 type grepSearchCall struct {
-	t     target
+	t     confine.Target
 	re    *regexp.Regexp
 	raw   string
 	glob  string
@@ -85,7 +86,7 @@ type grepSearchCall struct {
 
 func (c *grepSearchCall) Title() string { return c.title }
 func (c *grepSearchCall) Locations() []acp.ToolCallLocation {
-	return []acp.ToolCallLocation{{Path: c.t.path}}
+	return []acp.ToolCallLocation{{Path: c.t.Path()}}
 }
 func (c *grepSearchCall) Confirmation() Confirmation { return Confirmation{Kind: ConfirmNone} }
 
@@ -100,7 +101,7 @@ type grepFile struct {
 }
 
 func (c *grepSearchCall) Execute(ctx context.Context, env *Env) Result {
-	dir, err := c.t.openDir()
+	dir, err := c.t.OpenDir()
 	if err != nil {
 		return dirFailure(err)
 	}
@@ -116,7 +117,7 @@ func (c *grepSearchCall) Execute(ctx context.Context, env *Env) Result {
 	if ctx.Err() != nil {
 		return failure(ErrTypeCancelled, ctx.Err())
 	}
-	where := fmt.Sprintf("in path %q", c.t.path)
+	where := fmt.Sprintf("in path %q", c.t.Path())
 	filter := ""
 	if c.glob != "" {
 		filter = fmt.Sprintf(" (filter: %q)", c.glob)

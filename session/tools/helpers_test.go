@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/tools/confine"
 	"github.com/stretchr/testify/require"
 )
 
@@ -143,7 +144,7 @@ func newWorkspace(t testing.TB) *workspace {
 	require.NoError(t, os.Mkdir(outside, 0o755))
 	sentinel := filepath.Join(outside, "secret.txt")
 	require.NoError(t, os.WriteFile(sentinel, []byte(sentinelText), 0o644))
-	return &workspace{root: root, outside: outside, sentinel: sentinel, env: &Env{SessionID: "s1", Roots: []string{root}, RootCache: &RootCache{}}}
+	return &workspace{root: root, outside: outside, sentinel: sentinel, env: &Env{SessionID: "s1", Roots: []string{root}, RootCache: &confine.RootCache{}}}
 }
 
 // checkSentinel asserts the file outside the workspace is untouched and

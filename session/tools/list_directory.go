@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/tools/confine"
 	"github.com/bmatcuk/doublestar/v4"
 )
 
@@ -41,34 +42,34 @@ func (t *listDirectoryTool) Build(env *Env, args json.RawMessage) (Call, error) 
 			return nil, fmt.Errorf("invalid parameters for list_directory: params/ignore/%d: invalid glob pattern %q", i, p)
 		}
 	}
-	tg, err := confine(env, "path", a.Path)
+	tg, err := env.confine("path", a.Path)
 	if err != nil {
 		return nil, err
 	}
-	return &listDirectoryCall{t: tg, ignore: a.Ignore, title: "List " + shownPath(env, tg.path)}, nil
+	return &listDirectoryCall{t: tg, ignore: a.Ignore, title: "List " + env.roots().Shown(tg.Path())}, nil
 }
 
 type listDirectoryCall struct {
-	t      target
+	t      confine.Target
 	ignore []string
 	title  string
 }
 
 func (c *listDirectoryCall) Title() string { return c.title }
 func (c *listDirectoryCall) Locations() []acp.ToolCallLocation {
-	return []acp.ToolCallLocation{{Path: c.t.path}}
+	return []acp.ToolCallLocation{{Path: c.t.Path()}}
 }
 func (c *listDirectoryCall) Confirmation() Confirmation { return Confirmation{Kind: ConfirmNone} }
 
 func (c *listDirectoryCall) Execute(ctx context.Context, env *Env) Result {
-	dir, err := c.t.openDir()
+	dir, err := c.t.OpenDir()
 	if err != nil {
 		return dirFailure(err)
 	}
 	defer dir.Close()
 	entries, err := fs.ReadDir(dir.FS(), ".")
 	if err != nil {
-		return failure(ErrTypeLsExecutionError, fmt.Errorf("listing %s: %w", c.t.path, err))
+		return failure(ErrTypeLsExecutionError, fmt.Errorf("listing %s: %w", c.t.Path(), err))
 	}
 	type entry struct {
 		name string
@@ -104,14 +105,14 @@ func (c *listDirectoryCall) Execute(ctx context.Context, env *Env) Result {
 		return list[i].name < list[j].name
 	})
 	if len(list) == 0 {
-		msg := fmt.Sprintf("Directory %s is empty.", c.t.path)
+		msg := fmt.Sprintf("Directory %s is empty.", c.t.Path())
 		if gitIgnored > 0 {
 			msg += "\n\n" + gitIgnoredNote(gitIgnored)
 		}
 		return Result{LLMContent: msg, Content: []acp.ToolCallContent{acp.TextContent(msg)}}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Directory listing for %s:\n", c.t.path)
+	fmt.Fprintf(&b, "Directory listing for %s:\n", c.t.Path())
 	for _, e := range list {
 		if e.dir {
 			b.WriteString("[DIR] ")

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/tools/confine"
 )
 
 const (
@@ -41,11 +42,11 @@ func (t *readFileTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	if err := t.decode(args, &a); err != nil {
 		return nil, err
 	}
-	tg, err := confine(env, "file_path", a.FilePath)
+	tg, err := env.confine("file_path", a.FilePath)
 	if err != nil {
 		return nil, err
 	}
-	c := &readFileCall{t: tg, title: "Read " + shownPath(env, tg.path), limit: readDefaultLines}
+	c := &readFileCall{t: tg, title: "Read " + env.roots().Shown(tg.Path()), limit: readDefaultLines}
 	if a.Offset != nil {
 		c.offset = int(*a.Offset)
 		c.ranged = true
@@ -58,7 +59,7 @@ func (t *readFileTool) Build(env *Env, args json.RawMessage) (Call, error) {
 }
 
 type readFileCall struct {
-	t             target
+	t             confine.Target
 	title         string
 	offset, limit int
 	ranged        bool // offset or limit given
@@ -67,7 +68,7 @@ type readFileCall struct {
 func (c *readFileCall) Title() string { return c.title }
 
 func (c *readFileCall) Locations() []acp.ToolCallLocation {
-	loc := acp.ToolCallLocation{Path: c.t.path}
+	loc := acp.ToolCallLocation{Path: c.t.Path()}
 	if c.offset > 0 {
 		line := c.offset + 1
 		loc.Line = &line
@@ -84,7 +85,7 @@ func (c *readFileCall) Execute(ctx context.Context, env *Env) Result {
 	}
 	body, shown, _, cut := sliceLines(text, firstLine, c.limit)
 	if firstLine > 0 && shown == 0 && total >= 0 {
-		err := fmt.Errorf("offset %d is beyond the end of %s (%d lines)", c.offset, c.t.path, total)
+		err := fmt.Errorf("offset %d is beyond the end of %s (%d lines)", c.offset, c.t.Path(), total)
 		return failure(ErrTypeReadContentFailure, err)
 	}
 	start, end := c.offset+1, c.offset+shown
@@ -113,10 +114,10 @@ func (c *readFileCall) Execute(ctx context.Context, env *Env) Result {
 // editor returned only a range).
 func (c *readFileCall) load(ctx context.Context, env *Env) (string, int, int, error) {
 	if clientReads(env) {
-		if c.t.isDirLocal() {
-			return "", 0, 0, fmt.Errorf("%s is a directory, not a file", c.t.path)
+		if c.t.IsDir() {
+			return "", 0, 0, fmt.Errorf("%s is a directory, not a file", c.t.Path())
 		}
-		req := &acp.ReadTextFileRequest{SessionID: env.SessionID, Path: c.t.path}
+		req := &acp.ReadTextFileRequest{SessionID: env.SessionID, Path: c.t.Path()}
 		if c.ranged {
 			line, limit := c.offset+1, c.limit
 			req.Line, req.Limit = &line, &limit
@@ -130,12 +131,12 @@ func (c *readFileCall) load(ctx context.Context, env *Env) (string, int, int, er
 		}
 		return resp.Content, 0, countLines(resp.Content), nil
 	}
-	b, err := c.t.readLocal()
+	b, err := readLocal(c.t)
 	if err != nil {
 		return "", 0, 0, err
 	}
 	if looksBinary(b) {
-		return "", 0, 0, fmt.Errorf("cannot display content of binary file: %s", c.t.path)
+		return "", 0, 0, fmt.Errorf("cannot display content of binary file: %s", c.t.Path())
 	}
 	s := string(b)
 	return s, c.offset, countLines(s), nil

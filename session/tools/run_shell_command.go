@@ -19,6 +19,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/shellline"
+	"github.com/acpd/acpd/session/tools/confine"
 	"github.com/acpd/acpd/session/tools/lifeline"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
@@ -73,19 +74,19 @@ func (t *runShellCommandTool) Build(env *Env, args json.RawMessage) (Call, error
 		return nil, errors.New("invalid parameters for run_shell_command: params/command: contains a NUL byte")
 	}
 	var (
-		dir target
+		dir confine.Target
 		err error
 	)
 	if a.Directory != "" {
-		dir, err = confine(env, "directory", a.Directory)
+		dir, err = env.confine("directory", a.Directory)
 	} else {
-		dir, err = confineDir(env, "")
+		dir, err = env.confineDir("")
 	}
 	if err != nil {
 		return nil, err
 	}
-	if !dir.isDirLocal() {
-		return nil, fmt.Errorf("invalid parameters for run_shell_command: params/directory: %s is not an existing directory", dir.path)
+	if !dir.IsDir() {
+		return nil, fmt.Errorf("invalid parameters for run_shell_command: params/directory: %s is not an existing directory", dir.Path())
 	}
 	c := &runShellCommandCall{command: a.Command, description: a.Description, dir: dir, explicitDir: a.Directory != ""}
 	if a.Timeout != nil {
@@ -97,14 +98,14 @@ func (t *runShellCommandTool) Build(env *Env, args json.RawMessage) (Call, error
 type runShellCommandCall struct {
 	command     string
 	description string
-	dir         target
+	dir         confine.Target
 	explicitDir bool
 	timeout     time.Duration // 0: Env.ShellTimeout or DefaultShellTimeout
 }
 
 func (c *runShellCommandCall) Title() string {
 	if c.explicitDir {
-		return c.command + " [in " + c.dir.path + "]"
+		return c.command + " [in " + c.dir.Path() + "]"
 	}
 	return c.command
 }
@@ -138,7 +139,7 @@ func (c *runShellCommandCall) effectiveTimeout(env *Env) time.Duration {
 }
 
 func (c *runShellCommandCall) Execute(ctx context.Context, env *Env) Result {
-	if err := c.dir.recheck(env, "directory"); err != nil {
+	if err := env.roots().Recheck(c.dir, "directory"); err != nil {
 		return failure(ErrTypePathNotInWorkspace, err)
 	}
 	if env.Client != nil && env.Caps.Terminal {
@@ -196,7 +197,7 @@ func (c *runShellCommandCall) sandboxed(env *Env, argv []string, statusFD int, r
 // refused is the result of a command the sandbox policy did not let run.
 func (c *runShellCommandCall) refused(err error) Result {
 	r := failure(ErrTypeSandboxUnavailable, err)
-	r.LLMContent = fmt.Sprintf("Command: %s\nDirectory: %s\nError: %v\n", c.command, c.dir.path, err)
+	r.LLMContent = fmt.Sprintf("Command: %s\nDirectory: %s\nError: %v\n", c.command, c.dir.Path(), err)
 	return r
 }
 
@@ -232,7 +233,7 @@ type shellOutcome struct {
 
 func (c *runShellCommandCall) result(env *Env, o shellOutcome, content []acp.ToolCallContent) Result {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Command: %s\nDirectory: %s\n", c.command, c.dir.path)
+	fmt.Fprintf(&b, "Command: %s\nDirectory: %s\n", c.command, c.dir.Path())
 	out := o.output
 	if o.cut > 0 {
 		out = fmt.Sprintf("[output truncated: first %d bytes omitted]\n", o.cut) + out
@@ -286,7 +287,7 @@ func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandb
 		}
 	}
 	cmd := exec.CommandContext(rctx, plan.Argv[0], plan.Argv[1:]...)
-	cmd.Dir = c.dir.real
+	cmd.Dir = c.dir.Real()
 	cmd.Env = environ
 	ownGroup(cmd)
 	plan.Prepare(cmd)
@@ -358,7 +359,7 @@ func (c *runShellCommandCall) runSpawned(ctx, rctx context.Context, env *Env, pl
 	if err != nil {
 		return Result{}, false
 	}
-	proc, err := env.Sandbox.Spawn(rctx, plan, environ, c.dir.real, [3]*os.File{devnull, pw, pw})
+	proc, err := env.Sandbox.Spawn(rctx, plan, environ, c.dir.Real(), [3]*os.File{devnull, pw, pw})
 	devnull.Close()
 	if sandbox.NothingStarted(err) {
 		slog.Debug("spawn server not used", "session_id", env.SessionID, "err", err)
@@ -470,7 +471,7 @@ func (c *runShellCommandCall) runInTerminal(ctx context.Context, env *Env, plan 
 		Command:         plan.Argv[0],
 		Args:            plan.Argv[1:],
 		Env:             envVars(terminalEnv(plan.Env, env.Unasked)),
-		Cwd:             c.dir.path,
+		Cwd:             c.dir.Path(),
 		OutputByteLimit: &limit,
 	})
 	ccancel()

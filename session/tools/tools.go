@@ -16,6 +16,7 @@ import (
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/shellline"
+	"github.com/acpd/acpd/session/tools/confine"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
 
@@ -28,7 +29,7 @@ type Env struct {
 	// additionalDirectories. Paths outside them are refused.
 	Roots []string
 	// RootCache, when set, keeps the roots' resolution for the session.
-	RootCache *RootCache
+	RootCache *confine.RootCache
 	// Client is the editor connection; nil in unit tests without one.
 	Client acp.Client
 	// Caps are the client's capabilities; fs and terminal are used only when set.

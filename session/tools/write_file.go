@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/tools/confine"
 )
 
 var writeFileSpec = mustSpec("write_file", acp.KindEdit,
@@ -32,15 +33,15 @@ func (t *writeFileTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	if err := t.decode(args, &a); err != nil {
 		return nil, err
 	}
-	tg, err := confineFile(env, NameWriteFile, a.FilePath)
+	tg, err := env.confineFile(NameWriteFile, a.FilePath)
 	if err != nil {
 		return nil, err
 	}
-	return &writeFileCall{t: tg, content: a.Content, title: "Write " + shownPath(env, tg.path)}, nil
+	return &writeFileCall{t: tg, content: a.Content, title: "Write " + env.roots().Shown(tg.Path())}, nil
 }
 
 type writeFileCall struct {
-	t        target
+	t        confine.Target
 	content  string
 	title    string
 	prepared bool
@@ -50,7 +51,7 @@ type writeFileCall struct {
 func (c *writeFileCall) Title() string { return c.title }
 
 func (c *writeFileCall) Locations() []acp.ToolCallLocation {
-	return []acp.ToolCallLocation{{Path: c.t.path}}
+	return []acp.ToolCallLocation{{Path: c.t.Path()}}
 }
 
 // Prepare fetches the current text so the permission request shows the
@@ -68,12 +69,12 @@ func (c *writeFileCall) Confirmation() Confirmation {
 	old := c.old
 	if !c.prepared {
 		// Best effort from disk: the host did not call Prepare.
-		if b, err := c.t.readLocal(); err == nil {
+		if b, err := readLocal(c.t); err == nil {
 			s := string(b)
 			old = &s
 		}
 	}
-	return Confirmation{Kind: ConfirmEdit, Label: "write_file", Content: []acp.ToolCallContent{acp.DiffContent(c.t.path, old, c.content)}}
+	return Confirmation{Kind: ConfirmEdit, Label: "write_file", Content: []acp.ToolCallContent{acp.DiffContent(c.t.Path(), old, c.content)}}
 }
 
 func (c *writeFileCall) Execute(ctx context.Context, env *Env) Result {
@@ -82,17 +83,17 @@ func (c *writeFileCall) Execute(ctx context.Context, env *Env) Result {
 		return failure(classifyRead(err), err)
 	}
 	if err := writeWhole(ctx, env, c.t, c.content); err != nil {
-		return failure(classifyWrite(err), fmt.Errorf("writing %s: %w", c.t.path, err))
+		return failure(classifyWrite(err), fmt.Errorf("writing %s: %w", c.t.Path(), err))
 	}
-	msg := "Successfully overwrote file: " + c.t.path + "."
+	msg := "Successfully overwrote file: " + c.t.Path() + "."
 	if old == nil {
-		msg = "Successfully created and wrote to new file: " + c.t.path + "."
+		msg = "Successfully created and wrote to new file: " + c.t.Path() + "."
 	}
-	return Result{LLMContent: msg, Content: []acp.ToolCallContent{acp.DiffContent(c.t.path, old, c.content)}}
+	return Result{LLMContent: msg, Content: []acp.ToolCallContent{acp.DiffContent(c.t.Path(), old, c.content)}}
 }
 
 // readCurrent returns the current text of t, or nil when the file does not exist.
-func readCurrent(ctx context.Context, env *Env, t target) (*string, error) {
+func readCurrent(ctx context.Context, env *Env, t confine.Target) (*string, error) {
 	s, err := readWhole(ctx, env, t)
 	if err != nil {
 		if classify(err) == ErrTypeFileNotFound {

@@ -1,4 +1,12 @@
-package tools
+// Package confine keeps a tool's paths inside the session's workspace
+// roots. Roots.Path checks a path before any I/O: absolute, free of "..",
+// NUL bytes and Windows forms, outside /proc, /sys and /dev, and — after
+// resolving the symlinks of its longest existing prefix — inside one of the
+// roots. A Target, the path that passed, then does its local I/O through an
+// *os.Root of its root and O_NOFOLLOW, so a file or folder swapped for a
+// symlink after the check is refused at use time. RootCache keeps a
+// session's roots resolved and held open between calls.
+package confine
 
 import (
 	"errors"
@@ -13,8 +21,16 @@ import (
 // ErrOutsideWorkspace is wrapped by every confinement refusal.
 var ErrOutsideWorkspace = errors.New("path is not allowed")
 
-// target is a path that passed confinement.
-type target struct {
+// Roots are the workspace folders a session's tools may touch: the session
+// cwd first, then its additional directories.
+type Roots struct {
+	Dirs []string
+	// Cache, when set, keeps the roots' resolution for the session.
+	Cache *RootCache
+}
+
+// Target is a path that passed confinement.
+type Target struct {
 	path string // cleaned absolute path as given: sent to the editor and shown in frames
 	real string // symlinks resolved: used for local I/O
 	root string // the resolved workspace root holding real
@@ -23,17 +39,30 @@ type target struct {
 	roots *RootCache
 }
 
+// Path is the cleaned absolute path as the model gave it: what the editor
+// is sent and frames show.
+func (t Target) Path() string { return t.path }
+
+// Real is the path with its symlinks resolved: where local I/O happens.
+func (t Target) Real() string { return t.real }
+
+// Root is the resolved workspace root holding Real.
+func (t Target) Root() string { return t.root }
+
+// Rel is Real relative to Root; "." for the root itself.
+func (t Target) Rel() string { return t.rel }
+
 // forbiddenTrees are refused even when a workspace root contains them:
 // reading them leaks process state and writing them has side effects.
 var forbiddenTrees = []string{"/proc", "/sys", "/dev"}
 
-// confine checks that p (the value of parameter field) is an absolute POSIX
-// path that, after resolving symlinks, lies inside one of env.Roots. It
+// Path checks that p (the value of parameter field) is an absolute POSIX
+// path that, after resolving symlinks, lies inside one of the roots. It
 // touches the file system only to resolve symlinks (lstat/readlink), never
 // to read or write the target.
-func confine(env *Env, field, p string) (target, error) {
-	refuse := func(format string, a ...any) (target, error) {
-		return target{}, fmt.Errorf("%w: %s %s", ErrOutsideWorkspace, field, fmt.Sprintf(format, a...))
+func (rs Roots) Path(field, p string) (Target, error) {
+	refuse := func(format string, a ...any) (Target, error) {
+		return Target{}, fmt.Errorf("%w: %s %s", ErrOutsideWorkspace, field, fmt.Sprintf(format, a...))
 	}
 	switch {
 	case p == "":
@@ -54,7 +83,7 @@ func confine(env *Env, field, p string) (target, error) {
 	if inForbiddenTree(clean) {
 		return refuse("%q is in a system directory that tools may not touch", p)
 	}
-	real, ok := resolveBelowRoot(env, clean)
+	real, ok := rs.resolveBelowRoot(clean)
 	if !ok {
 		var err error
 		if real, err = resolveExisting(clean); err != nil {
@@ -64,28 +93,28 @@ func confine(env *Env, field, p string) (target, error) {
 	if inForbiddenTree(real) {
 		return refuse("%q resolves to %q, a system directory that tools may not touch", p, real)
 	}
-	if len(env.Roots) == 0 {
+	if len(rs.Dirs) == 0 {
 		return refuse("%q cannot be used: the session has no workspace directories", p)
 	}
-	for _, r := range env.Roots {
-		rr, err := env.resolveRoot(r)
+	for _, r := range rs.Dirs {
+		rr, err := rs.resolveRoot(r)
 		if err != nil {
 			continue
 		}
-		if rel, ok := within(rr, real); ok {
-			return target{path: clean, real: real, root: rr, rel: rel, roots: env.RootCache}, nil
+		if rel, ok := Within(rr, real); ok {
+			return Target{path: clean, real: real, root: rr, rel: rel, roots: rs.Cache}, nil
 		}
 	}
 	if real != clean {
-		return refuse("%q resolves to %q, outside the workspace directories: %s", p, real, strings.Join(env.Roots, ", "))
+		return refuse("%q resolves to %q, outside the workspace directories: %s", p, real, strings.Join(rs.Dirs, ", "))
 	}
-	return refuse("%q is outside the workspace directories: %s", p, strings.Join(env.Roots, ", "))
+	return refuse("%q is outside the workspace directories: %s", p, strings.Join(rs.Dirs, ", "))
 }
 
-// recheck repeats confinement just before use, so a path swapped for a
-// symlink after Build is refused before the editor is asked to touch it.
-func (t target) recheck(env *Env, field string) error {
-	again, err := confine(env, field, t.path)
+// Recheck repeats confinement just before use, so a path swapped for a
+// symlink after the check is refused before the editor is asked to touch it.
+func (rs Roots) Recheck(t Target, field string) error {
+	again, err := rs.Path(field, t.path)
 	if err != nil {
 		return err
 	}
@@ -189,10 +218,10 @@ func (c *RootCache) Close() {
 	}
 }
 
-// resolveRoot is root with symlinks resolved, from env.RootCache when set.
+// resolveRoot is root with symlinks resolved, from rs.Cache when set.
 // Failures are not remembered (a root may be created later).
-func (env *Env) resolveRoot(root string) (string, error) {
-	c := env.RootCache
+func (rs Roots) resolveRoot(root string) (string, error) {
+	c := rs.Cache
 	if c == nil {
 		return filepath.EvalSymlinks(filepath.Clean(root))
 	}
@@ -220,13 +249,13 @@ func (env *Env) resolveRoot(root string) (string, error) {
 // known, so only the components below it are looked at, one lstat each. It
 // gives up (false) on a symlink or any error other than a missing
 // component, and resolveExisting then decides.
-func resolveBelowRoot(env *Env, clean string) (string, bool) {
-	for _, r := range env.Roots {
-		rel, ok := within(filepath.Clean(r), clean)
+func (rs Roots) resolveBelowRoot(clean string) (string, bool) {
+	for _, r := range rs.Dirs {
+		rel, ok := Within(filepath.Clean(r), clean)
 		if !ok {
 			continue
 		}
-		rr, err := env.resolveRoot(r)
+		rr, err := rs.resolveRoot(r)
 		if err != nil {
 			return "", false
 		}
@@ -234,8 +263,8 @@ func resolveBelowRoot(env *Env, clean string) (string, bool) {
 		// is the one held open: lstat below would follow a root (or an
 		// ancestor) swapped for a symlink. The full resolution then
 		// compares against the cached root and refuses it.
-		if env.RootCache != nil {
-			if _, ok := env.RootCache.heldRoot(rr); !ok {
+		if rs.Cache != nil {
+			if _, ok := rs.Cache.heldRoot(rr); !ok {
 				return "", false
 			}
 		}
@@ -293,8 +322,8 @@ func resolveExisting(p string) (string, error) {
 	return filepath.Join(rp, filepath.Base(p)), nil
 }
 
-// within reports whether p is root or below it, and p relative to root.
-func within(root, p string) (string, bool) {
+// Within reports whether p is root or below it, and p relative to root.
+func Within(root, p string) (string, bool) {
 	if p == root {
 		return ".", true
 	}
@@ -310,7 +339,7 @@ func within(root, p string) (string, bool) {
 
 func inForbiddenTree(p string) bool {
 	for _, f := range forbiddenTrees {
-		if _, ok := within(f, p); ok {
+		if _, ok := Within(f, p); ok {
 			return true
 		}
 	}
@@ -319,32 +348,19 @@ func inForbiddenTree(p string) bool {
 
 func isASCIILetter(c byte) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }
 
-// shownPath is p as shown in titles: relative to the session cwd when inside
+// Shown is p as shown in titles: relative to the session cwd when inside
 // it, absolute otherwise.
-func shownPath(env *Env, p string) string {
-	if len(env.Roots) > 0 {
-		if rel, ok := within(filepath.Clean(env.Roots[0]), p); ok {
+func (rs Roots) Shown(p string) string {
+	if len(rs.Dirs) > 0 {
+		if rel, ok := Within(filepath.Clean(rs.Dirs[0]), p); ok {
 			return rel
 		}
 	}
 	return p
 }
 
-// openRoot opens t's workspace root as an *os.Root: every later open below
+// OpenRoot opens t's workspace root as an *os.Root: every later open below
 // it refuses paths and symlinks that escape the root, at use time.
-func (t target) openRoot() (*os.Root, error) {
+func (t Target) OpenRoot() (*os.Root, error) {
 	return os.OpenRoot(t.root)
-}
-
-// confineFile confines the file_path argument of a tool that writes a file:
-// inside the workspace, and not a directory.
-func confineFile(env *Env, tool, path string) (target, error) {
-	tg, err := confine(env, "file_path", path)
-	if err != nil {
-		return target{}, err
-	}
-	if tg.isDirLocal() {
-		return target{}, fmt.Errorf("invalid parameters for %s: params/file_path: %s is a directory, not a file", tool, tg.path)
-	}
-	return tg, nil
 }

@@ -1,4 +1,4 @@
-package tools
+package confine
 
 import (
 	"crypto/rand"
@@ -12,7 +12,7 @@ import (
 	"syscall"
 )
 
-// ownCopy gives the file at t a name of its own before a tool writes it,
+// OwnCopy gives the file at t a name of its own before a tool writes it,
 // when it has other hard links. A hard link is the same file under another
 // name, which may well be outside the workspace (pnpm's store, uv's cache
 // and `git clone --local` link their files into a project): writing it in
@@ -20,8 +20,8 @@ import (
 // temporary name beside it and renamed over it; the other names keep the
 // old content, and the write then goes to the copy, locally or through
 // the editor. A missing file, or one with a single name, is left as it is.
-func (t target) ownCopy() error {
-	f, err := t.openLocal(os.O_RDONLY, 0)
+func (t Target) OwnCopy() error {
+	f, err := t.Open(os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -46,7 +46,7 @@ func (t target) ownCopy() error {
 
 // replaceWithCopy writes what src holds to a new file beside t (mode
 // perm) and renames it over t, all below t's root.
-func (t target) replaceWithCopy(src *os.File, perm fs.FileMode) error {
+func (t Target) replaceWithCopy(src *os.File, perm fs.FileMode) error {
 	r, _, done, err := t.useRoot()
 	if err != nil {
 		return err
