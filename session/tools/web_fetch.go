@@ -16,6 +16,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/tools/htmlmd"
+	"github.com/acpd/acpd/session/tools/netguard"
 )
 
 // NameWebFetch fetches a URL for the model (qwen-code's web_fetch).
@@ -40,7 +41,7 @@ const (
 type WebFetchOptions struct {
 	Timeout  time.Duration
 	MaxBytes int64
-	Hooks    NetHooks
+	Hooks    netguard.Hooks
 	// AllowPrivate reaches loopback and private network addresses without
 	// asking (tools.webFetchAllowPrivate).
 	AllowPrivate bool
@@ -89,8 +90,8 @@ func (t *webFetchTool) Build(env *Env, args json.RawMessage) (Call, error) {
 	if u.User != nil {
 		return nil, fmt.Errorf("invalid parameters for web_fetch: params/url: credentials in the URL are not sent")
 	}
-	if blockedHost(u.Hostname()) {
-		return nil, fmt.Errorf("web_fetch %s: %w", u.Redacted(), ErrBlockedAddress)
+	if netguard.BlockedHost(u.Hostname()) {
+		return nil, fmt.Errorf("web_fetch %s: %w", u.Redacted(), netguard.ErrBlockedAddress)
 	}
 	u.Fragment = ""
 	c := &webFetchCall{u: u, prompt: a.Prompt}
@@ -117,7 +118,7 @@ func (c *webFetchCall) Locations() []acp.ToolCallLocation { return nil }
 // so it is not asked about twice.
 func (c *webFetchCall) Confirmation() Confirmation {
 	kind := ConfirmFetch
-	if !c.allowPrivate && privateHost(c.u.Hostname()) {
+	if !c.allowPrivate && netguard.PrivateHost(c.u.Hostname()) {
 		kind = ConfirmPrivateNetwork
 	}
 	return Confirmation{
@@ -136,7 +137,7 @@ func (c *webFetchCall) permitter(env *Env) func(ctx context.Context, host string
 	return func(ctx context.Context, host string, addrs []netip.Addr) (bool, error) {
 		text := fmt.Sprintf("Fetch %s\n\n%s is %s: not the internet, but this machine or a private network. "+
 			"acpd asks before every fetch from such an address, in every mode "+
-			"(tools.webFetchAllowPrivate = true allows them).\n\n%s", c.u, host, describeAddrs(addrs), c.prompt)
+			"(tools.webFetchAllowPrivate = true allows them).\n\n%s", c.u, host, netguard.DescribeAddrs(addrs), c.prompt)
 		return env.Permit(ctx, Confirmation{
 			Kind:    ConfirmPrivateNetwork,
 			Label:   strings.ToLower(host),
@@ -157,8 +158,8 @@ func (c *webFetchCall) Execute(ctx context.Context, env *Env) Result {
 	if maxBytes <= 0 {
 		maxBytes = DefaultWebFetchMaxBytes
 	}
-	guard := &guardedDialer{hooks: o.Hooks, allowPrivate: c.allowPrivate || o.AllowPrivate, permit: c.permitter(env)}
-	if err := guard.prepare(ctx, c.u.Hostname()); err != nil {
+	guard := &netguard.Dialer{Hooks: o.Hooks, AllowPrivate: c.allowPrivate || o.AllowPrivate, Permit: c.permitter(env)}
+	if err := guard.Prepare(ctx, c.u.Hostname()); err != nil {
 		return c.fetchError(ctx, err, timeout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -256,7 +257,7 @@ func (c *webFetchCall) Execute(ctx context.Context, env *Env) Result {
 
 func (c *webFetchCall) fetchError(ctx context.Context, err error, timeout time.Duration) Result {
 	switch {
-	case errors.Is(err, ErrBlockedAddress), errors.Is(err, ErrPrivateAddress):
+	case errors.Is(err, netguard.ErrBlockedAddress), errors.Is(err, netguard.ErrPrivateAddress):
 		return failure(ErrTypePermissionDenied, fmt.Errorf("fetching %s: %w", c.u, unwrapURL(err)))
 	case errors.Is(ctx.Err(), context.DeadlineExceeded), isTimeout(err):
 		return failure(ErrTypeTimeout, fmt.Errorf("fetching %s: no complete answer within %v", c.u, timeout))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpd/acpd/session/tools/netguard"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -52,7 +53,7 @@ func fetchEnv(t *testing.T, d *dialRecorder, resolve func(context.Context, strin
 	// The test servers are on loopback, a private address: these tests are
 	// about what is fetched, so private addresses are allowed
 	// (tools.webFetchAllowPrivate); TestWebFetch_Private* test the question.
-	env.WebFetch = &WebFetchOptions{Hooks: NetHooks{Dial: d.dial, Resolve: resolve}, AllowPrivate: true}
+	env.WebFetch = &WebFetchOptions{Hooks: netguard.Hooks{Dial: d.dial, Resolve: resolve}, AllowPrivate: true}
 	return &env
 }
 
@@ -195,7 +196,7 @@ func TestWebFetch_MetadataRefusedBeforeConnecting(t *testing.T) {
 		"http://100.100.100.200/latest/meta-data/",
 	} {
 		_, err := tool(t, NameWebFetch).Build(env, args(t, map[string]any{"url": u, "prompt": "p"}))
-		require.ErrorIs(t, err, ErrBlockedAddress, u)
+		require.ErrorIs(t, err, netguard.ErrBlockedAddress, u)
 	}
 	for _, u := range []string{"file:///etc/passwd", "ftp://example.com/x", "gopher://x/", "http:///nohost", "https://user:pw@example.com/"} {
 		_, err := tool(t, NameWebFetch).Build(env, args(t, map[string]any{"url": u, "prompt": "p"}))
@@ -219,7 +220,7 @@ func TestWebFetch_ResolvedMetadataRefused(t *testing.T) {
 	env := fetchEnv(t, d, resolve)
 	for _, u := range []string{"http://evil.test/", "http://mixed.test:8080/"} {
 		res := fetch(t, env, u)
-		require.ErrorIs(t, res.Err, ErrBlockedAddress, u)
+		require.ErrorIs(t, res.Err, netguard.ErrBlockedAddress, u)
 		assert.Equal(t, ErrTypePermissionDenied, res.ErrType)
 		assert.Contains(t, res.LLMContent, "resolves to")
 	}
@@ -246,7 +247,7 @@ func TestWebFetch_RedirectRebindingRefused(t *testing.T) {
 	d := &dialRecorder{}
 	env := fetchEnv(t, d, resolve)
 	res := fetch(t, env, "http://rebind.test:"+port+"/start")
-	require.ErrorIs(t, res.Err, ErrBlockedAddress)
+	require.ErrorIs(t, res.Err, netguard.ErrBlockedAddress)
 	assert.Equal(t, []string{"127.0.0.1:" + port}, d.attempts(), "only the loopback hop was dialled")
 }
 
@@ -287,15 +288,6 @@ func TestWebFetch_CapsAndTimeout(t *testing.T) {
 	assert.Equal(t, ErrTypeTimeout, res.ErrType, res.LLMContent)
 	assert.Contains(t, res.LLMContent, "no complete answer within 150ms")
 	assert.Less(t, time.Since(start), 5*time.Second)
-}
-
-func TestBlockedAddr(t *testing.T) {
-	for _, s := range []string{"169.254.169.254", "169.254.0.1", "fe80::abcd", "fd00:ec2::254", "::ffff:169.254.169.254", "100.100.100.200", "fe80::1%eth0"} {
-		assert.True(t, blockedAddr(netip.MustParseAddr(s)), s)
-	}
-	for _, s := range []string{"127.0.0.1", "::1", "10.0.0.1", "8.8.8.8", "fd00:ec2::253", "2001:db8::1"} {
-		assert.False(t, blockedAddr(netip.MustParseAddr(s)), s)
-	}
 }
 
 // permitRecorder is Env.Permit: it records each question and answers with
@@ -362,14 +354,14 @@ func TestWebFetch_PrivateAsksEveryTime(t *testing.T) {
 	assert.Len(t, d.attempts(), 2)
 
 	res = fetch(t, env, srv.URL+"/c")
-	require.ErrorIs(t, res.Err, ErrPrivateAddress)
+	require.ErrorIs(t, res.Err, netguard.ErrPrivateAddress)
 	assert.Equal(t, ErrTypePermissionDenied, res.ErrType)
 	assert.Contains(t, res.LLMContent, "the user did not allow 127.0.0.1 (127.0.0.1 (loopback))")
 	assert.Len(t, d.attempts(), 2, "a refusal connects nowhere")
 
 	env.Permit = nil
 	res = fetch(t, env, srv.URL+"/d")
-	require.ErrorIs(t, res.Err, ErrPrivateAddress)
+	require.ErrorIs(t, res.Err, netguard.ErrPrivateAddress)
 	assert.Contains(t, res.LLMContent, "no one can be asked")
 	assert.Len(t, d.attempts(), 2)
 }
@@ -398,7 +390,7 @@ func TestWebFetch_PrivateByResolution(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, ConfirmFetch, c.Confirmation().Kind, "%s: a name is asked about as any host first", u)
 		res := c.Execute(t.Context(), env)
-		require.ErrorIs(t, res.Err, ErrPrivateAddress, u)
+		require.ErrorIs(t, res.Err, netguard.ErrPrivateAddress, u)
 	}
 	assert.Empty(t, d.attempts())
 	var texts []string
@@ -415,7 +407,7 @@ func TestWebFetch_PrivateByResolution(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ConfirmPrivateNetwork, c.Confirmation().Kind, "localhost is private by definition")
 	res := fetch(t, env, "http://public.test/")
-	assert.NotErrorIs(t, res.Err, ErrPrivateAddress, "a public address asks nothing")
+	assert.NotErrorIs(t, res.Err, netguard.ErrPrivateAddress, "a public address asks nothing")
 	assert.Len(t, p.questions(), 4)
 }
 
@@ -454,44 +446,8 @@ func TestWebFetch_PrivateRedirectHops(t *testing.T) {
 	p = &permitRecorder{answers: []bool{true, false}}
 	env = privateEnv(t, d, rebinding, p)
 	res = fetch(t, env, "http://rebind.test:"+port+"/start")
-	require.ErrorIs(t, res.Err, ErrPrivateAddress, res.LLMContent)
+	require.ErrorIs(t, res.Err, netguard.ErrPrivateAddress, res.LLMContent)
 	require.Len(t, p.questions(), 2)
 	assert.Contains(t, p.questions()[1].Content[0].Content.Text, "rebind.test is 127.0.0.2 (loopback)")
 	assert.Equal(t, []string{"127.0.0.1:" + port}, d.attempts(), "the second hop connected nowhere")
-}
-
-func TestPrivateKind(t *testing.T) {
-	for s, kind := range map[string]string{
-		"127.0.0.1": "loopback", "127.255.0.9": "loopback", "::1": "loopback", "::ffff:127.0.0.1": "loopback",
-		"0.0.0.0": "this machine", "::": "this machine",
-		"10.0.0.1": "private network", "172.16.0.1": "private network", "172.31.255.255": "private network",
-		"192.168.0.1": "private network", "fc00::1": "private network", "fd12:3456::1": "private network",
-		"fec0::1": "private network", "64:ff9b::10.0.0.1": "private network", "::ffff:10.0.0.1": "private network",
-		"100.64.0.1": "shared (carrier-grade NAT) network", "100.127.255.254": "shared (carrier-grade NAT) network",
-		"8.8.8.8": "", "172.32.0.1": "", "100.128.0.1": "", "2001:db8::1": "", "64:ff9b::8.8.8.8": "", "192.169.0.1": "",
-	} {
-		assert.Equal(t, kind, privateKind(netip.MustParseAddr(s)), s)
-	}
-	assert.True(t, blockedAddr(netip.MustParseAddr("64:ff9b::169.254.169.254")), "metadata through NAT64")
-	for _, h := range []string{"localhost", "LOCALHOST.", "app.localhost", "127.0.0.1", "[::1]", "10.0.0.1"} {
-		assert.True(t, privateHost(h), h)
-	}
-	for _, h := range []string{"example.com", "localhost.example.com", "8.8.8.8", "mylocalhost"} {
-		assert.False(t, privateHost(h), h)
-	}
-}
-
-// TestWebFetch_ConnectCheck: the system dialer's check at connect time
-// refuses a blocked address, and a private one nobody allowed.
-func TestWebFetch_ConnectCheck(t *testing.T) {
-	g := &guardedDialer{}
-	require.ErrorIs(t, g.control(t.Context(), "tcp4", "169.254.169.254:80", nil), ErrBlockedAddress)
-	require.ErrorIs(t, g.control(t.Context(), "tcp4", "10.0.0.1:80", nil), ErrPrivateAddress)
-	require.ErrorIs(t, g.control(t.Context(), "tcp6", "[::ffff:127.0.0.1]:80", nil), ErrPrivateAddress)
-	require.NoError(t, g.control(t.Context(), "tcp4", "8.8.8.8:443", nil))
-	g.allowed = map[netip.Addr]bool{netip.MustParseAddr("10.0.0.1"): true}
-	require.NoError(t, g.control(t.Context(), "tcp4", "10.0.0.1:80", nil))
-	g = &guardedDialer{allowPrivate: true}
-	require.NoError(t, g.control(t.Context(), "tcp4", "192.168.1.1:80", nil))
-	require.ErrorIs(t, g.control(t.Context(), "tcp4", "169.254.169.254:80", nil), ErrBlockedAddress)
 }

@@ -1,4 +1,15 @@
-package tools
+// Package netguard is the network guard of web_fetch. Link-local and
+// cloud-metadata addresses hand out credentials to whoever asks from inside
+// a VM, so they are refused in every approval mode (yolo too): by name
+// before anything is resolved, and by address after resolution, before any
+// connection is made. Loopback and private network addresses (this machine's services,
+// the office network, a tailnet) are not the internet either: reaching one
+// needs the user's permission every time, in every approval mode, unless
+// tools.webFetchAllowPrivate says otherwise. The guard dials the checked
+// address itself, so a DNS answer cannot change between the check and the
+// connection (rebinding); it runs for every hop of a redirect, and the
+// system dialer checks the address again when it connects.
+package netguard
 
 import (
 	"context"
@@ -10,18 +21,6 @@ import (
 	"sync"
 	"syscall"
 )
-
-// The network guard of web_fetch. Link-local and cloud-metadata addresses
-// hand out credentials to whoever asks from inside a VM, so they are
-// refused in every approval mode (yolo too): by name before anything is
-// resolved, and by address after resolution, before any connection is
-// made. Loopback and private network addresses (this machine's services,
-// the office network, a tailnet) are not the internet either: reaching one
-// needs the user's permission every time, in every approval mode, unless
-// tools.webFetchAllowPrivate says otherwise. The guard dials the checked
-// address itself, so a DNS answer cannot change between the check and the
-// connection (rebinding); it runs for every hop of a redirect, and the
-// system dialer checks the address again when it connects.
 
 // ErrBlockedAddress is the refusal of a link-local or metadata address.
 var ErrBlockedAddress = errors.New("refused: link-local and cloud-metadata addresses are never fetched")
@@ -59,15 +58,15 @@ var blockedPrefixes = sync.OnceValue(func() []netip.Prefix {
 	}
 })
 
-// blockedHost reports whether host (a name or an address literal, with or
+// BlockedHost reports whether host (a name or an address literal, with or
 // without brackets) is refused without resolving it.
-func blockedHost(host string) bool {
+func BlockedHost(host string) bool {
 	h := normHost(host)
 	if blockedNames()[h] {
 		return true
 	}
 	if a, err := netip.ParseAddr(h); err == nil {
-		return blockedAddr(a)
+		return BlockedAddr(a)
 	}
 	return false
 }
@@ -92,8 +91,8 @@ func reached(a netip.Addr) netip.Addr {
 	return a
 }
 
-// blockedAddr reports whether a is link-local or a metadata address.
-func blockedAddr(a netip.Addr) bool {
+// BlockedAddr reports whether a is link-local or a metadata address.
+func BlockedAddr(a netip.Addr) bool {
 	a = reached(a)
 	if a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() {
 		return true
@@ -132,9 +131,9 @@ type privatePrefix struct {
 	kind string
 }
 
-// privateKind says what private space a belongs to; "" for a public
+// PrivateKind says what private space a belongs to; "" for a public
 // address.
-func privateKind(a netip.Addr) string {
+func PrivateKind(a netip.Addr) string {
 	a = reached(a)
 	for _, p := range privatePrefixes() {
 		if p.p.Contains(a) {
@@ -151,30 +150,30 @@ func localName(host string) bool {
 	return h == "localhost" || strings.HasSuffix(h, ".localhost")
 }
 
-// privateHost reports whether host is known to be private without
+// PrivateHost reports whether host is known to be private without
 // resolving it: localhost, or a private address literal.
-func privateHost(host string) bool {
+func PrivateHost(host string) bool {
 	if localName(host) {
 		return true
 	}
 	a, err := netip.ParseAddr(normHost(host))
-	return err == nil && privateKind(a) != ""
+	return err == nil && PrivateKind(a) != ""
 }
 
-// NetHooks replace web_fetch's resolver and dialer; tests use them to
+// Hooks replace web_fetch's resolver and dialer; tests use them to
 // record what would be dialled. Nil fields use the system's.
-type NetHooks struct {
+type Hooks struct {
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	Dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// guardedDialer resolves, checks and then dials one checked address.
-type guardedDialer struct {
-	hooks NetHooks
-	// allowPrivate reaches private addresses without asking.
-	allowPrivate bool
-	// permit asks the user to allow host's private addresses; nil refuses.
-	permit func(ctx context.Context, host string, addrs []netip.Addr) (bool, error)
+// Dialer resolves, checks and then dials one checked address.
+type Dialer struct {
+	Hooks Hooks
+	// AllowPrivate reaches private addresses without asking.
+	AllowPrivate bool
+	// Permit asks the user to allow host's private addresses; nil refuses.
+	Permit func(ctx context.Context, host string, addrs []netip.Addr) (bool, error)
 
 	mu sync.Mutex
 	// allowed are the private addresses the user allowed for this call.
@@ -184,11 +183,11 @@ type guardedDialer struct {
 	ready map[string][]netip.Addr
 }
 
-func (g *guardedDialer) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+func (g *Dialer) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	if a, err := netip.ParseAddr(normHost(host)); err == nil {
 		return []netip.Addr{a}, nil
 	}
-	resolve := g.hooks.Resolve
+	resolve := g.Hooks.Resolve
 	if resolve == nil {
 		resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
@@ -208,8 +207,8 @@ func (g *guardedDialer) resolve(ctx context.Context, host string) ([]netip.Addr,
 // name with any blocked address is refused whole (trying the others would
 // still hand the attacker a chance at the blocked one), and one with a
 // private address the user has not allowed for this call is asked about.
-func (g *guardedDialer) check(ctx context.Context, host string) ([]netip.Addr, error) {
-	if blockedHost(host) {
+func (g *Dialer) check(ctx context.Context, host string) ([]netip.Addr, error) {
+	if BlockedHost(host) {
 		return nil, fmt.Errorf("%w: %s", ErrBlockedAddress, host)
 	}
 	addrs, err := g.resolve(ctx, host)
@@ -217,17 +216,17 @@ func (g *guardedDialer) check(ctx context.Context, host string) ([]netip.Addr, e
 		return nil, err
 	}
 	for _, a := range addrs {
-		if blockedAddr(a) {
+		if BlockedAddr(a) {
 			return nil, fmt.Errorf("%w: %s resolves to %s", ErrBlockedAddress, host, a.Unmap())
 		}
 	}
-	if g.allowPrivate {
+	if g.AllowPrivate {
 		return addrs, nil
 	}
 	g.mu.Lock()
 	ask := false
 	for _, a := range addrs {
-		if (localName(host) || privateKind(a) != "") && !g.allowed[a.Unmap()] {
+		if (localName(host) || PrivateKind(a) != "") && !g.allowed[a.Unmap()] {
 			ask = true
 		}
 	}
@@ -235,15 +234,15 @@ func (g *guardedDialer) check(ctx context.Context, host string) ([]netip.Addr, e
 	if !ask {
 		return addrs, nil
 	}
-	if g.permit == nil {
-		return nil, fmt.Errorf("%w: %s is %s, and no one can be asked", ErrPrivateAddress, host, describeAddrs(addrs))
+	if g.Permit == nil {
+		return nil, fmt.Errorf("%w: %s is %s, and no one can be asked", ErrPrivateAddress, host, DescribeAddrs(addrs))
 	}
-	ok, err := g.permit(ctx, host, addrs)
+	ok, err := g.Permit(ctx, host, addrs)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: the user did not allow %s (%s)", ErrPrivateAddress, host, describeAddrs(addrs))
+		return nil, fmt.Errorf("%w: the user did not allow %s (%s)", ErrPrivateAddress, host, DescribeAddrs(addrs))
 	}
 	g.mu.Lock()
 	if g.allowed == nil {
@@ -256,10 +255,10 @@ func (g *guardedDialer) check(ctx context.Context, host string) ([]netip.Addr, e
 	return addrs, nil
 }
 
-// prepare checks host before the request is made (and before its timeout
+// Prepare checks host before the request is made (and before its timeout
 // runs, since the user may take a while to answer); its first connection
 // then uses the addresses checked.
-func (g *guardedDialer) prepare(ctx context.Context, host string) error {
+func (g *Dialer) Prepare(ctx context.Context, host string) error {
 	addrs, err := g.check(ctx, host)
 	if err != nil {
 		return err
@@ -270,7 +269,9 @@ func (g *guardedDialer) prepare(ctx context.Context, host string) error {
 	return nil
 }
 
-func (g *guardedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+// DialContext connects to addr's host at one of its checked addresses:
+// those Prepare checked for its first connection, else checked now.
+func (g *Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -284,7 +285,7 @@ func (g *guardedDialer) DialContext(ctx context.Context, network, addr string) (
 			return nil, err
 		}
 	}
-	dial := g.hooks.Dial
+	dial := g.Hooks.Dial
 	if dial == nil {
 		dial = (&net.Dialer{ControlContext: g.control}).DialContext
 	}
@@ -304,16 +305,16 @@ func (g *guardedDialer) DialContext(ctx context.Context, network, addr string) (
 
 // control checks the address the socket is about to connect to, once
 // more, where nothing can change it any longer.
-func (g *guardedDialer) control(_ context.Context, _, address string, _ syscall.RawConn) error {
+func (g *Dialer) control(_ context.Context, _, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return fmt.Errorf("%w: cannot check %s: %v", ErrBlockedAddress, address, err)
 	}
 	a := ap.Addr()
-	if blockedAddr(a) {
+	if BlockedAddr(a) {
 		return fmt.Errorf("%w: %s", ErrBlockedAddress, a.Unmap())
 	}
-	if privateKind(a) == "" || g.allowPrivate {
+	if PrivateKind(a) == "" || g.AllowPrivate {
 		return nil
 	}
 	g.mu.Lock()
@@ -324,12 +325,12 @@ func (g *guardedDialer) control(_ context.Context, _, address string, _ syscall.
 	return nil
 }
 
-// describeAddrs names addresses with their kinds: "127.0.0.1 (loopback)".
-func describeAddrs(addrs []netip.Addr) string {
+// DescribeAddrs names addresses with their kinds: "127.0.0.1 (loopback)".
+func DescribeAddrs(addrs []netip.Addr) string {
 	parts := make([]string, 0, len(addrs))
 	for _, a := range addrs {
 		s := a.Unmap().String()
-		if k := privateKind(a); k != "" {
+		if k := PrivateKind(a); k != "" {
 			s += " (" + k + ")"
 		}
 		parts = append(parts, s)
