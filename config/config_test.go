@@ -566,11 +566,52 @@ func TestFlags(t *testing.T) {
 		assert.False(t, seen[f.Name], "duplicate flag %s", f.Name)
 		seen[f.Name] = true
 		assert.NotEmpty(t, f.Usage, f.Name)
-		require.NotNil(t, flagField(f.Name))
+		fd, _ := flagField(f.Name)
+		require.NotNil(t, fd)
+		assert.NotZero(t, f.Group, f.Name)
 	}
-	for _, name := range []string{"model", "max-tool-calls-per-turn", "approval-mode", "skip-loop-detection", "data-dir", "log-level", "log-file", "trace"} {
+	for _, name := range []string{"model", "max-tool-calls-per-turn", "approval-mode", "loop-detection", "skip-loop-detection", "data-dir", "log-level", "log-file", "trace"} {
 		assert.True(t, seen[name], name)
 	}
+}
+
+// TestLoopDetectionFlag: --loop-detection turns the duplicate halt on
+// (skipLoopDetection = false); the old --skip-loop-detection keeps its own
+// meaning; both are recorded as the flag the user typed.
+func TestLoopDetectionFlag(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		flag, val string
+		skip      bool
+	}{
+		{"loop-detection", "true", false},
+		{"loop-detection", "false", true},
+		{"skip-loop-detection", "false", false},
+		{"skip-loop-detection", "true", true},
+	}
+	for _, tt := range tests {
+		fx := newFixture(t)
+		cfg, src, err := fx.load(LoadOptions{Flags: map[string]string{tt.flag: tt.val}})
+		require.NoError(t, err)
+		assert.Equal(t, tt.skip, cfg.Model.SkipLoopDetection, "--%s=%s", tt.flag, tt.val)
+		assert.Equal(t, Source{Kind: SourceFlag, Name: tt.flag}, src.Of("model.skipLoopDetection"))
+	}
+	fx := newFixture(t)
+	_, _, err := fx.load(LoadOptions{Flags: map[string]string{"loop-detection": "maybe"}})
+	require.ErrorContains(t, err, `flag --loop-detection: must be true or false, got "maybe"`)
+
+	byName := map[string]Flag{}
+	for _, f := range Flags() {
+		byName[f.Name] = f
+	}
+	assert.Equal(t, "false", byName["loop-detection"].Default)
+	assert.True(t, byName["skip-loop-detection"].Hidden)
+	assert.Equal(t, "true", byName["skip-loop-detection"].Default)
+	assert.Equal(t, []string{"openai", "anthropic", "gemini", "script"}, byName["provider"].Values)
+	assert.Equal(t, "openai", byName["provider"].Default)
+	assert.Equal(t, "2s", byName["guard-cancel-grace"].Default)
+	assert.Equal(t, GroupServer, byName["listen"].Group)
+	assert.Equal(t, GroupLoop, byName["stuck-window"].Group)
 }
 
 func TestSuggest(t *testing.T) {

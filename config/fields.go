@@ -27,9 +27,17 @@ type field struct {
 	flag        string   // command-line flag name without dashes; "" for none
 	usage       string   // one-line description for flag help
 	boolFlag    bool     // the flag may be given without a value
-	// command, when set, makes the flag that command's own ("serve"): it is
-	// not offered to the others, where it would do nothing.
-	command string
+	flagType    string   // the value's kind in help: string, int, path, duration
+	values      []string // an enum's values, offered by shell completion
+	// group, when set, is the flag's group; otherwise the table's (see
+	// FlagGroup): the commands that offer a flag are those of its group.
+	group FlagGroup
+	// negated makes the flag set the key's opposite: --loop-detection sets
+	// skipLoopDetection = false. A negated flag is a bool flag.
+	negated bool
+	// oldFlags are earlier names of the flag, still accepted with the
+	// key's own meaning (never negated) and hidden from help.
+	oldFlags []string
 
 	// decode parses raw (a TOML value, or a string when fromText) and stores
 	// it in c. Relative paths are resolved against base.
@@ -71,7 +79,7 @@ var fields = []*field{
 		func(c *Config) *string { return (*string)(&c.Model.Provider) },
 		[]string{"ACPD_PROVIDER"}, "provider", "model provider: openai, anthropic, gemini or script"),
 	enumField("model", "wireApi", WireAPIs, func(c *Config) *string { return &c.Model.WireAPI },
-		[]string{"ACPD_WIRE_API"}, "wire-api", "wire API of the openai provider: chat-completions (default) or responses"),
+		[]string{"ACPD_WIRE_API"}, "wire-api", "wire API of the openai provider: chat-completions or responses"),
 	thinkingField(),
 	stringField("model", "name", func(c *Config) *string { return &c.Model.Name },
 		[]string{"OPENAI_MODEL"}, "model", "model name"),
@@ -80,15 +88,14 @@ var fields = []*field{
 	stringField("model", "apiKeyEnv", func(c *Config) *string { return &c.Model.APIKeyEnv },
 		nil, "", ""),
 	maxToolCallsField(),
-	boolField("model", "skipLoopDetection", func(c *Config) *bool { return &c.Model.SkipLoopDetection },
-		[]string{"ACPD_SKIP_LOOP_DETECTION"}, "skip-loop-detection", "skip the heuristic loop detectors (default true)"),
-	stuckWindowField(),
-	enumField("model", "stuckSignal", []string{string(loopdetect.SignalCalls), string(loopdetect.SignalResults)},
+	loopDetectionField(),
+	loopFlag(stuckWindowField()),
+	loopFlag(enumField("model", "stuckSignal", []string{string(loopdetect.SignalCalls), string(loopdetect.SignalResults)},
 		func(c *Config) *string { return &c.Model.StuckSignal },
-		[]string{"ACPD_STUCK_SIGNAL"}, "stuck-signal", "what counts as a repeated tool call: calls (default) or results (same call, same result)"),
-	enumField("model", "loopRecovery", []string{string(loopdetect.RecoveryStop), string(loopdetect.RecoveryWarn)},
+		[]string{"ACPD_STUCK_SIGNAL"}, "stuck-signal", "what counts as a repeated tool call: calls or results (same call, same result)")),
+	loopFlag(enumField("model", "loopRecovery", []string{string(loopdetect.RecoveryStop), string(loopdetect.RecoveryWarn)},
 		func(c *Config) *string { return &c.Model.LoopRecovery },
-		[]string{"ACPD_LOOP_RECOVERY"}, "loop-recovery", "when a turn repeats itself: stop (default) or warn the model once, then stop"),
+		[]string{"ACPD_LOOP_RECOVERY"}, "loop-recovery", "when a turn repeats itself: stop, or warn the model once, then stop")),
 	intField("model", "maxRetries", 0, func(c *Config) *int { return &c.Model.MaxRetries },
 		nil, "", ""),
 	durationField("model", "requestTimeout", func(c *Config) *time.Duration { return &c.Model.RequestTimeout },
@@ -149,7 +156,7 @@ var fields = []*field{
 		nil, "", ""),
 
 	pathField("session", "dataDir", func(c *Config) *string { return &c.Session.DataDir },
-		[]string{"ACPD_DATA_DIR"}, "data-dir", "directory for persisted sessions"),
+		[]string{"ACPD_DATA_DIR"}, "data-dir", "folder of the sessions, checkpoints and statistics (default: $XDG_STATE_HOME/acpd, else ~/.local/state/acpd)"),
 	intField("session", "checkpointMaxBytes", 0, func(c *Config) *int { return &c.Session.CheckpointMaxBytes },
 		[]string{"ACPD_CHECKPOINT_MAX_BYTES"}, "", ""),
 
@@ -162,7 +169,7 @@ var fields = []*field{
 		[]string{"ACPD_TRACE"}, "trace", "log every JSON-RPC message at debug level"),
 
 	boolField("telemetry", "enabled", func(c *Config) *bool { return &c.Telemetry.Enabled },
-		[]string{"ACPD_TELEMETRY"}, "telemetry", "export traces and metrics over OTLP (default false)"),
+		[]string{"ACPD_TELEMETRY"}, "telemetry", "export traces and metrics over OTLP"),
 	endpointField(),
 	// "" is the default: OTEL_EXPORTER_OTLP_PROTOCOL decides, else grpc.
 	enumField("telemetry", "protocol", []string{"", "grpc", "http"}, func(c *Config) *string { return &c.Telemetry.Protocol },
@@ -171,9 +178,9 @@ var fields = []*field{
 		nil, "", ""),
 
 	durationField("guard", "cancelGrace", func(c *Config) *time.Duration { return &c.Guard.CancelGrace },
-		[]string{"ACPD_GUARD_CANCEL_GRACE"}, "guard-cancel-grace", "acpd guard: how long a stopped turn waits for the agent's cancelled answer (default 2s)"),
+		[]string{"ACPD_GUARD_CANCEL_GRACE"}, "guard-cancel-grace", "how long a turn the guard stopped waits for the agent's cancelled answer"),
 	durationField("guard", "shutdownGrace", func(c *Config) *time.Duration { return &c.Guard.ShutdownGrace },
-		[]string{"ACPD_GUARD_SHUTDOWN_GRACE"}, "guard-shutdown-grace", "acpd guard: how long the agent may take to exit after EOF, then after SIGTERM (default 3s)"),
+		[]string{"ACPD_GUARD_SHUTDOWN_GRACE"}, "guard-shutdown-grace", "how long the agent may take to exit after its input closes, then after SIGTERM"),
 
 	serveFlag(listenField()),
 	serveFlag(pathField("server", "tlsCert", func(c *Config) *string { return &c.Server.TLSCert },
@@ -204,6 +211,52 @@ func lookupField(table, name string) *field {
 	return nil
 }
 
+// FlagGroup sorts the configuration flags by what they configure; each
+// command offers the groups it reads, and its help lists them under their
+// titles.
+type FlagGroup int
+
+const (
+	// GroupGlobal flags apply to every command: the data folder, logging.
+	GroupGlobal FlagGroup = iota + 1
+	GroupModel
+	GroupTools
+	// GroupLoop is the loop guard's: the agent's turns, acpd guard, and the
+	// what-if replay of acpd stats.
+	GroupLoop
+	GroupTelemetry
+	GroupGuard
+	GroupServer
+)
+
+// Title is the group's heading in help.
+func (g FlagGroup) Title() string {
+	switch g {
+	case GroupGlobal:
+		return "Global flags"
+	case GroupModel:
+		return "Model flags"
+	case GroupTools:
+		return "Tool flags"
+	case GroupLoop:
+		return "Loop protection flags"
+	case GroupTelemetry:
+		return "Telemetry flags"
+	case GroupGuard:
+		return "Guard flags"
+	case GroupServer:
+		return "Server flags"
+	}
+	return "Flags"
+}
+
+// tableGroups are the groups of the tables' flags, unless a field says
+// otherwise.
+var tableGroups = map[string]FlagGroup{
+	"model": GroupModel, "tools": GroupTools, "context": GroupTools, "session": GroupGlobal, "log": GroupGlobal,
+	"telemetry": GroupTelemetry, "guard": GroupGuard, "server": GroupServer,
+}
+
 // Flag describes a command-line flag that sets a configuration key.
 type Flag struct {
 	Name  string // without dashes, e.g. "max-tool-calls-per-turn"
@@ -211,22 +264,63 @@ type Flag struct {
 	Usage string
 	// Bool flags may be given without a value (--trace).
 	Bool bool
-	// Command is the one command the flag belongs to ("serve"); "" for a
-	// global flag.
-	Command string
+	// Type is the kind of value help shows after the name: string, int,
+	// path, duration ("" for a bool flag).
+	Type string
+	// Default is the built-in default as help shows it; "" when there is
+	// none, or the usage says it in words.
+	Default string
+	// Values are an enum's values, for shell completion.
+	Values []string
+	Group  FlagGroup
+	// Hidden marks an old name kept working.
+	Hidden bool
 }
 
 // Flags lists the flags that set configuration keys, for the command to
-// register. Their raw values go back to Load in LoadOptions.Flags.
-func Flags() []Flag {
+// register. Their raw values go back to Load in LoadOptions.Flags. The
+// list is shared: callers must not change it.
+func Flags() []Flag { return flagList() }
+
+// flagList is worked out once: each command registers the flags of its
+// groups, and the defaults' text comes from encoding every field.
+var flagList = sync.OnceValue(func() []Flag {
 	var out []Flag
+	defaults := Default()
 	for _, f := range fields {
-		if f.flag != "" {
-			out = append(out, Flag{Name: f.flag, Key: f.key(), Usage: f.usage, Bool: f.boolFlag, Command: f.command})
+		if f.flag == "" {
+			continue
+		}
+		fl := Flag{Name: f.flag, Key: f.key(), Usage: f.usage, Bool: f.boolFlag, Type: f.flagType,
+			Values: f.values, Group: f.group}
+		if fl.Group == 0 {
+			fl.Group = tableGroups[f.table]
+		}
+		if fl.Bool {
+			fl.Type = ""
+		}
+		if lit, ok := f.encode(&defaults); ok && !strings.Contains(f.usage, "(default") {
+			if s, err := strconv.Unquote(lit); err == nil {
+				lit = s
+			}
+			if f.negated {
+				lit = strconv.FormatBool(lit != "true")
+			}
+			fl.Default = lit
+		}
+		out = append(out, fl)
+		for _, old := range f.oldFlags {
+			o := fl
+			o.Name, o.Hidden, o.Usage = old, true, "old name of --"+f.flag
+			if f.negated {
+				o.Usage = "old name of --" + f.flag + ", meaning its opposite"
+				o.Default = strconv.FormatBool(o.Default != "true")
+			}
+			out = append(out, o)
 		}
 	}
 	return out
-}
+})
 
 // tomlType names the TOML type of a decoded value, for error messages.
 func tomlType(v any) string {
@@ -259,7 +353,7 @@ func typeErr(want string, v any) error {
 
 func stringField(table, name string, acc func(*Config) *string, envs []string, flag, usage string) *field {
 	return &field{
-		table: table, name: name, envs: envs, flag: flag, usage: usage,
+		table: table, name: name, envs: envs, flag: flag, usage: usage, flagType: "string",
 		decode: func(c *Config, raw any, _ bool, _ resolver) error {
 			s, ok := raw.(string)
 			if !ok {
@@ -274,7 +368,7 @@ func stringField(table, name string, acc func(*Config) *string, envs []string, f
 
 func enumField(table, name string, valid []string, acc func(*Config) *string, envs []string, flag, usage string) *field {
 	return &field{
-		table: table, name: name, envs: envs, flag: flag, usage: usage,
+		table: table, name: name, envs: envs, flag: flag, usage: usage, flagType: "string", values: valid,
 		decode: func(c *Config, raw any, _ bool, _ resolver) error {
 			s, ok := raw.(string)
 			if !ok {
@@ -296,7 +390,7 @@ func enumField(table, name string, valid []string, acc func(*Config) *string, en
 
 func pathField(table, name string, acc func(*Config) *string, envs []string, flag, usage string) *field {
 	return &field{
-		table: table, name: name, envs: envs, flag: flag, usage: usage,
+		table: table, name: name, envs: envs, flag: flag, usage: usage, flagType: "path",
 		decode: func(c *Config, raw any, _ bool, r resolver) error {
 			s, ok := raw.(string)
 			if !ok {
@@ -370,7 +464,7 @@ func integral(raw any, fromText bool) (int, bool) {
 
 func intField(table, name string, minimum int, acc func(*Config) *int, envs []string, flag, usage string) *field {
 	return &field{
-		table: table, name: name, envs: envs, flag: flag, usage: usage,
+		table: table, name: name, envs: envs, flag: flag, usage: usage, flagType: "int",
 		decode: func(c *Config, raw any, fromText bool, _ resolver) error {
 			n, ok := integral(raw, fromText)
 			if !ok {
@@ -391,7 +485,7 @@ func intField(table, name string, minimum int, acc func(*Config) *int, envs []st
 func maxToolCallsField() *field {
 	return &field{
 		table: "model", name: "maxToolCallsPerTurn",
-		envs: []string{"ACPD_MAX_TOOL_CALLS_PER_TURN"}, flag: "max-tool-calls-per-turn",
+		envs: []string{"ACPD_MAX_TOOL_CALLS_PER_TURN"}, flag: "max-tool-calls-per-turn", flagType: "int", group: GroupLoop,
 		usage: "hard cap on tool calls per turn; 0 or less disables it (default: adaptive 100)",
 		decode: func(c *Config, raw any, fromText bool, _ resolver) error {
 			n, ok := integral(raw, fromText)
@@ -436,7 +530,7 @@ func rawText(v any) string {
 
 func durationField(table, name string, acc func(*Config) *time.Duration, envs []string, flag, usage string) *field {
 	return &field{
-		table: table, name: name, envs: envs, flag: flag, usage: usage,
+		table: table, name: name, envs: envs, flag: flag, usage: usage, flagType: "duration",
 		decode: func(c *Config, raw any, _ bool, _ resolver) error {
 			s, ok := raw.(string)
 			if !ok {
@@ -740,6 +834,19 @@ func endpointField() *field {
 	return f
 }
 
+// loopDetectionField is model.skipLoopDetection. Its flag says it the
+// positive way, --loop-detection, as "skip … (default true)" made users
+// write --skip-loop-detection=false to turn something on; the old flag
+// keeps working, unlisted. The key and its variable keep the reference's
+// name, which qwen-code's users know.
+func loopDetectionField() *field {
+	f := boolField("model", "skipLoopDetection", func(c *Config) *bool { return &c.Model.SkipLoopDetection },
+		[]string{"ACPD_SKIP_LOOP_DETECTION"}, "loop-detection",
+		"also stop a turn when one (tool, args) call repeats 6 times (sets skipLoopDetection = false)")
+	f.negated, f.oldFlags, f.group = true, []string{"skip-loop-detection"}, GroupLoop
+	return f
+}
+
 // stuckWindowField is model.stuckWindow: 0 (the whole turn) or a window of
 // the last N calls. Decision: a window smaller than the stuck threshold can
 // never hold that many repeats of one call, so it would silently switch the
@@ -920,9 +1027,16 @@ func pricesField() *field {
 	}
 }
 
-// serveFlag makes f's flag one of `acpd serve`'s own.
+// serveFlag puts f's flag in the server group: acpd serve's own, and
+// acpd doctor's and acpd config's.
 func serveFlag(f *field) *field {
-	f.command = "serve"
+	f.group = GroupServer
+	return f
+}
+
+// loopFlag puts f's flag in the loop guard's group.
+func loopFlag(f *field) *field {
+	f.group = GroupLoop
 	return f
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -150,12 +151,21 @@ func Load(opts LoadOptions) (Config, Sources, error) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		f := flagField(name)
+		f, negated := flagField(name)
 		if f == nil {
 			errs = append(errs, &Error{Origin: "flag --" + name, Msg: "not a configuration flag"})
 			continue
 		}
-		if err := f.decode(&cfg, opts.Flags[name], true, textRes); err != nil {
+		raw := opts.Flags[name]
+		if negated {
+			b, err := strconv.ParseBool(strings.TrimSpace(raw))
+			if err != nil {
+				errs = append(errs, &Error{Origin: "flag --" + name, Key: f.key(), Msg: fmt.Sprintf("must be true or false, got %s", quote(raw)), Err: err})
+				continue
+			}
+			raw = strconv.FormatBool(!b)
+		}
+		if err := f.decode(&cfg, raw, true, textRes); err != nil {
 			errs = append(errs, &Error{Origin: "flag --" + name, Key: f.key(), Msg: keyMsg(f.key(), err), Err: err})
 			continue
 		}
@@ -249,13 +259,18 @@ func errAt(s Source, key, msg string) *Error {
 	return e
 }
 
-func flagField(name string) *field {
+// flagField is the field a flag sets, by the flag's name or an old one;
+// negated says the flag sets the key's opposite.
+func flagField(name string) (f *field, negated bool) {
 	for _, f := range fields {
 		if f.flag != "" && f.flag == name {
-			return f
+			return f, f.negated
+		}
+		if slices.Contains(f.oldFlags, name) {
+			return f, false
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // xdgDir returns $name when it is absolute (the XDG spec says to ignore

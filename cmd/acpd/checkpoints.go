@@ -3,53 +3,56 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 
+	"github.com/spf13/cobra"
+
 	"github.com/acpd/acpd/session/checkpoint"
 	"github.com/acpd/acpd/session/display"
 )
 
-// checkpointsFlags are `acpd checkpoints`'s own flags.
+// checkpointsFlags are acpd checkpoints' own flags.
 type checkpointsFlags struct {
 	session, show string
 	prune         bool
 }
 
-var cpOpts checkpointsFlags
-
-func checkpointsCommand() command {
-	return command{
-		summary: "list the turns' checkpoints in session.dataDir, show one's diff (--show N), prune to session.checkpointMaxBytes (--prune)",
-		run:     cmdCheckpoints,
-		flags: func(fs *flag.FlagSet) {
-			cpOpts = checkpointsFlags{}
-			fs.StringVar(&cpOpts.session, "session", "", "the session whose checkpoints to list (default: every session, one line each)")
-			fs.StringVar(&cpOpts.show, "show", "", "with --session: print turn N's changes as a unified diff")
-			fs.BoolVar(&cpOpts.prune, "prune", false, "remove the least recently written sessions' checkpoints until the store fits session.checkpointMaxBytes")
-		},
-		help: func(w io.Writer, fs *flag.FlagSet) {
-			fmt.Fprint(w, `Usage: acpd checkpoints [--session ID [--show N]] [--prune]
-
-Reads the checkpoints acpd keeps under session.dataDir/checkpoints (see /rewind): without flags one line per
-session (checkpointed turns, size, last change); with --session the session's checkpoints with the files each
-turn changed (+added −removed lines); with --show N also turn N's unified diff. --prune applies
-session.checkpointMaxBytes now (sessions open in a running acpd are left alone). Restoring is /rewind, or
-acpd run --session ID --rewind N.
-
-Flags:
-`)
-			fs.PrintDefaults()
-		},
+var _ = addCommand(func(a *app) *cobra.Command {
+	o := &checkpointsFlags{}
+	cmd := &cobra.Command{
+		Use:   "checkpoints [--session ID [--show N]] [--prune]",
+		Short: "list the turns' checkpoints, show one's diff (--show N), prune them to session.checkpointMaxBytes (--prune)",
+		Long: `Reads the checkpoints acpd keeps under session.dataDir/checkpoints (see
+/rewind): without flags one line per session (checkpointed turns, size, last
+change); with --session the session's checkpoints with the files each turn
+changed (+added −removed lines); with --show N also turn N's unified diff.
+--prune applies session.checkpointMaxBytes now (sessions open in a running
+acpd are left alone). Restoring is /rewind, or acpd run --session ID --rewind N.`,
+		Args: noArgs,
 	}
-}
+	f := cmd.Flags()
+	f.StringVar(&o.session, "session", "", "the session whose checkpoints to list, by `id` (default: every session, one line each)")
+	f.StringVar(&o.show, "show", "", "with --session: print turn `N`'s changes as a unified diff")
+	f.BoolVar(&o.prune, "prune", false, "remove the least recently written sessions' checkpoints until the store fits session.checkpointMaxBytes")
+	cmd.RunE = a.action(func(ctx context.Context, a *app) int { return cmdCheckpoints(ctx, a, o) })
+	return cmd
+})
 
-func cmdCheckpoints(_ context.Context, a *app) int {
+func cmdCheckpoints(_ context.Context, a *app, cpOpts *checkpointsFlags) int {
+	if cpOpts.show != "" && cpOpts.session == "" {
+		return a.badUsage("--show needs --session")
+	}
+	var show int
+	if cpOpts.show != "" {
+		var err error
+		if show, err = strconv.Atoi(cpOpts.show); err != nil || show < 1 {
+			return a.badUsage(fmt.Sprintf("--show must be a turn number (1 or more), got %q", cpOpts.show))
+		}
+	}
 	dir := filepath.Join(a.cfg.Session.DataDir, "checkpoints")
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !cpOpts.prune {
 		fmt.Fprintf(a.stdout, "No checkpoints yet in %s.\n", a.cfg.Session.DataDir)
@@ -59,17 +62,6 @@ func cmdCheckpoints(_ context.Context, a *app) int {
 	if err != nil {
 		fmt.Fprintf(a.stderr, "acpd checkpoints: %v\n", err)
 		return exitError
-	}
-	if cpOpts.show != "" && cpOpts.session == "" {
-		fmt.Fprintln(a.stderr, "acpd checkpoints: --show needs --session")
-		return exitUsage
-	}
-	var show int
-	if cpOpts.show != "" {
-		if show, err = strconv.Atoi(cpOpts.show); err != nil || show < 1 {
-			fmt.Fprintf(a.stderr, "acpd checkpoints: --show must be a turn number (1 or more), got %q\n", cpOpts.show)
-			return exitUsage
-		}
 	}
 	switch {
 	case cpOpts.prune:

@@ -3,18 +3,31 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 
+	"github.com/spf13/cobra"
+
+	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/doctor"
 )
 
-func doctorCommand() command {
-	return command{
-		summary:     "check the configuration, API key, model endpoint, data folder, shell sandbox, telemetry collector and acpd serve settings; exit 1 if any check fails",
-		run:         cmdDoctor,
-		configErrOK: true,
+var _ = addCommand(func(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "doctor [flags]",
+		Short: "check the configuration, API key, model endpoint, data folder, shell sandbox, telemetry collector and acpd serve settings",
+		Long: `Checks what acpd would run with, one line per check: the configuration,
+the model and its API key, the model endpoint (GET {baseUrl}/models), the data
+folder, the shell sandbox, the telemetry collector when telemetry is on, and
+acpd serve's settings when an address to listen on is configured. Give it the
+same flags and environment as the editor gives acpd. Exits 1 if any check
+fails.`,
+		Args: noArgs,
 	}
-}
+	addConfigFlags(cmd.Flags(), slices.Concat(groupAgent, []config.FlagGroup{config.GroupServer})...)
+	cmd.RunE = a.actionConfigErrOK(cmdDoctor)
+	return cmd
+})
 
 // cmdDoctor prints one line per check of package doctor.
 func cmdDoctor(ctx context.Context, a *app) int {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,23 +9,30 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
+	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/agentguard"
 	"github.com/acpd/acpd/session/store"
 )
 
-func guardCommand() command {
-	return command{
-		summary: "put acpd's loop protection, stats and telemetry in front of another ACP agent: acpd guard [flags] -- AGENT [ARG...]",
-		run:     cmdGuard,
-		help:    guardUsage,
-		args:    true,
+var _ = addCommand(func(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "guard [flags] -- COMMAND [ARG...]",
+		Short: "put acpd's loop protection, stats and telemetry in front of another ACP agent",
+		Long:  guardHelp,
+		Args:  cobra.ArbitraryArgs,
 	}
-}
+	// The agent's own arguments follow its command: flags stop at the
+	// first argument, so "acpd guard opencode acp --port 3" works too.
+	cmd.Flags().SetInterspersed(false)
+	addConfigFlags(cmd.Flags(), config.GroupLoop, config.GroupTelemetry, config.GroupGuard)
+	cmd.RunE = a.action(cmdGuard)
+	return cmd
+})
 
-const guardHelp = `Usage: acpd guard [flags] -- COMMAND [ARG...]
-
-Starts the ACP agent COMMAND (same environment and working directory) and
+const guardHelp = `Starts the ACP agent COMMAND (same environment and working directory) and
 relays ACP between the editor, on stdin and stdout, and the agent, unchanged,
 while acpd's loop protection watches every prompt turn's tool calls. Configure
 the editor to run "acpd guard -- AGENT ARGS" where it ran "AGENT ARGS".
@@ -41,7 +47,7 @@ Limits (as for acpd's own turns):
   --max-tool-calls-per-turn N   hard cap; unset: adaptive (past 100 calls only
                                 when one call repeated 6 times; always past
                                 1000); 0 or less: no cap
-  --skip-loop-detection=false   also stop the 6th repeat of one call
+  --loop-detection              also stop the 6th repeat of one call
   --stuck-window W              judge "stuck" on the last W calls only
 
 Each guarded turn is recorded under session.dataDir/guard for "acpd stats",
@@ -50,31 +56,12 @@ The agent's stderr goes to stderr, or with --log-file into the log.
 
 Exit status: the agent's (128+N when signal N ended it); 2 for a usage or
 configuration error or an agent that cannot be started.
-
-Flags the guard reads (acpd's other flags are accepted and ignored: the
-agent has its own model, tools and sandbox):
 `
-
-// guardFlags are the global flags that mean something to the guard; the
-// rest configure acpd's own model, tools and sandbox, and listing them
-// would suggest the guard enforces a token budget or an approval mode it
-// cannot see.
-var guardFlags = map[string]bool{
-	"config": true, "data-dir": true, "guard-cancel-grace": true, "guard-shutdown-grace": true,
-	"log-file": true, "log-level": true, "max-tool-calls-per-turn": true, "skip-loop-detection": true,
-	"stuck-window": true, "telemetry": true, "telemetry-endpoint": true, "telemetry-protocol": true,
-}
-
-func guardUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprint(w, guardHelp)
-	writeFlags(w, fs, func(f *flag.Flag) bool { return guardFlags[f.Name] })
-}
 
 // cmdGuard is `acpd guard`.
 func cmdGuard(ctx context.Context, a *app) int {
 	if len(a.args) == 0 {
-		fmt.Fprintln(a.stderr, "acpd guard: give the agent's command after --: acpd guard [flags] -- COMMAND [ARG...]")
-		return exitUsage
+		return a.badUsage("give the agent's command after --: acpd guard [flags] -- COMMAND [ARG...]")
 	}
 	cfg := a.cfg
 	logger, closeLog, ok := openLog(cfg.Log, a.stderr, "acpd guard")

@@ -116,7 +116,7 @@ func TestGuard_ClaudeAgentACP(t *testing.T) {
 		// reach Claude's model), stopped when the same call comes again.
 		// The placeholder frame of call 102 must not count as a new call.
 		{"stuck, results, warn", []string{"--stuck-signal", "results", "--loop-recovery", "warn"}, 130, same, "stuck_after_warning", "turn_tool_call_cap"},
-		{"sixth repeat", []string{"--skip-loop-detection=false"}, 20, same, "", "global_tool_call_duplicate"},
+		{"sixth repeat", []string{"--loop-detection"}, 20, same, "", "global_tool_call_duplicate"},
 		{"productive", nil, 10, distinct, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

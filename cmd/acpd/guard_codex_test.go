@@ -105,7 +105,7 @@ func TestGuard_CodexACP(t *testing.T) {
 		// Warned at call 101 (in the editor: the guard cannot reach Codex's
 		// model), stopped when the same call comes again.
 		{"stuck, results, warn", []string{"--stuck-signal", "results", "--loop-recovery", "warn"}, 130, same, "stuck_after_warning", "turn_tool_call_cap"},
-		{"sixth repeat", []string{"--skip-loop-detection=false"}, 20, same, "", "global_tool_call_duplicate"},
+		{"sixth repeat", []string{"--loop-detection"}, 20, same, "", "global_tool_call_duplicate"},
 		{"productive", nil, 10, distinct, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

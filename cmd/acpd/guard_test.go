@@ -313,7 +313,7 @@ func runGuardScenarios(t *testing.T, agent func(t testing.TB, srv *modeltest.Ser
 				assert.Equal(t, "backstop", d["capReason"])
 				assert.EqualValues(t, 1001, d["toolCalls"])
 			}},
-		{"skipLoopDetection=false stops the sixth repeat", []string{"--skip-loop-detection=false"}, scenario{calls: 40, batch: 2, args: stuckArgs},
+		{"skipLoopDetection=false stops the sixth repeat", []string{"--loop-detection"}, scenario{calls: 40, batch: 2, args: stuckArgs},
 			func(t *testing.T, _ acp.StopReason, e *jsonrpc2.Error) {
 				d := loopData(t, e)
 				assert.Equal(t, "global_tool_call_duplicate", d["loopType"])
@@ -356,7 +356,7 @@ func runGuardScenarios(t *testing.T, agent func(t testing.TB, srv *modeltest.Ser
 func checkStats(t *testing.T, a guardAgent, data, agent string, e *jsonrpc2.Error) {
 	t.Helper()
 	require.NotEmpty(t, agent)
-	cmd := exec.Command(acpdBinary(t), "stats", "--config", os.DevNull, "--data-dir", data, "--format", "json", "--agent", agent)
+	cmd := exec.Command(acpdBinary(t), "stats", "--config", os.DevNull, "--data-dir", data, "--output-format", "json", "--agent", agent)
 	cmd.Env = a.env
 	out, err := cmd.Output()
 	require.NoError(t, err, "acpd stats")
@@ -398,13 +398,13 @@ func TestGuard_Usage(t *testing.T) {
 	e := newRunEnv(t)
 	o := e.run(t, "", "guard", "--help")
 	assert.Equal(t, 0, o.code)
-	for _, want := range []string{"Usage: acpd guard [flags] -- COMMAND [ARG...]", "--max-tool-calls-per-turn",
-		"--skip-loop-detection", "--stuck-window", "--data-dir", "--telemetry", "--log-file", "--guard-cancel-grace"} {
-		assert.Contains(t, o.stderr, want)
+	for _, want := range []string{"Usage:\n  acpd guard [flags] -- COMMAND [ARG...]", "--max-tool-calls-per-turn",
+		"--loop-detection", "--stuck-window", "--data-dir", "--telemetry", "--log-file", "--guard-cancel-grace"} {
+		assert.Contains(t, o.stdout, want)
 	}
 	// Flags that configure acpd's own model or tools mean nothing here.
 	for _, unwanted := range []string{"--max-tokens-per-turn", "--approval-mode", "--base-url", "--sandbox"} {
-		assert.NotContains(t, o.stderr, unwanted)
+		assert.NotContains(t, o.stdout, unwanted)
 	}
 	o = e.run(t, "", "guard")
 	assert.Equal(t, 2, o.code)
@@ -444,7 +444,7 @@ func TestGuard_ConfigFile(t *testing.T) {
 // how the guard keyed the agent's calls in what it recorded.
 func statsKeys(t *testing.T, a guardAgent, data string) (distinct, maxRepeat int) {
 	t.Helper()
-	cmd := exec.Command(acpdBinary(t), "stats", "--config", os.DevNull, "--data-dir", data, "--format", "json")
+	cmd := exec.Command(acpdBinary(t), "stats", "--config", os.DevNull, "--data-dir", data, "--output-format", "json")
 	cmd.Env = a.env
 	out, err := cmd.Output()
 	require.NoError(t, err, "acpd stats")

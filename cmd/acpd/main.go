@@ -1,21 +1,21 @@
 // Command acpd is an Agent Client Protocol agent. Started without a command
-// it serves ACP on stdio, which is how editors run it; `acpd config` prints
-// the effective configuration.
+// it serves ACP on stdio, which is how editors run it; the subcommands (one
+// file each) run a turn headless, serve over HTTP, guard another agent and
+// read what acpd recorded.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"slices"
-	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/spf13/cobra"
 
 	"github.com/acpd/acpd/config"
 	_ "github.com/acpd/acpd/internal/prefault" // maps start-up's memory in bulk: see its doc
@@ -55,161 +55,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return runWith(ctx, args, stdin, stdout, stderr, deps{getenv: os.Getenv, serve: serve})
 }
 
-// boolText is a bool flag that keeps its raw text, so config.Load parses it
-// with the same rules and messages as the environment.
-type boolText struct{ s string }
-
-func (b *boolText) String() string {
-	if b == nil {
-		return ""
-	}
-	return b.s
-}
-func (b *boolText) Set(s string) error { b.s = s; return nil }
-func (b *boolText) IsBoolFlag() bool   { return true }
-
-// command is a subcommand; it runs after configuration is loaded.
-type command struct {
-	summary string
-	run     func(ctx context.Context, a *app) int
-	// flags registers the command's own flags; they are parsed with the
-	// global ones after the command name and reach run in app.flags.
-	flags func(fs *flag.FlagSet)
-	// help replaces the global usage text for `acpd CMD --help`.
-	help func(w io.Writer, fs *flag.FlagSet)
-	// args lets positional arguments through to run in app.args.
-	args bool
-	// configErrOK runs the command even when the configuration fails to
-	// load; the error is in app.cfgErr (doctor reports it as a check).
-	configErrOK bool
-}
-
-// commands lists the subcommands; `acpd run` (headless mode) plugs in here.
-// No command means serving ACP on stdio.
-func commands() map[string]command {
-	return map[string]command{
-		"checkpoints": checkpointsCommand(),
-		"config":      {summary: "print the effective configuration with each value's source", run: cmdConfig},
-		"doctor":      doctorCommand(),
-		"guard":       guardCommand(),
-		"run":         runCommand(),
-		"serve":       serveCommand(),
-		"sessions":    sessionsCommand(),
-		"stats":       statsCommand(),
-	}
-}
-
-// app is what a command gets: the process's streams and the configuration.
-type app struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	deps           deps
-	cfg            config.Config
-	src            config.Sources
-	cfgErr         error         // the configuration error, for commands with configErrOK
-	flags          *flag.FlagSet // every parsed flag, global and the command's
-	args           []string      // positional arguments, for commands that take them
-}
-
 func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, d deps) int {
-	fs := flag.NewFlagSet("acpd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(stderr, fs) }
-	configPath := fs.String("config", "", "config file read after the user file (overrides $ACPD_CONFIG)")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	isConfigFlag := map[string]bool{}
-	for _, f := range config.Flags() {
-		isConfigFlag[f.Name] = true
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, deps: d}
+	root := newRoot(a, len(args) > 0)
+	if len(args) > 0 && (args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd) {
+		// The shell asks for completions: offer the enum flags' values.
+		forEachCommand(root, flagCompletion)
 	}
-	configFlags(fs, "")
-
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage // the flag package has printed the error and usage
-	}
-	var name string
-	rest := fs.Args()
-	if len(rest) > 0 {
-		// Global flags may also follow the command: `acpd config --config x`.
-		name = rest[0]
-		if c, ok := commands()[name]; ok {
-			if c.flags != nil {
-				c.flags(fs)
-			}
-			if c.help != nil {
-				fs.Usage = func() { c.help(stderr, fs) }
-			}
-		}
-		if err := fs.Parse(rest[1:]); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return exitOK
-			}
-			return exitUsage
-		}
-		rest = fs.Args()
-	}
-	if *showVersion {
-		fmt.Fprintln(stdout, versionLine())
-		return exitOK
-	}
-	cmd, known := commands()[name]
-	if name != "" && !known {
-		fmt.Fprintf(stderr, "acpd: unknown command %q\n", name)
-		usage(stderr, fs)
-		return exitUsage
-	}
-	if len(rest) > 0 && !cmd.args {
-		fmt.Fprintf(stderr, "acpd: unexpected argument %q\n", rest[0])
-		usage(stderr, fs)
-		return exitUsage
-	}
-
-	setFlags := map[string]string{}
-	fs.Visit(func(f *flag.Flag) {
-		if isConfigFlag[f.Name] {
-			setFlags[f.Name] = f.Value.String()
-		}
-	})
-	cfg, src, err := config.Load(config.LoadOptions{ConfigPath: *configPath, Flags: setFlags, Getenv: d.getenv})
-	if err != nil && known && cmd.configErrOK {
-		return cmd.run(ctx, &app{stdin: stdin, stdout: stdout, stderr: stderr, deps: d, flags: fs, args: rest, cfgErr: err})
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "acpd: configuration error:\n%s\n", indent(err.Error()))
-		var ce *config.Error
-		if errors.As(err, &ce) {
-			return exitUsage
-		}
-		return exitError
-	}
-
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, deps: d, cfg: cfg, src: src, flags: fs, args: rest}
-	if name != "" {
-		return cmd.run(ctx, a)
-	}
-	return cmdServe(ctx, a)
-}
-
-// configFlags registers the flags that set configuration keys and belong
-// to command ("" for the global ones).
-func configFlags(fs *flag.FlagSet, command string) {
-	for _, f := range config.Flags() {
-		if f.Command != command {
-			continue
-		}
-		if f.Bool {
-			fs.Var(&boolText{}, f.Name, f.Usage)
-		} else {
-			fs.String(f.Name, "", f.Usage)
-		}
-	}
-}
-
-func cmdConfig(_ context.Context, a *app) int {
-	fmt.Fprint(a.stdout, config.FormatTOML(a.cfg, a.src))
-	return exitOK
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	return exitCode(cmd, err, stderr)
 }
 
 // cmdServe serves ACP on stdio until the client disconnects or a signal
@@ -264,39 +122,4 @@ func cmdServe(ctx context.Context, a *app) int {
 		}
 		return exitError
 	}
-}
-
-func usage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: acpd [flags] [command]\n\n")
-	fmt.Fprintf(w, "Without a command, acpd serves the Agent Client Protocol on stdin/stdout.\n\nCommands:\n")
-	cmds := commands()
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
-	}
-	fmt.Fprintf(w, "\nFlags (before or after the command):\n")
-	writeFlags(w, fs, nil)
-}
-
-// writeFlags lists every flag of fs with its usage, as the help texts do.
-// writeFlags lists the flags that keep passes (all of them when keep is nil).
-func writeFlags(w io.Writer, fs *flag.FlagSet, keep func(*flag.Flag) bool) {
-	fs.VisitAll(func(f *flag.Flag) {
-		if keep != nil && !keep(f) {
-			return
-		}
-		arg := " VALUE"
-		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
-			arg = ""
-		}
-		fmt.Fprintf(w, "  --%s%s\n        %s\n", f.Name, arg, f.Usage)
-	})
-}
-
-func indent(s string) string {
-	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 }

@@ -115,16 +115,17 @@ func TestRun_UsageErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{name: "unknown command", args: []string{"frobnicate"}, code: 2, want: `acpd: unknown command "frobnicate"`},
-		{name: "unknown flag", args: []string{"--colour"}, code: 2, want: "flag provided but not defined: -colour"},
-		{name: "extra argument", args: []string{"config", "extra"}, code: 2, want: `acpd: unexpected argument "extra"`},
+		{name: "unknown command", args: []string{"frobnicate"}, code: 2, want: "acpd: unknown command \"frobnicate\"; see 'acpd --help'\n"},
+		{name: "misspelt command", args: []string{"stast"}, code: 2, want: "acpd: unknown command \"stast\" (did you mean \"stats\"?); see 'acpd --help'\n"},
+		{name: "unknown flag", args: []string{"--colour"}, code: 2, want: "acpd: unknown flag: --colour; see 'acpd --help'\n"},
+		{name: "extra argument", args: []string{"config", "extra"}, code: 2, want: "acpd config: unexpected argument \"extra\"; see 'acpd config --help'\n"},
 		{name: "cap not an integer", args: []string{"--max-tool-calls-per-turn", "1.5", "config"}, code: 2,
-			want: "flag --max-tool-calls-per-turn: Invalid maxToolCallsPerTurn: must be an integer, got 1.5"},
+			want: "acpd config: flag --max-tool-calls-per-turn: Invalid maxToolCallsPerTurn: must be an integer, got 1.5; see 'acpd config --help'\n"},
 		{name: "bad approval mode", args: []string{"config", "--approval-mode=always"}, code: 2,
 			want: `must be one of "plan", "default", "auto-edit", "yolo"`},
 		{name: "missing config file", args: []string{"config", "--config", "/nonexistent/acpd.toml"}, code: 2,
 			want: "flag --config: cannot read config file"},
-		{name: "help", args: []string{"--help"}, code: 0, want: "Usage: acpd [flags] [command]"},
+		{name: "missing value", args: []string{"run", "--model"}, code: 2, want: "acpd run: flag needs an argument: --model; see 'acpd run --help'\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,6 +134,9 @@ func TestRun_UsageErrors(t *testing.T) {
 			assert.Equal(t, tt.code, r.code, r.stderr)
 			assert.Contains(t, r.stderr, tt.want)
 			assert.Empty(t, r.stdout)
+			if strings.HasSuffix(tt.want, "\n") {
+				assert.Equal(t, tt.want, r.stderr, "one line, nothing else")
+			}
 		})
 	}
 }

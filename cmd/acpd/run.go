@@ -3,15 +3,18 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/config"
@@ -20,57 +23,78 @@ import (
 	"github.com/acpd/acpd/session/store"
 )
 
-func runCommand() command {
-	return command{
-		summary: "run one prompt turn without an editor (scripts, CI) and exit with its outcome",
-		run:     cmdRun,
-		flags:   runFlags,
-		help:    runUsage,
-		args:    true,
-	}
+var _ = addCommand(newRunCommand)
+
+// runFlags are acpd run's own flags.
+type runFlags struct {
+	cwd, session, rewind string
+	yolo                 bool
+	format               outputFormat
+	answers              []string
 }
 
-// outputFormat is the --output-format flag; bad values fail flag parsing,
-// so they get the usage exit status like any other bad flag.
-type outputFormat struct{ v string }
-
-func (f *outputFormat) String() string {
-	if f == nil || f.v == "" {
-		return headless.FormatText
+func newRunCommand(a *app) *cobra.Command {
+	o := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] [PROMPT]",
+		Short: "run one prompt turn without an editor (scripts, CI) and exit with its outcome",
+		Long:  runHelp,
+		Args:  cobra.ArbitraryArgs,
 	}
-	return f.v
+	f := cmd.Flags()
+	f.StringVar(&o.cwd, "cwd", "", "workspace `folder` of the session (default: the working directory)")
+	f.StringVar(&o.session, "session", "", "continue the stored session with this `id` (a unique prefix works; acpd sessions lists them) instead of starting a new one")
+	f.StringVar(&o.rewind, "rewind", "", "with --session and no prompt: undo turn `N` and the turns after it, files and conversation (/rewind N); files changed since are kept")
+	f.BoolVar(&o.yolo, "yolo", false, "run every tool without asking (same as --approval-mode yolo)")
+	outputFormatFlags(f, &o.format)
+	f.StringArrayVar(&o.answers, "answer", nil, "answer to a question the model asks (ask_user_question), repeatable, used in order: an option's label or number, several separated by commas, or free `text`")
+	_ = cmd.MarkFlagDirname("cwd")
+	addConfigFlags(f, groupAgent...)
+	cmd.RunE = a.action(func(ctx context.Context, a *app) int { return cmdRun(ctx, a, o) })
+	return cmd
 }
+
+// outputFormat is --output-format; bad values fail flag parsing, so they
+// get the usage exit status like any other bad flag.
+type outputFormat struct {
+	v     string
+	valid []string
+}
+
+func (f *outputFormat) String() string { return f.v }
+func (f *outputFormat) Type() string   { return "format" }
 
 func (f *outputFormat) Set(s string) error {
-	switch s {
-	case headless.FormatText, headless.FormatJSON, headless.FormatStreamJSON:
+	if slices.Contains(f.valid, s) {
 		f.v = s
 		return nil
 	}
-	return fmt.Errorf("must be text, json or stream-json, got %q", s)
+	return fmt.Errorf("must be %s", orList(f.valid))
 }
 
-func runFlags(fs *flag.FlagSet) {
-	fs.String("cwd", "", "workspace directory of the session (default: the working directory)")
-	fs.String("session", "", "continue the stored session with this id (the sessionId of an earlier run) instead of starting a new one")
-	fs.String("rewind", "", "with --session and no prompt: undo turn N and the turns after it, files and conversation (/rewind N); files changed since are kept")
-	fs.Bool("yolo", false, "run every tool without asking (same as --approval-mode yolo)")
-	fs.Var(&outputFormat{}, "output-format", "output format: text, json or stream-json")
-	fs.Var(&answerList{}, "answer", "answer to a question the model asks (ask_user_question), repeatable, used in order: an option's label or number, several separated by commas, or free text")
+// outputFormatFlags registers -o/--output-format, one name for every
+// command that prints in several formats, and its old name --format,
+// hidden. The first valid format is the default.
+func outputFormatFlags(fs *pflag.FlagSet, f *outputFormat, valid ...string) {
+	if len(valid) == 0 {
+		valid = []string{headless.FormatText, headless.FormatJSON, headless.FormatStreamJSON}
+	}
+	f.v, f.valid = valid[0], valid
+	fs.VarP(f, "output-format", "o", "output format: "+orList(valid))
+	_ = fs.SetAnnotation("output-format", annotValues, valid)
+	fs.Var(f, "format", "old name of --output-format")
+	_ = fs.MarkHidden("format")
 }
 
-// answerList collects the repeated --answer flags.
-type answerList struct{ v []string }
-
-func (l *answerList) String() string { return strings.Join(l.v, "\x00") }
-func (l *answerList) Set(s string) error {
-	l.v = append(l.v, s)
-	return nil
+// orList is "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
 }
 
-const runHelp = `Usage: acpd run [flags] [PROMPT]
-
-Runs one prompt turn headless: the agent runs in-process and is driven over
+const runHelp = `Runs one prompt turn headless: the agent runs in-process and is driven over
 ACP exactly as an editor drives it. PROMPT is read from stdin when it is
 absent or "-".
 
@@ -103,63 +127,34 @@ Exit status:
   5    the turn reached its token budget (model.maxTokensPerTurn)
   6    the request was larger than model.sessionTokenLimit
   130  interrupted: SIGINT cancels the turn, waits for it to answer
-       "cancelled", then exits (SIGTERM likewise, exit 143)
-
-Flags (global flags are accepted too):
-`
-
-func runUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprint(w, runHelp)
-	writeFlags(w, fs, nil)
-}
-
-// flagString is the text of a registered flag, "" when it is absent.
-func flagString(fs *flag.FlagSet, name string) string {
-	if fs == nil {
-		return ""
-	}
-	if f := fs.Lookup(name); f != nil {
-		return f.Value.String()
-	}
-	return ""
-}
-
-// usageError is a mistake on the command line: exit 2 with the message.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
+       "cancelled", then exits (SIGTERM likewise, exit 143)`
 
 // parseRunOptions resolves the prompt, cwd and flags, and applies --yolo to
 // cfg. Every error it returns is a usage error.
-func parseRunOptions(a *app, cfg *config.Config) (headless.Options, error) {
+func parseRunOptions(a *app, rf *runFlags, cfg *config.Config) (headless.Options, error) {
 	o := headless.Options{
-		SessionID:     flagString(a.flags, "session"),
-		Format:        flagString(a.flags, "output-format"),
+		SessionID:     rf.session,
+		Format:        rf.format.v,
 		ClientVersion: versionString(),
+		Answers:       rf.answers,
 	}
-	if f := lookupFlag(a.flags, "answer"); f != nil {
-		o.Answers = f.Value.(*answerList).v
-	}
-	if o.Format == "" {
-		o.Format = headless.FormatText
-	}
-	if flagString(a.flags, "yolo") == "true" {
+	if rf.yolo {
 		if s := a.src["tools.approvalMode"]; s.Kind == config.SourceFlag && cfg.Tools.ApprovalMode != config.ApprovalYolo {
-			return o, &usageError{fmt.Sprintf("--yolo conflicts with --approval-mode %s", cfg.Tools.ApprovalMode)}
+			return o, &usageError{msg: fmt.Sprintf("--yolo conflicts with --approval-mode %s", cfg.Tools.ApprovalMode)}
 		}
 		cfg.Tools.ApprovalMode = config.ApprovalYolo
 	}
 	o.Mode = string(cfg.Tools.ApprovalMode)
 
-	if n := flagString(a.flags, "rewind"); n != "" {
+	if n := rf.rewind; n != "" {
 		if v, err := strconv.Atoi(n); err != nil || v < 1 {
-			return o, &usageError{fmt.Sprintf("--rewind must be a turn number (1 or more), got %q", n)}
+			return o, &usageError{msg: fmt.Sprintf("--rewind must be a turn number (1 or more), got %q", n)}
 		}
 		if o.SessionID == "" {
-			return o, &usageError{"--rewind needs --session ID: the session whose turn to undo"}
+			return o, &usageError{msg: "--rewind needs --session ID: the session whose turn to undo"}
 		}
 		if len(a.args) > 0 {
-			return o, &usageError{"--rewind takes no prompt: rewind first, then run the prompt with --session"}
+			return o, &usageError{msg: "--rewind takes no prompt: rewind first, then run the prompt with --session"}
 		}
 		a.args = []string{"/rewind " + n}
 	}
@@ -168,7 +163,7 @@ func parseRunOptions(a *app, cfg *config.Config) (headless.Options, error) {
 	case 1:
 		o.Prompt = a.args[0]
 	default:
-		return o, &usageError{fmt.Sprintf("unexpected argument %q: give the prompt as one argument (quote it) and the flags before it", a.args[1])}
+		return o, &usageError{msg: fmt.Sprintf("unexpected argument %q: give the prompt as one argument (quote it) and the flags before it", a.args[1])}
 	}
 	if len(a.args) == 0 || o.Prompt == "-" {
 		if f, ok := a.stdin.(*os.File); ok {
@@ -178,32 +173,32 @@ func parseRunOptions(a *app, cfg *config.Config) (headless.Options, error) {
 		}
 		b, err := io.ReadAll(a.stdin)
 		if err != nil {
-			return o, &usageError{fmt.Sprintf("read prompt from stdin: %v", err)}
+			return o, &usageError{msg: fmt.Sprintf("read prompt from stdin: %v", err)}
 		}
 		o.Prompt = string(b)
 	}
 	if strings.TrimSpace(o.Prompt) == "" {
-		return o, &usageError{"empty prompt: give it as an argument or on stdin"}
+		return o, &usageError{msg: "empty prompt: give it as an argument or on stdin"}
 	}
 
-	cwd := flagString(a.flags, "cwd")
+	cwd := rf.cwd
 	if cwd == "" {
 		wd, err := os.Getwd()
 		if err != nil {
-			return o, &usageError{fmt.Sprintf("--cwd: cannot determine the working directory: %v", err)}
+			return o, &usageError{msg: fmt.Sprintf("--cwd: cannot determine the working directory: %v", err)}
 		}
 		cwd = wd
 	}
 	abs, err := filepath.Abs(cwd)
 	if err != nil {
-		return o, &usageError{fmt.Sprintf("--cwd %s: %v", cwd, err)}
+		return o, &usageError{msg: fmt.Sprintf("--cwd %s: %v", cwd, err)}
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return o, &usageError{fmt.Sprintf("--cwd: %v", err)}
+		return o, &usageError{msg: fmt.Sprintf("--cwd: %v", err)}
 	}
 	if !fi.IsDir() {
-		return o, &usageError{fmt.Sprintf("--cwd %s: not a directory", abs)}
+		return o, &usageError{msg: fmt.Sprintf("--cwd %s: not a directory", abs)}
 	}
 	o.Cwd = abs
 	return o, nil
@@ -211,12 +206,11 @@ func parseRunOptions(a *app, cfg *config.Config) (headless.Options, error) {
 
 // cmdRun is `acpd run`: one prompt turn, driven over an in-memory ACP
 // connection to the same agent `acpd` serves to editors.
-func cmdRun(ctx context.Context, a *app) int {
+func cmdRun(ctx context.Context, a *app, rf *runFlags) int {
 	cfg := a.cfg
-	o, err := parseRunOptions(a, &cfg)
+	o, err := parseRunOptions(a, rf, &cfg)
 	if err != nil {
-		fmt.Fprintf(a.stderr, "acpd run: %v\n", err)
-		return exitUsage
+		return a.badUsage(err.Error())
 	}
 
 	logCfg := cfg.Log
@@ -254,8 +248,7 @@ func cmdRun(ctx context.Context, a *app) int {
 			case err == nil:
 				o.SessionID = id
 			case errors.Is(err, store.ErrAmbiguousID):
-				fmt.Fprintf(a.stderr, "acpd run: --session: %v\n", err)
-				return exitUsage
+				return a.badUsage("--session: " + err.Error())
 			}
 			// Not found or invalid: session/load says so, as before.
 		}
@@ -274,12 +267,4 @@ func cmdRun(ctx context.Context, a *app) int {
 
 	env := headless.Env{Stdout: a.stdout, Stderr: a.stderr, Logger: logger, Trace: cfg.Log.Trace, Signals: sigs}
 	return headless.Run(ctx, env, o, func(c acp.Client) headless.Agent { return session.NewManager(c, opts) })
-}
-
-// lookupFlag is fs.Lookup(name), nil without fs.
-func lookupFlag(fs *flag.FlagSet, name string) *flag.Flag {
-	if fs == nil {
-		return nil
-	}
-	return fs.Lookup(name)
 }

@@ -236,7 +236,7 @@ func TestRunCmd_ExitCodes(t *testing.T) {
 		{name: "refusal", script: `{"text":"no","finish":"content_filter"}`, args: []string{"hi"}, code: 4,
 			stderr: "acpd run: the turn stopped: refusal"},
 		{name: "usage: bad output format", script: `{"text":"x"}`, args: []string{"--output-format", "xml", "hi"}, code: 2,
-			stderr: `invalid value "xml" for flag -output-format: must be text, json or stream-json`},
+			stderr: `acpd run: invalid argument "xml" for "-o, --output-format" flag: must be text, json or stream-json; see 'acpd run --help'`},
 		{name: "usage: bad approval mode", script: `{"text":"x"}`, args: []string{"--approval-mode", "always", "hi"}, code: 2,
 			stderr: `must be one of "plan", "default", "auto-edit", "yolo"`},
 		{name: "usage: yolo conflicts with approval mode", script: `{"text":"x"}`, args: []string{"--approval-mode", "plan", "--yolo", "hi"}, code: 2,
@@ -287,9 +287,9 @@ func TestRunCmd_HelpDocumentsExitCodes(t *testing.T) {
 	e := newRunEnv(t)
 	o := e.run(t, "", "run", "--help")
 	assert.Equal(t, 0, o.code)
-	for _, want := range []string{"Usage: acpd run [flags] [PROMPT]", "--output-format", "--yolo", "--cwd", "--session",
+	for _, want := range []string{"Usage:\n  acpd run [flags] [PROMPT]", "--output-format", "--yolo", "--cwd", "--session",
 		"--max-tool-calls-per-turn", "\n  0 ", "\n  1 ", "\n  2 ", "\n  3 ", "\n  4 ", "\n  130 "} {
-		assert.Contains(t, o.stderr, want)
+		assert.Contains(t, o.stdout, want)
 	}
 }
 

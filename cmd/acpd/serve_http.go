@@ -3,54 +3,47 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
+	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session/server"
 	"github.com/acpd/acpd/session/store"
 )
 
-func serveCommand() command {
-	return command{
-		summary: "serve ACP over HTTP and WebSocket (--listen ADDR) to editors on another machine or in a container",
-		run:     cmdServeHTTP,
-		flags: func(fs *flag.FlagSet) {
-			configFlags(fs, "serve")
-			fs.Bool("init-token", false, "write a new bearer token to FILE (default: server.tokenFile, else <dataDir>/server.token), readable by you only, print it once and exit")
-		},
-		help: func(w io.Writer, fs *flag.FlagSet) {
-			fmt.Fprint(w, serveHelp)
-			writeFlags(w, fs, nil)
-		},
-		args: true,
+var _ = addCommand(func(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve --listen ADDR [flags]",
+		Short: "serve ACP over HTTP and WebSocket (--listen ADDR) to editors on another machine or in a container",
+		Long:  serveHelp,
+		Args:  cobra.ArbitraryArgs,
 	}
-}
+	cmd.Annotations = map[string]string{"usage": "acpd serve --listen ADDR [--tls-cert FILE --tls-key FILE] [flags]\n  acpd serve --init-token [FILE]"}
+	cmd.Flags().Bool("init-token", false, "write a new bearer token to FILE (default: server.tokenFile, else <dataDir>/server.token), readable by you only, print it once and exit")
+	addConfigFlags(cmd.Flags(), slices.Concat(groupAgent, []config.FlagGroup{config.GroupServer})...)
+	cmd.RunE = a.action(cmdServeHTTP)
+	return cmd
+})
 
-const serveHelp = `Usage: acpd serve --listen ADDR [--tls-cert FILE --tls-key FILE] [flags]
-       acpd serve --init-token [FILE]
-
-Serves the Agent Client Protocol over Streamable HTTP and WebSocket at
+const serveHelp = `Serves the Agent Client Protocol over Streamable HTTP and WebSocket at
 http(s)://ADDR/acp, one ACP connection per client, each with the sessions it
 opens. Every request must carry "Authorization: Bearer TOKEN", the token read
 from server.tokenEnv's variable or the token file. Without TLS only loopback
 addresses are served (reach them through an SSH tunnel). Once listening, the
-endpoint's URL is printed on stderr.
-
-Flags:
-`
+endpoint's URL is printed on stderr.`
 
 func cmdServeHTTP(ctx context.Context, a *app) int {
-	if f := a.flags.Lookup("init-token"); f != nil && f.Value.String() == "true" {
+	if init, _ := a.flags.GetBool("init-token"); init {
 		return initToken(a)
 	}
 	if len(a.args) > 0 {
-		fmt.Fprintf(a.stderr, "acpd serve: unexpected argument %q\n", a.args[0])
-		return exitUsage
+		return a.badUsage(fmt.Sprintf("unexpected argument %q", a.args[0]))
 	}
 	if a.cfg.Server.Listen == "" {
 		fmt.Fprintln(a.stderr, "acpd serve: no address to listen on: give --listen HOST:PORT (e.g. 127.0.0.1:8123) or set [server] listen")
@@ -124,8 +117,7 @@ func serveFailed(a *app, err error) int {
 // initToken is `acpd serve --init-token [FILE]`.
 func initToken(a *app) int {
 	if len(a.args) > 1 {
-		fmt.Fprintf(a.stderr, "acpd serve --init-token: unexpected argument %q\n", a.args[1])
-		return exitUsage
+		return a.badUsage(fmt.Sprintf("--init-token: unexpected argument %q", a.args[1]))
 	}
 	path := server.TokenFile(a.cfg)
 	if len(a.args) == 1 {

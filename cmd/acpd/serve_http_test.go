@@ -23,7 +23,7 @@ func TestServeHTTP_UsageErrors(t *testing.T) {
 		{name: "no token", args: []string{"serve", "--listen", "127.0.0.1:0"}, want: "create one with `acpd serve --init-token`"},
 		{name: "cleartext beyond loopback", args: []string{"serve", "--listen", "0.0.0.0:8123"}, want: "refusing to listen on 0.0.0.0:8123"},
 		{name: "a cert without its key", args: []string{"serve", "--listen", "0.0.0.0:8123", "--tls-cert", "/c.pem"}, want: "server.tlsCert is set but server.tlsKey is not"},
-		{name: "not a stdio flag", args: []string{"--listen", "127.0.0.1:0"}, want: "flag provided but not defined: -listen"},
+		{name: "not a stdio flag", args: []string{"--listen", "127.0.0.1:0"}, want: "acpd: unknown flag: --listen; see 'acpd --help'"},
 		{name: "extra argument", args: []string{"serve", "--listen", "127.0.0.1:0", "x"}, want: `acpd serve: unexpected argument "x"`},
 	}
 	for _, tt := range tests {

@@ -4,51 +4,45 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/store"
 )
 
-var sessionsOpts struct {
-	cwd, format string
+// sessionsFlags are acpd sessions' own flags.
+type sessionsFlags struct {
+	cwd    string
+	format outputFormat
 }
 
-func sessionsCommand() command {
-	return command{
-		summary: "list the stored sessions, newest first, with the ids acpd run --session and acpd stats --session take",
-		run:     cmdSessions,
-		flags: func(fs *flag.FlagSet) {
-			sessionsOpts.cwd, sessionsOpts.format = "", "table"
-			fs.StringVar(&sessionsOpts.cwd, "cwd", "", "only sessions whose working directory is this folder")
-			fs.StringVar(&sessionsOpts.format, "format", "table", "output format: table or json")
-		},
-		help: func(w io.Writer, fs *flag.FlagSet) {
-			fmt.Fprint(w, `Usage: acpd sessions [flags]
-
-Lists the sessions stored in session.dataDir, most recently updated first: the full id, when it was last
-updated, its working directory and its title. Continue one with acpd run --session ID (or from the editor's
-session list); read its turns with acpd stats --session ID. A unique prefix of an id works in both.
-
-Flags:
-`)
-			fs.PrintDefaults()
-		},
+var _ = addCommand(func(a *app) *cobra.Command {
+	o := &sessionsFlags{}
+	cmd := &cobra.Command{
+		Use:   "sessions [flags]",
+		Short: "list the stored sessions, newest first, with the ids acpd run --session and acpd stats --session take",
+		Long: `Lists the sessions stored in session.dataDir, most recently updated first: the
+full id, when it was last updated, its working directory and its title.
+Continue one with acpd run --session ID (or from the editor's session list);
+read its turns with acpd stats --session ID. A unique prefix of an id works in
+both.`,
+		Args: noArgs,
 	}
-}
+	cmd.Flags().StringVar(&o.cwd, "cwd", "", "only sessions whose working directory is this `folder`")
+	_ = cmd.MarkFlagDirname("cwd")
+	outputFormatFlags(cmd.Flags(), &o.format, "table", "json")
+	cmd.RunE = a.action(func(ctx context.Context, a *app) int { return cmdSessions(ctx, a, o) })
+	return cmd
+})
 
-func cmdSessions(_ context.Context, a *app) int {
-	if f := sessionsOpts.format; f != "table" && f != "json" {
-		fmt.Fprintf(a.stderr, "acpd sessions: --format must be table or json, got %q\n", f)
-		return exitUsage
-	}
+func cmdSessions(_ context.Context, a *app, sessionsOpts *sessionsFlags) int {
 	dir := a.cfg.Session.DataDir
 	var all []store.SessionInfo
 	_, statErr := os.Stat(dir)
@@ -69,8 +63,7 @@ func cmdSessions(_ context.Context, a *app) int {
 		cwd := ""
 		if sessionsOpts.cwd != "" {
 			if cwd, err = filepath.Abs(sessionsOpts.cwd); err != nil {
-				fmt.Fprintf(a.stderr, "acpd sessions: --cwd: %v\n", err)
-				return exitUsage
+				return a.badUsage("--cwd: " + err.Error())
 			}
 		}
 		for cursor := ""; ; {
@@ -85,7 +78,7 @@ func cmdSessions(_ context.Context, a *app) int {
 			}
 		}
 	}
-	if sessionsOpts.format == "json" {
+	if sessionsOpts.format.v == "json" {
 		if all == nil {
 			all = []store.SessionInfo{}
 		}

@@ -43,7 +43,7 @@ func TestSessionIDs_AcceptedWhereShown(t *testing.T) {
 	require.Equal(t, 0, o.code, o.stderr)
 	assert.Contains(t, o.stdout, full, "acpd sessions lists the full id")
 	assert.Contains(t, o.stdout, e.ws)
-	o = e.run(t, "", "sessions", "--format", "json")
+	o = e.run(t, "", "sessions", "--output-format", "json")
 	require.Equal(t, 0, o.code, o.stderr)
 	var listed struct {
 		Sessions []struct{ ID, Cwd string }
@@ -53,7 +53,7 @@ func TestSessionIDs_AcceptedWhereShown(t *testing.T) {
 	assert.Equal(t, full, listed.Sessions[0].ID)
 
 	for _, id := range []string{short, full} {
-		o = e.run(t, "", "stats", "--session", id, "--format", "json")
+		o = e.run(t, "", "stats", "--session", id, "--output-format", "json")
 		require.Equal(t, 0, o.code, "stats --session %s: %s", id, o.stderr)
 		var rep struct {
 			Turns []statsTurn `json:"turns"`

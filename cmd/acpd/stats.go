@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"runtime/debug"
@@ -12,67 +10,62 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/stats"
 )
 
-// statsFlags are `acpd stats`'s own flags; the what-if settings are the
-// global config flags --max-tool-calls-per-turn, --skip-loop-detection,
-// --stuck-window, --stuck-signal and --loop-recovery, plus --explicit.
+// statsFlags are acpd stats' own flags; the what-if settings are the loop
+// guard's configuration flags (--max-tool-calls-per-turn, --loop-detection,
+// --stuck-window, --stuck-signal, --loop-recovery), plus --explicit.
 type statsFlags struct {
-	session, since, cwd, agent, format string
-	explicit                           bool
+	session, since, cwd, agent string
+	format                     outputFormat
+	explicit                   bool
 }
 
-var statsOpts statsFlags
+var _ = addCommand(func(a *app) *cobra.Command {
+	o := &statsFlags{}
+	cmd := &cobra.Command{
+		Use:   "stats [flags]",
+		Short: "one row per prompt turn from the recorded transcripts, a summary, and a what-if replay of the loop guard",
+		Long: `Reads the session transcripts in session.dataDir (read-only; safe while acpd
+runs) and prints one row per prompt turn, acpd's own and those of the agents
+acpd guard watched (AGENT): tool calls, distinct (tool, args) calls, the
+highest repeat of one call, the longest same-tool streak, the outcome (loop
+type and cap reason for loop stops) and the duration; then a summary.
 
-func statsCommand() command {
-	return command{
-		summary: "one row per prompt turn from the transcripts in session.dataDir; --max-tool-calls-per-turn, --explicit, --skip-loop-detection, --stuck-window, --stuck-signal, --loop-recovery replay the loop guard (what-if)",
-		run:     cmdStats,
-		flags: func(fs *flag.FlagSet) {
-			statsOpts = statsFlags{}
-			fs.StringVar(&statsOpts.session, "session", "", "only these sessions (comma-separated ids)")
-			fs.StringVar(&statsOpts.since, "since", "", "only turns started since: RFC 3339 time, YYYY-MM-DD, or an age such as 36h or 7d")
-			fs.StringVar(&statsOpts.cwd, "cwd", "", "only sessions whose working directory is this folder or inside it")
-			fs.StringVar(&statsOpts.agent, "agent", "", "only turns of this agent: acpd, or the name of an agent acpd guard watched")
-			fs.StringVar(&statsOpts.format, "format", stats.FormatTable, "output format: table, json or csv")
-			fs.BoolVar(&statsOpts.explicit, "explicit", false, "what-if: make the cap a hard cap (default: adaptive, unless a config file or the environment sets it)")
-		},
-		help: func(w io.Writer, fs *flag.FlagSet) {
-			fmt.Fprint(w, `Usage: acpd stats [flags]
-
-Reads the session transcripts in session.dataDir (read-only; safe while acpd runs) and prints one row per
-prompt turn, acpd's own and those of the agents acpd guard watched (AGENT): tool calls, distinct (tool, args) calls, the highest repeat of one call, the longest same-tool
-streak, the outcome (loop type and cap reason for loop stops) and the duration; then a summary.
-
-What-if replay: given any of --max-tool-calls-per-turn N, --explicit, --skip-loop-detection=false,
---stuck-window W, --stuck-signal calls|results or --loop-recovery stop|warn, the loop guard is re-run over every
-recorded turn, batch by batch as the daemon counts (with each call's recorded result for --stuck-signal
-results), with the configuration changed by those flags; the turns whose outcome would change are listed with
-the call at which they would stop, warn or go on and why, and every turn is counted as stopped, warned or
-finished. A cap given on this command line is adaptive unless --explicit.
-
-Flags:
-`)
-			fs.PrintDefaults()
-		},
+What-if replay: given any of the loop protection flags below or --explicit,
+the loop guard is re-run over every recorded turn, batch by batch as the
+daemon counts (with each call's recorded result for --stuck-signal results),
+with the configuration changed by those flags; the turns whose outcome would
+change are listed with the call at which they would stop, warn or go on and
+why, and every turn is counted as stopped, warned or finished. A cap given on
+this command line is adaptive unless --explicit.`,
+		Args: noArgs,
 	}
-}
+	f := cmd.Flags()
+	f.StringVar(&o.session, "session", "", "only these sessions (comma-separated `ids`)")
+	f.StringVar(&o.since, "since", "", "only turns started since a `time`: RFC 3339, YYYY-MM-DD, or an age such as 36h or 7d")
+	f.StringVar(&o.cwd, "cwd", "", "only sessions whose working directory is this `folder` or inside it")
+	f.StringVar(&o.agent, "agent", "", "only turns of this agent: acpd, or the `name` of an agent acpd guard watched")
+	outputFormatFlags(f, &o.format, stats.FormatTable, stats.FormatJSON, stats.FormatCSV)
+	f.BoolVar(&o.explicit, "explicit", false, "what-if: make the cap a hard cap (default: adaptive, unless a config file or the environment sets it)")
+	_ = cmd.MarkFlagDirname("cwd")
+	addConfigFlags(f, config.GroupLoop)
+	cmd.RunE = a.action(func(ctx context.Context, a *app) int { return cmdStats(ctx, a, o) })
+	return cmd
+})
 
-func cmdStats(_ context.Context, a *app) int {
+func cmdStats(_ context.Context, a *app, statsOpts *statsFlags) int {
 	// The default data folder does not exist until acpd first records a
 	// session: that is "nothing yet", not an error. One the user named
 	// (flag, variable, file) must exist: a typo should not read as empty.
 	o := stats.Options{DataDir: a.cfg.Session.DataDir, Cwd: statsOpts.cwd, Agent: statsOpts.agent,
 		MissingOK: a.src.Of("session.dataDir").Kind == config.SourceDefault}
-	switch statsOpts.format {
-	case stats.FormatTable, stats.FormatJSON, stats.FormatCSV:
-	default:
-		fmt.Fprintf(a.stderr, "acpd stats: --format must be table, json or csv, got %q\n", statsOpts.format)
-		return exitUsage
-	}
 	if statsOpts.session != "" {
 		for _, s := range strings.Split(statsOpts.session, ",") {
 			if s = strings.TrimSpace(s); s != "" {
@@ -83,16 +76,14 @@ func cmdStats(_ context.Context, a *app) int {
 	if statsOpts.since != "" {
 		t, err := parseSince(statsOpts.since, time.Now())
 		if err != nil {
-			fmt.Fprintf(a.stderr, "acpd stats: --since: %v\n", err)
-			return exitUsage
+			return a.badUsage("--since: " + err.Error())
 		}
 		o.Since = t
 	}
 	whatIf := statsOpts.explicit
-	a.flags.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "max-tool-calls-per-turn", "skip-loop-detection", "stuck-window", "stuck-signal", "loop-recovery":
-			whatIf = true
+	a.flags.Visit(func(f *pflag.Flag) {
+		if _, ok := f.Annotations[annotConfig]; ok {
+			whatIf = true // the loop guard's flags are the only configuration flags of stats
 		}
 	})
 	if whatIf {
@@ -118,7 +109,7 @@ func cmdStats(_ context.Context, a *app) int {
 		}
 		return exitError
 	}
-	if len(rep.Turns) == 0 && statsOpts.format == stats.FormatTable && o.Sessions == nil && o.Since.IsZero() && o.Cwd == "" && o.Agent == "" {
+	if len(rep.Turns) == 0 && statsOpts.format.v == stats.FormatTable && o.Sessions == nil && o.Since.IsZero() && o.Cwd == "" && o.Agent == "" {
 		if _, err := os.Stat(o.DataDir); err != nil {
 			fmt.Fprintf(a.stdout, "No turns recorded yet: acpd keeps its sessions in %s, which does not exist until the first session runs.\n", o.DataDir)
 			return exitOK
@@ -126,7 +117,7 @@ func cmdStats(_ context.Context, a *app) int {
 		fmt.Fprintf(a.stdout, "No turns recorded yet in %s.\n", o.DataDir)
 		return exitOK
 	}
-	if err := rep.Write(a.stdout, statsOpts.format); err != nil {
+	if err := rep.Write(a.stdout, statsOpts.format.v); err != nil {
 		fmt.Fprintf(a.stderr, "acpd stats: %v\n", err)
 		return exitError
 	}

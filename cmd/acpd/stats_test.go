@@ -94,7 +94,7 @@ func TestStats_AgainstTheDaemon(t *testing.T) {
 		{"alternating", 120, alternating, nil, []string{"--max-tool-calls-per-turn", "100"}, "turn_tool_call_cap/stuck", want{101, 51, 51}},
 		{"hard50", 60, distinct, []string{"--max-tool-calls-per-turn", "50"}, []string{"--max-tool-calls-per-turn", "50", "--explicit"},
 			"turn_tool_call_cap/explicit", want{51, 51, 1}},
-		{"dup", 12, alternating, []string{"--skip-loop-detection=false"}, []string{"--skip-loop-detection=false"},
+		{"dup", 12, alternating, []string{"--loop-detection"}, []string{"--loop-detection"},
 			"global_tool_call_duplicate", want{11, 6, 6}},
 		{"spread", 300, spread, []string{"--stuck-window", "50"}, []string{"--stuck-window", "50"}, "end_turn", want{300, 295, 6}},
 		{"backstop", 105, tens, nil, []string{"--max-tool-calls-per-turn", "100"}, "turn_tool_call_cap/backstop", want{1010, 1010, 1}},
@@ -110,7 +110,7 @@ func TestStats_AgainstTheDaemon(t *testing.T) {
 	}
 	stats := func(flags ...string) map[string]statsTurn {
 		t.Helper()
-		o := e.run(t, "", append([]string{"stats", "--format", "json"}, flags...)...)
+		o := e.run(t, "", append([]string{"stats", "--output-format", "json"}, flags...)...)
 		require.Equal(t, 0, o.code, o.stderr)
 		var rep struct {
 			Turns []statsTurn `json:"turns"`
