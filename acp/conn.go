@@ -697,7 +697,10 @@ func (c *Conn) ReleaseTerminal(ctx context.Context, req *TerminalRequest) error 
 	return c.callClient(ctx, MethodTerminalRelease, req, nil)
 }
 
-var _ Elicitor = (*Conn)(nil)
+var (
+	_ Elicitor             = (*Conn)(nil)
+	_ ElicitationCompleter = (*Conn)(nil)
+)
 
 // CreateElicitation asks the user through the editor's form; the action is
 // checked to be one the schema defines. The caller makes sure the client
@@ -713,6 +716,16 @@ func (c *Conn) CreateElicitation(ctx context.Context, req *CreateElicitationRequ
 		return nil, fmt.Errorf("%s: invalid action %q from client", MethodElicitationCreate, r.Action)
 	}
 	return &r, nil
+}
+
+// CompleteElicitation tells the client that the out-of-band step of the
+// URL elicitation it was asked for has finished.
+func (c *Conn) CompleteElicitation(ctx context.Context, n *CompleteElicitationNotification) error {
+	rpc := c.rpc.Load()
+	if rpc == nil {
+		return ErrNotServing
+	}
+	return rpc.Notify(ctx, MethodElicitationComplete, n)
 }
 
 type replyHooksKey struct{}

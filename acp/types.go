@@ -881,15 +881,29 @@ type CancelRequestNotification struct {
 // MethodElicitationCreate asks the user for structured input (client side).
 const MethodElicitationCreate = "elicitation/create"
 
-// CreateElicitationRequest is a session-scoped form elicitation: the
-// client renders RequestedSchema and returns what the user entered.
+// MethodElicitationComplete tells the client that a URL elicitation's
+// out-of-band step finished (a notification).
+const MethodElicitationComplete = "elicitation/complete"
+
+// CreateElicitationRequest is a session-scoped elicitation: in form mode
+// the client renders RequestedSchema and returns what the user entered; in
+// url mode it offers to open URL (ElicitationID names it for
+// elicitation/complete).
 type CreateElicitationRequest struct {
 	SessionID       string            `json:"sessionId"`
 	ToolCallID      string            `json:"toolCallId,omitempty"`
-	Mode            string            `json:"mode"` // "form"
+	Mode            string            `json:"mode"` // "form" or "url"
 	Message         string            `json:"message"`
-	RequestedSchema ElicitationSchema `json:"requestedSchema"`
+	RequestedSchema ElicitationSchema `json:"requestedSchema,omitzero"`
+	ElicitationID   string            `json:"elicitationId,omitempty"`
+	URL             string            `json:"url,omitempty"`
 	Meta            Meta              `json:"_meta,omitempty"`
+}
+
+// CompleteElicitationNotification is the params of elicitation/complete.
+type CompleteElicitationNotification struct {
+	ElicitationID string `json:"elicitationId"`
+	Meta          Meta   `json:"_meta,omitempty"`
 }
 
 // ElicitationSchema is the form: an object of primitive-typed properties.
@@ -900,20 +914,33 @@ type ElicitationSchema struct {
 	Required   []string                       `json:"required,omitempty"`
 }
 
-// ElicitationProperty is one form field: a string (free text, or one of
-// OneOf), or an array of strings chosen from Items.AnyOf.
+// ElicitationProperty is one form field: a string (free text, one of Enum
+// or of OneOf), a number, an integer, a boolean, or an array of strings
+// chosen from Items.
 type ElicitationProperty struct {
-	Type        string            `json:"type"` // "string" | "array"
+	Type        string            `json:"type"` // "string" | "number" | "integer" | "boolean" | "array"
 	Title       string            `json:"title,omitempty"`
 	Description string            `json:"description,omitempty"`
 	OneOf       []EnumOption      `json:"oneOf,omitempty"`
+	Enum        []string          `json:"enum,omitempty"`
 	Items       *ElicitationItems `json:"items,omitempty"`
 	MinItems    *int              `json:"minItems,omitempty"`
+	MaxItems    *int              `json:"maxItems,omitempty"`
+	MinLength   *int              `json:"minLength,omitempty"`
+	MaxLength   *int              `json:"maxLength,omitempty"`
+	Pattern     string            `json:"pattern,omitempty"`
+	Format      string            `json:"format,omitempty"` // email | uri | date | date-time
+	Minimum     *float64          `json:"minimum,omitempty"`
+	Maximum     *float64          `json:"maximum,omitempty"`
+	Default     json.RawMessage   `json:"default,omitempty"`
 }
 
-// ElicitationItems are the titled choices of a multi-select field.
+// ElicitationItems are the choices of a multi-select field: titled
+// (AnyOf) or plain strings (Type "string" with Enum).
 type ElicitationItems struct {
-	AnyOf []EnumOption `json:"anyOf"`
+	Type  string       `json:"type,omitempty"`
+	Enum  []string     `json:"enum,omitempty"`
+	AnyOf []EnumOption `json:"anyOf,omitempty"`
 }
 
 // EnumOption is one titled choice.
@@ -943,4 +970,10 @@ type CreateElicitationResponse struct {
 // elicitation need not implement it.
 type Elicitor interface {
 	CreateElicitation(ctx context.Context, req *CreateElicitationRequest) (*CreateElicitationResponse, error)
+}
+
+// ElicitationCompleter is implemented by clients that can be sent
+// elicitation/complete (*Conn is).
+type ElicitationCompleter interface {
+	CompleteElicitation(ctx context.Context, n *CompleteElicitationNotification) error
 }

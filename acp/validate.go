@@ -221,6 +221,10 @@ func (s MCPServer) validate(field string) error {
 			return ErrInvalidParams(field+".url", "missing required field "+field+".url")
 		}
 		return nil
+	case "acp":
+		// MCP over ACP: only in the unstable schema; acpd does not
+		// advertise mcpCapabilities.acp (decision in session/mcp).
+		return ErrInvalidParams(field+".type", fmt.Sprintf("mcp server %q: MCP over ACP (type \"acp\") is not supported: it is unstable in ACP and acpd does not advertise mcpCapabilities.acp; give the server as stdio, http or sse", s.Name))
 	default:
 		return ErrInvalidParams(field+".type", fmt.Sprintf("unsupported MCP server type %q", s.Type))
 	}

@@ -464,13 +464,13 @@ func TestUnofferedOptionStopsBatch(t *testing.T) {
 // §12 / vector 125, adapted to acpd: the exact initialize result. acpd
 // answers protocol version 1 whatever the client asks, names itself, and
 // advertises only what works: images and embedded text context (no audio),
-// MCP over HTTP (no SSE), close and additionalDirectories always, load,
+// MCP over HTTP and legacy SSE, close and additionalDirectories always, load,
 // list, resume and delete only with a store; logout; one agent-type auth
 // method.
 func TestInitializeExactResult(t *testing.T) {
 	const auth = `"authMethods":[{"id":"openai","name":"Use OpenAI API key","description":"Requires setting the ` + "`OPENAI_API_KEY`" + ` environment variable"}],
 		"agentInfo":{"name":"acpd","title":"acpd","version":"1.2.3"}}`
-	const prompt = `"promptCapabilities":{"image":true,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":false}`
+	const prompt = `"promptCapabilities":{"image":true,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":true}`
 	tests := []struct {
 		name    string
 		durable bool

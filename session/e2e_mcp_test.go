@@ -74,15 +74,18 @@ func TestE2E_MCP(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, init.AgentCapabilities.MCPCapabilities.HTTP)
 
-	// An SSE server is refused with -32602 naming it.
-	var sse acp.NewSessionResponse
-	err = d.cc.Call(ctx, acp.MethodSessionNew, acp.NewSessionRequest{Cwd: d.cwd, MCPServers: []acp.MCPServer{
-		{Type: "sse", Name: "old", URL: "http://127.0.0.1:1/sse", Headers: []acp.HTTPHeader{}},
-	}}, &sse)
+	assert.True(t, init.AgentCapabilities.MCPCapabilities.SSE)
+
+	// MCP over ACP (the unstable {type:"acp"} entry) is refused with
+	// -32602 naming the server and why.
+	var refused acp.NewSessionResponse
+	err = d.cc.Call(ctx, acp.MethodSessionNew, map[string]any{"cwd": d.cwd, "mcpServers": []any{
+		map[string]any{"type": "acp", "name": "inner", "serverId": "s1"},
+	}}, &refused)
 	var e *acp.Error
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, acp.CodeInvalidParams, e.Code)
-	assert.Contains(t, e.Message, `"old"`)
+	assert.Contains(t, e.Message, `"inner": MCP over ACP (type "acp") is not supported`)
 
 	var ns acp.NewSessionResponse
 	require.NoError(t, d.cc.Call(ctx, acp.MethodSessionNew, acp.NewSessionRequest{Cwd: d.cwd, MCPServers: []acp.MCPServer{

@@ -247,7 +247,7 @@ func (m *Manager) Initialize(ctx context.Context, req *acp.InitializeRequest) (*
 	}
 	caps := acp.AgentCapabilities{
 		PromptCapabilities: acp.PromptCapabilities{Image: true, EmbeddedContext: true},
-		MCPCapabilities:    acp.MCPCapabilities{HTTP: true},
+		MCPCapabilities:    acp.MCPCapabilities{HTTP: true, SSE: true},
 		SessionCapabilities: acp.SessionCapabilities{
 			Close:                 &acp.Capability{},
 			AdditionalDirectories: &acp.Capability{},

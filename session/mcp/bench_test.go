@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
@@ -36,7 +37,7 @@ func FuzzToolName(f *testing.F) {
 }
 
 func benchTool(b *testing.B) *Tool {
-	def := newToolDef(&mcpTool{
+	def := newToolDef(&sdk.Tool{
 		Name:        "echo",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"},"times":{"type":"integer","minimum":1}},"required":["text"],"additionalProperties":false}`),
 	})
@@ -56,10 +57,10 @@ func BenchmarkTool_Build(b *testing.B) {
 }
 
 func BenchmarkConvertResult(b *testing.B) {
-	res := &callToolResult{Content: []contentBlock{
-		{Type: "text", Text: strings.Repeat("line of output\n", 200)},
-		{Type: "image", MIMEType: "image/png", Data: make([]byte, 16<<10)},
-		{Type: "resource_link", URI: "file:///tmp/x.md", Name: "x.md"},
+	res := &sdk.CallToolResult{Content: []sdk.Content{
+		&sdk.TextContent{Text: strings.Repeat("line of output\n", 200)},
+		&sdk.ImageContent{MIMEType: "image/png", Data: make([]byte, 16<<10)},
+		&sdk.ResourceLink{URI: "file:///tmp/x.md", Name: "x.md"},
 	}}
 	b.ReportAllocs()
 	for b.Loop() {

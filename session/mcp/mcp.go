@@ -1,14 +1,23 @@
 // Package mcp connects a session to the MCP servers a client passes in
-// session/new, session/load and session/resume, and turns each server's tools
-// into tools.Tool values (named mcp__<server>__<tool>) that run through the
-// same guard, permission flow and frames as the built-in tools. stdio servers
-// run as child processes; HTTP servers use the streamable HTTP transport. A
-// server that dies mid-session (a stdio child that exits, an HTTP server
-// that lost the session and answers 404) is reported on its next call and
-// restarted (a new MCP session) once. The MCP client is acpd's own (rpc.go,
-// stdio.go, http.go, protocol.go, schema.go): the official SDK cost every
-// process its package init and page faults before the editor's initialize
-// was answered, sessions without MCP servers included.
+// session/new, session/load and session/resume, on the official Go SDK
+// (github.com/modelcontextprotocol/go-sdk): stdio servers run as child
+// processes, HTTP servers use the Streamable HTTP transport (or the legacy
+// SSE one), signing in with OAuth when they ask for it (oauth.go).
+//
+// What the package gives the session: each server's tools as tools.Tool
+// values (named mcp__<server>__<tool>) that run through the same guard,
+// permission flow and frames as the built-in tools; its prompts, offered as
+// slash commands (prompt.go); its resources, through a read tool for the
+// model and for the resources a prompt mentions (resource.go); and its
+// elicitations, forwarded to the editor (elicit.go).
+//
+// What it adds to the SDK: a server that dies mid-session (a stdio child
+// that exits, an HTTP server that lost the session and answers 404) is
+// reported on its next call and restarted (a new MCP session) once;
+// connecting and stopping are bounded; stdio servers start outside the
+// workspace with a minimal environment; HTTP credentials never follow a
+// redirect to another origin; listing changes reach the model only at the
+// next turn boundary, in a stable order.
 package mcp
 
 import (
@@ -18,6 +27,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +41,28 @@ const (
 	TypeStdio = ""
 	TypeHTTP  = "http"
 	TypeSSE   = "sse"
+	// TypeACP is MCP over ACP (schema.unstable.json's McpServerAcp),
+	// refused: see ValidateServers.
+	TypeACP = "acp"
 )
+
+// ProtocolVersion is the MCP revision acpd asks for in initialize.
+//
+// Decision: 2025-11-25, not the SDK's default 2026-07-28. Every server in
+// use answers initialize, servers of the 2026-07-28 revision included (the
+// Go SDK's do), and the server may answer with an older revision it speaks
+// (2025-06-18, 2025-03-26, 2024-11-05), which the SDK accepts. Probing
+// with 2026-07-28's server/discover first would cost a server that never
+// answers unknown methods the whole connect timeout, and what acpd
+// forwards to the editor (URL elicitations with their ids,
+// notifications/elicitation/complete, -32042) exists as such only up to
+// 2025-11-25. A server that speaks only 2026-07-28 refuses initialize
+// (method not found, or unsupported protocol version): acpd then connects
+// again with 2026-07-28, through server/discover (connectSession).
+const ProtocolVersion = "2025-11-25"
+
+// statelessVersion is the revision of servers without initialize.
+const statelessVersion = "2026-07-28"
 
 // DefaultConnectTimeout bounds starting and initialising one server.
 const DefaultConnectTimeout = 10 * time.Second
@@ -44,17 +75,25 @@ const DefaultStopTimeout = 2 * time.Second
 type Options struct {
 	// Logger receives connection events and the servers' stderr; nil discards.
 	Logger *slog.Logger
-	// ConnectTimeout bounds connecting one server (start, initialize, list
-	// tools); 0 means DefaultConnectTimeout. Restarts use it too.
+	// ConnectTimeout bounds connecting one server (start, initialize,
+	// listing); 0 means DefaultConnectTimeout. Restarts use it too.
 	ConnectTimeout time.Duration
 	// StopTimeout is the grace period of a stdio server at Close; 0 means
 	// DefaultStopTimeout.
 	StopTimeout time.Duration
-	// HTTPClient is the base client for HTTP servers (its Transport is wrapped
-	// to add the configured headers); nil uses http.DefaultTransport.
+	// HTTPClient is the base client for HTTP servers: its Transport is
+	// wrapped to add the configured headers and its redirect policy
+	// replaced by credhttp's; nil uses a new transport.
 	HTTPClient *http.Client
 	// ClientVersion is reported to servers in initialize; "" means "dev".
 	ClientVersion string
+	// Elicit forwards the servers' elicitations to the editor; nil means
+	// none can be answered (and none is advertised).
+	Elicit *Elicitation
+	// Changed is called, on a goroutine of its own, when a server said
+	// its tools, prompts or resources changed. Set.Refresh applies the
+	// change; until then the session keeps what it had.
+	Changed func()
 }
 
 func (o Options) withDefaults() Options {
@@ -91,10 +130,9 @@ type FrameMetaer interface {
 }
 
 // ValidateServers checks every entry before anything is started: a non-empty
-// unique name, a supported transport (stdio or http; sse and unknown types
-// are refused), a command for stdio, an http(s) url for http, well-formed env
-// and header names. The error is an *acp.Error -32602 naming the server and
-// the field.
+// unique name, a supported transport (stdio, http or sse), a command for
+// stdio, an http(s) url for http and sse, well-formed env and header names.
+// The error is an *acp.Error -32602 naming the server and the field.
 func ValidateServers(servers []acp.MCPServer) error {
 	seen := make(map[string]int, len(servers))
 	for i, s := range servers {
@@ -116,7 +154,7 @@ func ValidateServers(servers []acp.MCPServer) error {
 					return acp.ErrInvalidParams(fmt.Sprintf("%s.env[%d].name", field, k), fmt.Sprintf("mcp server %q: invalid environment variable name %q", s.Name, e.Name))
 				}
 			}
-		case TypeHTTP:
+		case TypeHTTP, TypeSSE:
 			u, err := url.Parse(s.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return acp.ErrInvalidParams(field+".url", fmt.Sprintf("mcp server %q: url must be an absolute http or https URL, got %q", s.Name, s.URL))
@@ -129,8 +167,13 @@ func ValidateServers(servers []acp.MCPServer) error {
 					return acp.ErrInvalidParams(fmt.Sprintf("%s.headers[%d].value", field, k), fmt.Sprintf("mcp server %q: header %q has an invalid value", s.Name, h.Name))
 				}
 			}
-		case TypeSSE:
-			return acp.ErrInvalidParams(field+".type", fmt.Sprintf("mcp server %q: the sse transport is not supported (it is deprecated by MCP); use http", s.Name))
+		case TypeACP:
+			// Decision: refused, as acp-agent.md asks of a stable agent.
+			// MCP over ACP ({type:"acp"} and mcp/message) exists only in
+			// the unstable schema; acpd advertises no mcpCapabilities.acp,
+			// so a client must not send it, and relaying mcp/message would
+			// tie acpd to a wire that may still change.
+			return acp.ErrInvalidParams(field+".type", fmt.Sprintf("mcp server %q: MCP over ACP (type \"acp\") is not supported: it is unstable in ACP and acpd does not advertise mcpCapabilities.acp; give the server as stdio, http or sse", s.Name))
 		default:
 			return acp.ErrInvalidParams(field+".type", fmt.Sprintf("mcp server %q: unknown transport type %q", s.Name, s.Type))
 		}
@@ -159,20 +202,31 @@ func validHeaderName(n string) bool {
 type Set struct {
 	servers []*server
 	log     *slog.Logger
+	// mu guards names and order: a tool's model-facing name and its
+	// position are fixed the first time the set lists it, so a tool keeps
+	// both when listings change (tool definitions sit in the model's
+	// cached prompt prefix).
+	mu    sync.Mutex
+	names map[toolKey]string
+	order map[toolKey]int
+	used  map[string]bool
 }
+
+// toolKey identifies a tool across listings: its server and its name there.
+type toolKey struct{ server, tool string }
 
 // Connect validates servers (see ValidateServers; on failure it returns a nil
 // Set and that one error), then starts and initialises every server
-// concurrently, each within opts.ConnectTimeout, and lists its tools. A server
-// that fails is logged and returned as a *ServerError in the slice; the others
-// still work. Close the Set when the session ends, even when errors were
-// returned.
+// concurrently, each within opts.ConnectTimeout, and lists its tools,
+// prompts and resources. A server that fails is logged and returned as a
+// *ServerError in the slice; the others still work. Close the Set when the
+// session ends, even when errors were returned.
 func Connect(ctx context.Context, servers []acp.MCPServer, opts Options) (*Set, []error) {
 	if err := ValidateServers(servers); err != nil {
 		return nil, []error{err}
 	}
 	opts = opts.withDefaults()
-	set := &Set{log: opts.Logger}
+	set := &Set{log: opts.Logger, names: map[toolKey]string{}, order: map[toolKey]int{}, used: map[string]bool{}}
 	for _, cfg := range servers {
 		set.servers = append(set.servers, newServer(cfg, opts))
 	}
@@ -191,30 +245,74 @@ func Connect(ctx context.Context, servers []acp.MCPServer, opts Options) (*Set, 
 	return set, out
 }
 
-// Tools returns the tools of every connected server, in server order then
-// the server's listing order, with unique model-facing names.
+// Tools returns the tools of every connected server with unique
+// model-facing names, and the resource tool when a server offers
+// resources. The order is stable: a tool keeps the place it had when the
+// set first listed it, and tools listed later follow, in server order then
+// the server's listing order.
 func (st *Set) Tools() []tools.Tool {
 	if st == nil {
 		return nil
 	}
-	var out []tools.Tool
-	used := map[string]bool{}
+	type placed struct {
+		pos int
+		t   *Tool
+	}
+	var all []placed
+	st.mu.Lock()
 	for _, s := range st.servers {
 		for _, def := range s.listing() {
-			name := uniqueName(toolName(s.name, def.name), s.name, def.name, used)
-			used[name] = true
-			out = append(out, &Tool{name: name, srv: s, def: def})
+			k := toolKey{s.name, def.name}
+			name, ok := st.names[k]
+			if !ok {
+				name = uniqueName(toolName(s.name, def.name), s.name, def.name, st.used)
+				st.used[name] = true
+				st.names[k] = name
+				st.order[k] = len(st.order)
+			}
+			all = append(all, placed{st.order[k], &Tool{name: name, srv: s, def: def}})
 		}
 	}
+	st.mu.Unlock()
+	slices.SortFunc(all, func(a, b placed) int { return a.pos - b.pos })
+	out := make([]tools.Tool, 0, len(all))
+	for _, p := range all {
+		out = append(out, p.t)
+	}
 	return out
+}
+
+// Refresh applies the listing changes the servers announced since the last
+// call (tools/list_changed, prompts/list_changed, resources/list_changed)
+// by listing again; the session calls it at a turn boundary. It reports
+// what changed.
+func (st *Set) Refresh(ctx context.Context) Changes {
+	var ch Changes
+	if st == nil {
+		return ch
+	}
+	for _, s := range st.servers {
+		c := s.refresh(ctx)
+		ch.Tools = ch.Tools || c.Tools
+		ch.Prompts = ch.Prompts || c.Prompts
+		ch.Resources = ch.Resources || c.Resources
+	}
+	return ch
+}
+
+// Changes says which listings changed.
+type Changes struct {
+	Tools, Prompts, Resources bool
 }
 
 // Status is a snapshot of one server for diagnostics.
 type Status struct {
 	Name      string
-	Type      string // "stdio" or "http"
+	Type      string // "stdio", "http" or "sse"
 	Connected bool
 	Tools     int
+	Prompts   int
+	Resources int
 	// Err is why the server is unavailable (failed start, failed restart).
 	Err error
 }
@@ -246,4 +344,14 @@ func (st *Set) Close() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// server returns the server called name.
+func (st *Set) server(name string) *server {
+	for _, s := range st.servers {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
 }

@@ -135,8 +135,10 @@ func TestValidateServers(t *testing.T) {
 		{name: "empty list", servers: []acp.MCPServer{}},
 		{name: "stdio without env", servers: []acp.MCPServer{{Name: "a", Command: "/bin/true"}}},
 		{name: "http", servers: []acp.MCPServer{{Type: "http", Name: "h", URL: "https://example.com/mcp", Headers: []acp.HTTPHeader{{Name: "Authorization", Value: "Bearer x"}}}}},
-		{name: "sse rejected", servers: []acp.MCPServer{{Name: "a", Command: "/bin/true"}, {Type: "sse", Name: "old", URL: "http://x/sse"}}, field: "mcpServers[1].type", inMsg: `"old"`},
-		{name: "unknown type", servers: []acp.MCPServer{{Type: "acp", Name: "weird"}}, field: "mcpServers[0].type", inMsg: `"weird"`},
+		{name: "sse", servers: []acp.MCPServer{{Name: "a", Command: "/bin/true"}, {Type: "sse", Name: "old", URL: "http://x/sse"}}},
+		{name: "sse bad url", servers: []acp.MCPServer{{Type: "sse", Name: "old", URL: "x/sse"}}, field: "mcpServers[0].url", inMsg: `"old"`},
+		{name: "mcp over acp refused", servers: []acp.MCPServer{{Name: "a", Command: "/bin/true"}, {Type: "acp", Name: "inner"}}, field: "mcpServers[1].type", inMsg: `"inner": MCP over ACP (type "acp") is not supported`},
+		{name: "unknown type", servers: []acp.MCPServer{{Type: "carrier-pigeon", Name: "weird"}}, field: "mcpServers[0].type", inMsg: `"weird"`},
 		{name: "no name", servers: []acp.MCPServer{{Command: "/bin/true"}}, field: "mcpServers[0].name", inMsg: "index 0"},
 		{name: "duplicate name", servers: []acp.MCPServer{{Name: "a", Command: "/bin/true"}, {Name: "a", Command: "/bin/true"}}, field: "mcpServers[1].name", inMsg: `"a"`},
 		{name: "stdio without command", servers: []acp.MCPServer{{Name: "nocmd"}}, field: "mcpServers[0].command", inMsg: `"nocmd"`},
@@ -166,7 +168,7 @@ func TestValidateServers(t *testing.T) {
 func TestConnect_RejectsInvalidBeforeStarting(t *testing.T) {
 	t.Parallel()
 	opts, logs := testOptions(t)
-	set, errs := Connect(t.Context(), []acp.MCPServer{stdioServer("good"), {Type: "sse", Name: "legacy", URL: "http://127.0.0.1:1/sse"}}, opts)
+	set, errs := Connect(t.Context(), []acp.MCPServer{stdioServer("good"), {Type: "acp", Name: "legacy"}}, opts)
 	require.Nil(t, set)
 	require.Len(t, errs, 1)
 	var ae *acp.Error
@@ -363,27 +365,39 @@ func TestTool_ContentMapping(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `[
 		{"type":"content","content":{"type":"resource_link","uri":"file:///tmp/notes.md","name":"notes.md","mimeType":"text/markdown"}},
-		{"type":"content","content":{"type":"text","text":"hello there"}},
-		{"type":"content","content":{"type":"resource_link","uri":"mem://blob","name":"blob","mimeType":"application/octet-stream","size":3}}
-	]`, string(wire))
+		{"type":"content","content":{"type":"resource","resource":{"uri":"mem://greeting","mimeType":"text/plain","text":"hello there"}}},
+		{"type":"content","content":{"type":"resource","resource":{"uri":"mem://blob","mimeType":"application/octet-stream","blob":"AQID"}}}
+	]`, string(wire), "every block reaches the editor as the server sent it")
 	assert.Equal(t, "[resource notes.md: file:///tmp/notes.md]\n[resource mem://greeting]\nhello there\n[resource mem://blob, application/octet-stream, 3 bytes]", res.LLMContent)
 }
 
 func TestConvertResult(t *testing.T) {
 	t.Parallel()
+	size := int64(3)
 	tests := []struct {
 		name     string
-		res      *callToolResult
+		res      *sdk.CallToolResult
 		max      int
 		wantLLM  string
 		wantWire string
 	}{
-		{name: "empty", res: &callToolResult{}, wantWire: `null`},
-		{name: "structured only", res: &callToolResult{StructuredContent: map[string]any{"n": 1}}, wantLLM: `{"n":1}`, wantWire: `[{"type":"content","content":{"type":"text","text":"{\"n\":1}"}}]`},
-		{name: "audio", res: &callToolResult{Content: []contentBlock{{Type: "audio", MIMEType: "audio/wav", Data: []byte{1, 2}}}}, wantLLM: "[audio audio/wav, 2 bytes]", wantWire: `[{"type":"content","content":{"type":"audio","mimeType":"audio/wav","data":"AQI="}}]`},
-		{name: "truncated", res: &callToolResult{Content: []contentBlock{{Type: "text", Text: "héllo world"}}}, max: 2, wantLLM: "h\n[output truncated: 11 of 12 bytes omitted]", wantWire: `[{"type":"content","content":{"type":"text","text":"héllo world"}}]`},
-		{name: "empty text kept", res: &callToolResult{Content: []contentBlock{{Type: "text"}}}, wantWire: `[{"type":"content","content":{"type":"text","text":""}}]`},
-		{name: "unknown block as JSON", res: decodeResult(t, `{"content":[{"type":"tool_use","id":"x", "name":"n","input":{}}]}`), wantLLM: `{"type":"tool_use","id":"x","name":"n","input":{}}`, wantWire: `[{"type":"content","content":{"type":"text","text":"{\"type\":\"tool_use\",\"id\":\"x\",\"name\":\"n\",\"input\":{}}"}}]`},
+		{name: "empty", res: &sdk.CallToolResult{}, wantWire: `null`},
+		{name: "structured only", res: &sdk.CallToolResult{StructuredContent: map[string]any{"n": 1}}, wantLLM: `{"n":1}`, wantWire: `[{"type":"content","content":{"type":"text","text":"{\"n\":1}"}}]`},
+		{name: "audio", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.AudioContent{MIMEType: "audio/wav", Data: []byte{1, 2}}}}, wantLLM: "[audio audio/wav, 2 bytes]", wantWire: `[{"type":"content","content":{"type":"audio","mimeType":"audio/wav","data":"AQI="}}]`},
+		{name: "truncated", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "héllo world"}}}, max: 2, wantLLM: "h\n[output truncated: 11 of 12 bytes omitted]", wantWire: `[{"type":"content","content":{"type":"text","text":"héllo world"}}]`},
+		{name: "empty text kept", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{}}}, wantWire: `[{"type":"content","content":{"type":"text","text":""}}]`},
+		{name: "embedded text resource", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "mem://a", MIMEType: "text/plain", Text: "hi"}}}},
+			wantLLM: "[resource mem://a]\nhi", wantWire: `[{"type":"content","content":{"type":"resource","resource":{"uri":"mem://a","mimeType":"text/plain","text":"hi"}}}]`},
+		{name: "embedded blob resource", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "mem://b", MIMEType: "application/octet-stream", Blob: []byte{1, 2, 3}}}}},
+			wantLLM: "[resource mem://b, application/octet-stream, 3 bytes]", wantWire: `[{"type":"content","content":{"type":"resource","resource":{"uri":"mem://b","mimeType":"application/octet-stream","blob":"AQID"}}}]`},
+		{name: "resource link with annotations", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.ResourceLink{URI: "file:///x/y.md", MIMEType: "text/markdown", Size: &size, Annotations: &sdk.Annotations{Priority: 0.5}}}},
+			wantLLM: "[resource y.md: file:///x/y.md]", wantWire: `[{"type":"content","content":{"type":"resource_link","uri":"file:///x/y.md","name":"y.md","mimeType":"text/markdown","size":3,"annotations":{"priority":0.5}}}]`},
+		{name: "audiences", res: &sdk.CallToolResult{Content: []sdk.Content{
+			&sdk.TextContent{Text: "for the user", Annotations: &sdk.Annotations{Audience: []sdk.Role{"user"}}},
+			&sdk.TextContent{Text: "for the model", Annotations: &sdk.Annotations{Audience: []sdk.Role{"assistant"}}},
+			&sdk.TextContent{Text: "for both", Annotations: &sdk.Annotations{Audience: []sdk.Role{"user", "assistant"}}},
+		}}, wantLLM: "for the model\nfor both",
+			wantWire: `[{"type":"content","content":{"type":"text","text":"for the user","annotations":{"audience":["user"]}}},{"type":"content","content":{"type":"text","text":"for both","annotations":{"audience":["user","assistant"]}}}]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -679,11 +693,4 @@ func TestChildEnv_PathKeepsAbsoluteEntries(t *testing.T) {
 	if runtime.GOOS != "windows" {
 		assert.Equal(t, "/", neutralDir())
 	}
-}
-
-func decodeResult(t *testing.T, raw string) *callToolResult {
-	t.Helper()
-	var res callToolResult
-	require.NoError(t, json.Unmarshal([]byte(raw), &res))
-	return &res
 }

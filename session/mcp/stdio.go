@@ -4,191 +4,142 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"sync"
 	"syscall"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// stdioTransport speaks newline-delimited JSON-RPC with a child process
-// over its stdin and stdout.
+// maxLine bounds one line a stdio server writes (the SDK's own bound).
+const maxLine = sdk.DefaultMaxLineLength
+
+// stdioTransport runs a stdio server and connects the SDK to it through
+// sdk.IOTransport. It is the SDK's CommandTransport but for one thing: the
+// SDK reads the child's stdout as a stream of JSON values, so a line that
+// is not one whole JSON value (a truncated message, a startup banner, a
+// log line) leaves it waiting for the rest, and the call in flight hangs
+// until it is cancelled. Here every line is checked before the SDK sees
+// it, and a broken line ends the connection with what the server sent
+// (the server is then restarted once, like a server that died).
 type stdioTransport struct {
 	cmd  *exec.Cmd
-	rpc  *rpc
 	stop time.Duration
-
-	wmu   sync.Mutex
-	stdin *os.File // our end of the child's stdin; nil once closed
-
-	exited  chan struct{} // closed when the child has been waited for
-	exitErr error         // read after exited is closed
-	// readDone is closed when the read loop has returned.
-	readDone chan struct{}
 }
 
-// startStdio starts cmd and its read loop. The pipes are os.Pipe files of
-// our own rather than exec's: exec's Wait closes the stdout pipe it made
-// when the child exits, which would lose the last answers still buffered.
-func startStdio(cmd *exec.Cmd, c *rpc, stop time.Duration) (*stdioTransport, error) {
-	inR, inW, err := os.Pipe()
+func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	stdout, err := t.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	outR, outW, err := os.Pipe()
+	stdin, err := t.cmd.StdinPipe()
 	if err != nil {
-		inR.Close()
-		inW.Close()
 		return nil, err
 	}
-	cmd.Stdin, cmd.Stdout = inR, outW
-	if err := cmd.Start(); err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
+	if err := t.cmd.Start(); err != nil {
 		return nil, err
 	}
-	// The child has its copies; ours would keep the pipes open forever.
-	inR.Close()
-	outW.Close()
-	t := &stdioTransport{cmd: cmd, rpc: c, stop: stop, stdin: inW, exited: make(chan struct{}), readDone: make(chan struct{})}
-	go func() {
-		t.exitErr = cmd.Wait()
-		close(t.exited)
-		// A grandchild that inherited stdout keeps it open after the server
-		// exits: stop reading after a grace period so the end is noticed.
-		timer := time.NewTimer(exitReportWait)
-		defer timer.Stop()
-		select {
-		case <-t.readDone:
-		case <-timer.C:
-			outR.Close()
-		}
-	}()
-	go t.readLoop(outR)
-	return t, nil
+	r := &lineReader{r: bufio.NewReaderSize(stdout, 64<<10), closer: stdout}
+	w := &stopOnClose{WriteCloser: stdin, cmd: t.cmd, grace: t.stop}
+	return (&sdk.IOTransport{Reader: r, Writer: w}).Connect(ctx)
 }
 
-// readLoop hands every line to the rpc until stdout ends or the server
-// breaks the protocol; either ends the connection, naming why (the child's
-// exit status when it exited).
-func (t *stdioTransport) readLoop(out *os.File) {
-	defer close(t.readDone)
-	defer out.Close()
-	r := bufio.NewReaderSize(out, 64<<10)
-	var err error
-	for {
-		var line []byte
-		line, err = readLine(r, maxMessage)
-		if err != nil {
+// lineReader passes a stdio server's output on line by line, each line
+// checked to be one whole JSON value of at most maxLine bytes.
+type lineReader struct {
+	r       *bufio.Reader
+	closer  io.Closer
+	pending []byte
+	line    []byte
+}
+
+func (l *lineReader) Read(p []byte) (int, error) {
+	for len(l.pending) == 0 {
+		line, err := l.readLine()
+		if len(line) > 0 {
+			if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 && !json.Valid(trimmed) {
+				return 0, badLine(trimmed)
+			}
+			l.pending = line
 			break
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
+		if err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, l.pending)
+	l.pending = l.pending[n:]
+	return n, nil
+}
+
+// readLine reads through the next newline (or to the end of the output).
+func (l *lineReader) readLine() ([]byte, error) {
+	l.line = l.line[:0]
+	for {
+		chunk, err := l.r.ReadSlice('\n')
+		if len(l.line)+len(chunk) > maxLine {
+			return nil, fmt.Errorf("the server sent a line longer than %d MiB", maxLine>>20)
+		}
+		l.line = append(l.line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
-		m, derr := decodeMessage(line)
-		if derr != nil {
-			err = derr
-			break
-		}
-		t.rpc.deliver(m)
+		return l.line, err
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, os.ErrClosed) {
-		// The server closed stdout: it exited or is about to. Its exit
-		// status says more than "EOF".
-		timer := time.NewTimer(exitReportWait)
-		defer timer.Stop()
-		select {
-		case <-t.exited:
-			if t.exitErr != nil {
-				err = t.exitErr
+}
+
+// badLine says what a line that is not JSON held.
+func badLine(line []byte) error {
+	if line[0] != '{' && line[0] != '[' {
+		const show = 80
+		s := string(line)
+		if len(s) > show {
+			s = s[:show] + "…"
+		}
+		return fmt.Errorf("the server sent %q, not a JSON-RPC message", s)
+	}
+	var v any
+	err := json.Unmarshal(line, &v)
+	return fmt.Errorf("the server sent invalid JSON: %v", err)
+}
+
+func (l *lineReader) Close() error { return l.closer.Close() }
+
+// stopOnClose is a stdio server's stdin; closing it stops the server as
+// MCP asks: stdin closed, then SIGTERM after the grace period, then
+// SIGKILL after another. Close returns the server's exit status.
+type stopOnClose struct {
+	io.WriteCloser
+	cmd   *exec.Cmd
+	grace time.Duration
+
+	once sync.Once
+	err  error
+}
+
+func (s *stopOnClose) Close() error {
+	s.once.Do(func() {
+		_ = s.WriteCloser.Close()
+		exited := make(chan error, 1)
+		go func() { exited <- s.cmd.Wait() }()
+		for _, kill := range []bool{false, true} {
+			select {
+			case s.err = <-exited:
+				return
+			case <-time.After(s.grace):
+			}
+			if kill {
+				_ = s.cmd.Process.Kill()
 			} else {
-				err = errors.New("the server exited")
+				_ = s.cmd.Process.Signal(syscall.SIGTERM)
 			}
-		case <-timer.C:
-			err = errors.New("the server closed its output")
 		}
-	}
-	t.rpc.fail(err)
-}
-
-// readLine reads one '\n'-terminated line of at most limit bytes.
-func readLine(r *bufio.Reader, limit int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if len(line)+len(chunk) > limit {
-			return nil, fmt.Errorf("the server sent a message longer than %d MiB", limit>>20)
-		}
-		switch {
-		case err == nil:
-			if line == nil {
-				return chunk, nil
-			}
-			return append(line, chunk...), nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			line = append(line, chunk...)
-		default:
-			if len(line)+len(chunk) > 0 && errors.Is(err, io.EOF) {
-				// A last line without its newline is still a message.
-				return append(line, chunk...), nil
-			}
-			return nil, err
-		}
-	}
-}
-
-func (t *stdioTransport) send(_ context.Context, data []byte, _ int64) error {
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
-	if t.stdin == nil {
-		return errConnClosed
-	}
-	// One write per message, newline included, so messages never interleave.
-	buf := make([]byte, 0, len(data)+1)
-	buf = append(append(buf, data...), '\n')
-	if _, err := t.stdin.Write(buf); err != nil {
-		err = fmt.Errorf("%w: writing to the server: %v", errConnClosed, err)
-		t.rpc.fail(err)
-		return err
-	}
-	return nil
-}
-
-func (t *stdioTransport) initialized(string) {}
-
-// close stops the child the way MCP asks: close its stdin and wait, then
-// SIGTERM and wait, then SIGKILL.
-func (t *stdioTransport) close() error {
-	t.wmu.Lock()
-	if t.stdin != nil {
-		t.stdin.Close()
-		t.stdin = nil
-	}
-	t.wmu.Unlock()
-	wait := func() bool {
-		timer := time.NewTimer(t.stop)
-		defer timer.Stop()
-		select {
-		case <-t.exited:
-			return true
-		case <-timer.C:
-			return false
-		}
-	}
-	if wait() {
-		return t.exitErr
-	}
-	if t.cmd.Process.Signal(syscall.SIGTERM) == nil && wait() {
-		return t.exitErr
-	}
-	_ = t.cmd.Process.Kill()
-	if wait() {
-		return t.exitErr
-	}
-	return errors.New("the server did not exit after SIGKILL")
+		s.err = <-exited
+	})
+	return s.err
 }

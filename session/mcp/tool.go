@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/tools"
@@ -30,16 +33,16 @@ const (
 // anyObject is the parameter schema of a tool whose own schema is unusable.
 var anyObject = json.RawMessage(`{"type":"object"}`)
 
-// toolDef is one listed tool with its compiled input schema.
+// toolDef is one listed tool with its resolved input schema.
 type toolDef struct {
 	name        string
 	title       string
 	description string
-	params      json.RawMessage // what the model sees
-	schema      *schema         // nil: any object
+	params      json.RawMessage      // what the model sees
+	schema      *jsonschema.Resolved // nil: any object
 }
 
-func newToolDef(t *mcpTool) *toolDef {
+func newToolDef(t *sdk.Tool) *toolDef {
 	d := &toolDef{name: t.Name, title: t.Title, description: t.Description, params: anyObject}
 	if d.title == "" && t.Annotations != nil {
 		d.title = t.Annotations.Title
@@ -47,18 +50,34 @@ func newToolDef(t *mcpTool) *toolDef {
 	if d.description == "" {
 		d.description = d.title
 	}
-	raw := bytes.TrimSpace(t.InputSchema)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+	if t.InputSchema == nil {
 		return d
 	}
-	sch, err := compileSchema(raw)
+	raw, err := json.Marshal(t.InputSchema)
+	if err != nil || bytes.Equal(raw, []byte("null")) {
+		return d
+	}
+	rs, err := resolveSchema(raw)
 	if err != nil {
 		// An unusable schema must not cost the user the tool: accept any
 		// object and let the server judge the arguments.
 		return d
 	}
-	d.params, d.schema = append(json.RawMessage(nil), raw...), sch
+	d.params, d.schema = raw, rs
 	return d
+}
+
+// resolveSchema compiles a tool's input schema with the JSON Schema
+// library the SDK brings. The root must describe an object.
+func resolveSchema(raw []byte) (*jsonschema.Resolved, error) {
+	var sch jsonschema.Schema
+	if err := json.Unmarshal(raw, &sch); err != nil {
+		return nil, err
+	}
+	if sch.Type != "" && sch.Type != "object" {
+		return nil, fmt.Errorf("the input schema's type is %q, not object", sch.Type)
+	}
+	return sch.Resolve(nil)
 }
 
 // toolName is mcp__<server>__<tool> with every character outside [A-Za-z0-9_-]
@@ -158,7 +177,7 @@ func (t *Tool) Build(_ *tools.Env, args json.RawMessage) (tools.Call, error) {
 		return nil, fmt.Errorf("%s: arguments must be a JSON object", t.name)
 	}
 	if t.def.schema != nil {
-		if err := t.def.schema.validate(trimmed); err != nil {
+		if err := t.def.schema.Validate(v); err != nil {
 			return nil, fmt.Errorf("%s: invalid arguments: %v", t.name, err)
 		}
 	}
@@ -197,9 +216,17 @@ func (c *Call) FrameMeta() map[string]any { return c.tool.FrameMeta() }
 func (c *Call) Arguments() json.RawMessage { return c.args }
 
 // Execute calls the tool on its server. Cancelling ctx returns at once and
-// the server is told (notifications/cancelled).
+// the server is told (notifications/cancelled); the server's progress
+// reaches the editor as tool_call_update, and its elicitations as
+// elicitation/create tied to the call.
 func (c *Call) Execute(ctx context.Context, env *tools.Env) tools.Result {
-	res, err := c.tool.srv.call(ctx, c.tool.def.name, c.args)
+	cs := &callState{ctx: ctx}
+	maxBytes := 0
+	if env != nil {
+		maxBytes = env.MaxOutputBytes
+		cs.toolCallID, cs.update = env.ToolCallID, env.Update
+	}
+	res, err := c.tool.srv.callTool(ctx, c.tool.def.name, c.args, cs)
 	if err != nil {
 		r := tools.Result{Err: err, ErrType: ErrTypeExecution, LLMContent: err.Error()}
 		switch {
@@ -210,10 +237,6 @@ func (c *Call) Execute(ctx context.Context, env *tools.Env) tools.Result {
 		}
 		r.Content = []acp.ToolCallContent{acp.TextContent(r.LLMContent)}
 		return r
-	}
-	maxBytes := 0
-	if env != nil {
-		maxBytes = env.MaxOutputBytes
 	}
 	llm, content := convertResult(res, maxBytes)
 	r := tools.Result{LLMContent: llm, Content: content, RawOutput: res.StructuredContent}
@@ -228,10 +251,34 @@ func (c *Call) Execute(ctx context.Context, env *tools.Env) tools.Result {
 	return r
 }
 
-// jsonObject is args as CallTool arguments (already a validated object).
-func jsonObject(args []byte) json.RawMessage {
-	if len(args) == 0 {
-		return json.RawMessage("{}")
+// callTool runs one tools/call: progress and elicitations are tied to cs,
+// and a -32042 (URL elicitation required) is elicited and the call retried
+// once.
+func (s *server) callTool(ctx context.Context, tool string, args json.RawMessage, cs *callState) (*sdk.CallToolResult, error) {
+	c, err := s.session(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return json.RawMessage(args)
+	if _, ok := s.lookup(tool); !ok {
+		return nil, fmt.Errorf("mcp server %q no longer offers tool %q", s.name, tool)
+	}
+	ctx = withCall(ctx, cs)
+	token, untrack := s.track(cs)
+	defer untrack()
+	var res *sdk.CallToolResult
+	call := func(ctx context.Context) error {
+		p := &sdk.CallToolParams{Name: tool, Arguments: args}
+		p.SetProgressToken(token)
+		var err error
+		res, err = c.cs.CallTool(ctx, p)
+		return err
+	}
+	err = s.do(ctx, c, call)
+	if elicitations, ok := urlRequired(err); ok {
+		if err := s.elicitURLs(ctx, cs, elicitations); err != nil {
+			return nil, err
+		}
+		err = s.do(ctx, c, call)
+	}
+	return res, err
 }

@@ -183,7 +183,7 @@ func addTools(s *mcp.Server) {
 	s.AddTool(&mcp.Tool{
 		Name:        "loose",
 		Description: "Has a broken input schema.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"no-such-type"}}}`),
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"#/$defs/missing"}}}`),
 	}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return text("got " + string(req.Params.Arguments)), nil
 	})
