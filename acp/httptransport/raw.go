@@ -1,58 +1,43 @@
 package httptransport
 
 import (
-	"crypto/tls"
-	"errors"
+	"bufio"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/acpd/acpd/acp/h2server"
 )
 
-// An event stream is taken from the HTTP server once its headers are out
-// and served here, with no goroutine of its own while it is idle: over
-// HTTP/1.1 the connection is hijacked from net/http (every session's
-// stream is a TCP connection of its own there: the SDK's Node client
-// speaks nothing else), over HTTP/2 the stream is taken from acpd's own
-// server (acp/h2server), where the connection's reader serves all its
-// streams. An editor keeps a stream open for every session it has, idle
-// or not. A writer runs only while there is something to send, and the
-// keepalive comments are written at the handler's shared clock by a few
-// workers for all streams. Over HTTP/1.1 the client closing its end is
-// seen by one watcher for all streams (watchClose: on Linux an epoll
-// instance of its own, which over TLS watches the socket under the TLS
-// connection; elsewhere a goroutine per stream parked in a read, as
-// net/http's own background read would be); over HTTP/2 the connection's
-// reader sees a reset or the connection's end.
+// An HTTP/1.1 event stream is taken from net/http once its headers are out
+// (Hijack) and served here. Over HTTP/1.1 every open stream is a TCP
+// connection of its own (the SDK's Node client speaks nothing else) and an
+// editor keeps one open for every session it has, idle or not; left to
+// net/http, each kept the connection's goroutine, its background reader and
+// about 10 KB of buffers: 37.6 KB a session in all, 45.5 over TLS, against
+// a target of 32 (docs/benchmarks.md). Taken over, an idle stream keeps one
+// goroutine parked in a read (watch), which sees the client close its end;
+// a writer runs only while there is something to send, and the keepalive
+// comments of all streams are written at the handler's shared clock by a
+// few workers. Over HTTP/2 a stream stays with net/http (serveSSE): all of
+// a connection's streams share one TCP connection there.
 type rawStream struct {
-	h    *Handler
-	c    *conn
-	s    *stream
-	rd   *reader
-	sid  string
-	out  sink
-	left bool // gone has run; guarded by h.mu
+	h       *Handler
+	c       *conn
+	s       *stream
+	rd      *reader
+	sid     string
+	nc      net.Conn
+	timeout time.Duration
+	left    bool // gone has run; guarded by h.mu
 
+	closed  atomic.Bool // close ran
 	running atomic.Bool // a writer is running
 	ping    atomic.Bool // a keepalive is due
 }
 
-// sink is where a taken stream's body goes.
-type sink interface {
-	// send writes one piece of the body, body[chunkRoom:]; the bytes
-	// before it are room for framing.
-	send(body []byte) error
-	// end ends the body; drop abandons the stream (a write failed).
-	end()
-	drop()
-}
-
-// chunkRoom is the room send leaves before the body: a chunk size in hex
-// and its CRLF.
+// chunkRoom is the room a body piece leaves before its bytes: a chunk
+// size in hex and its CRLF, written in place so a chunk is one write.
 const chunkRoom = 18
 
 var (
@@ -60,111 +45,42 @@ var (
 	lastChunk = []byte("0\r\n\r\n")
 )
 
-// h1Sink writes the body as chunks on a hijacked HTTP/1.1 connection,
-// keeping the framing net/http announced in the headers.
-type h1Sink struct {
-	rs      *rawStream
-	nc      net.Conn
-	tc      *tls.Conn // nc, over TLS
-	timeout time.Duration
-	closed  atomic.Bool // close ran
-	watch   uint64      // the close watcher's key, if it has one (under its lock)
-	dropped int         // application data a TLS client sent, dropped (by one reader at a time)
+// serveRaw takes over the stream s on its hijacked connection nc, whose
+// reader br holds what net/http read past the request: the caller's
+// tracking (Handler.wg) and attachment pass to it. It returns at once.
+func (h *Handler) serveRaw(c *conn, s *stream, rd *reader, sid string, nc net.Conn, br *bufio.Reader) {
+	rs := &rawStream{h: h, c: c, s: s, rd: rd, sid: sid, nc: nc, timeout: h.opts.WriteTimeout}
+	h.beat.hold()
+	h.addRaw(rs)
+	h.startPending(rs)
+	if br.Buffered() > 0 {
+		// The client sent more behind its GET; see watch.
+		rs.close()
+		return
+	}
+	go rs.watch()
 }
 
-func (k *h1Sink) send(buf []byte) error {
-	var head [chunkRoom]byte
-	hd := strconv.AppendInt(head[:0], int64(len(buf)-chunkRoom), 16)
-	hd = append(hd, chunkEnd...)
-	start := chunkRoom - len(hd)
-	copy(buf[start:], hd)
-	buf = append(buf, chunkEnd...)
-	_ = k.nc.SetWriteDeadline(time.Now().Add(k.timeout))
-	_, err := k.nc.Write(buf[start:])
-	return err
+// watch waits for the client to close its end of the connection. A client
+// has nothing to send on an event stream (the response said Connection:
+// close, so no request may follow), so anything it does send ends the
+// stream too, and what a client sends costs nothing to keep. Over TLS the
+// read goes through crypto/tls, which answers a KeyUpdate itself.
+func (rs *rawStream) watch() {
+	var b [1]byte
+	_, _ = rs.nc.Read(b[:])
+	rs.close()
 }
-
-func (k *h1Sink) end() {
-	_ = k.nc.SetWriteDeadline(time.Now().Add(k.timeout))
-	_, _ = k.nc.Write(lastChunk)
-	k.close()
-}
-
-func (k *h1Sink) drop() { k.close() }
 
 // close closes the connection and lets go of the stream, once, whichever
-// of the close watcher (the client went away) and the writer (the stream
-// is done, or a write failed) comes first.
-func (k *h1Sink) close() {
-	if k.closed.Swap(true) {
+// of the watcher (the client went away) and the writer (the stream is
+// done, or a write failed) comes first.
+func (rs *rawStream) close() {
+	if rs.closed.Swap(true) {
 		return
 	}
-	_ = k.nc.Close()
-	unwatchClose(k)
-	k.rs.gone()
-}
-
-// watchRead is the portable close watcher: a goroutine parked in a read
-// until the client closes its end (a client sends nothing on an event
-// stream; what it does send is dropped) or the connection is closed.
-func (k *h1Sink) watchRead() {
-	var b [1]byte
-	for {
-		// A deadline left by the epoll watcher's reads of a TLS stream
-		// (it hands its streams here should it fail) is not a close.
-		_ = k.nc.SetReadDeadline(time.Time{})
-		if _, err := k.nc.Read(b[:]); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			break
-		}
-	}
-	k.close()
-}
-
-// h2Sink writes the body as DATA frames on a taken HTTP/2 stream.
-type h2Sink struct {
-	st      *h2server.Stream
-	timeout time.Duration
-}
-
-func (k h2Sink) send(buf []byte) error {
-	return k.st.Send(buf[chunkRoom:], time.Now().Add(k.timeout))
-}
-
-func (k h2Sink) end()  { k.st.End(time.Now().Add(k.timeout)) }
-func (k h2Sink) drop() { k.st.Reset() }
-
-// streamTaker is a ResponseWriter of acpd's HTTP/2 server.
-type streamTaker interface {
-	TakeStream(gone func()) *h2server.Stream
-}
-
-// serveRaw takes over the stream s on its hijacked connection nc: the
-// caller's tracking (Handler.wg) and attachment pass to it. It returns at
-// once.
-func (h *Handler) serveRaw(c *conn, s *stream, rd *reader, sid string, nc net.Conn) {
-	rs := &rawStream{h: h, c: c, s: s, rd: rd, sid: sid}
-	k := &h1Sink{rs: rs, nc: nc, timeout: h.opts.WriteTimeout}
-	k.tc, _ = nc.(*tls.Conn)
-	rs.out = k
-	h.beat.hold()
-	h.addRaw(rs)
-	h.startPending(rs)
-	k.watchClose()
-}
-
-// serveTaken takes over the stream s on the HTTP/2 stream of t, as
-// serveRaw does.
-func (h *Handler) serveTaken(c *conn, s *stream, rd *reader, sid string, t streamTaker) {
-	rs := &rawStream{h: h, c: c, s: s, rd: rd, sid: sid}
-	h.beat.hold()
-	st := t.TakeStream(rs.gone)
-	if st == nil {
-		rs.gone() // ended already
-		return
-	}
-	rs.out = h2Sink{st: st, timeout: h.opts.WriteTimeout}
-	h.addRaw(rs)
-	h.startPending(rs)
+	_ = rs.nc.Close()
+	rs.gone()
 }
 
 // addRaw lists rs for the keepalives, unless it has ended already.
@@ -213,8 +129,7 @@ func (rs *rawStream) start() {
 }
 
 // write sends what is queued until nothing is, then ends; a stream that
-// is done (closed and drained, or detached) or a failed write is ended
-// (its sink lets go of it).
+// is done (closed and drained, or detached) or a failed write is closed.
 func (rs *rawStream) write() {
 	for {
 		msgs, n, done := rs.c.take(rs.s, rs.rd)
@@ -224,14 +139,15 @@ func (rs *rawStream) write() {
 			rs.c.written(n)
 			if err != nil {
 				rs.h.log.Info("sse write failed; closing the stream", "conn", rs.c.info.ID, "session", rs.sid, "err", err)
-				rs.out.drop()
+				rs.close()
 				rs.running.Store(false)
 				return
 			}
 			continue
 		}
 		if done {
-			rs.out.end()
+			_ = rs.write1(lastChunk)
+			rs.close()
 			rs.running.Store(false)
 			return
 		}
@@ -253,7 +169,8 @@ func (rs *rawStream) more() bool {
 	return rs.s.rd != rs.rd || len(rs.s.q) > 0 || rs.s.closed
 }
 
-// send writes msgs as SSE events, or a keepalive comment, in one piece.
+// send writes msgs as SSE events, or a keepalive comment, as one chunk in
+// one write.
 func (rs *rawStream) send(msgs [][]byte, keepAlive bool) error {
 	size := 0
 	for _, m := range msgs {
@@ -271,7 +188,24 @@ func (rs *rawStream) send(msgs [][]byte, keepAlive bool) error {
 		buf = append(buf, m...)
 		buf = append(buf, sseEnd...)
 	}
-	return rs.out.send(buf)
+	var head [chunkRoom]byte
+	hd := strconv.AppendInt(head[:0], int64(size), 16)
+	hd = append(hd, chunkEnd...)
+	start := chunkRoom - len(hd)
+	copy(buf[start:], hd)
+	return rs.write1(append(buf, chunkEnd...)[start:])
+}
+
+// write1 writes b within the write timeout. The deadline is cleared
+// after it: over TLS the watcher's read answers a client's KeyUpdate with
+// a write of its own, which a deadline long past would fail, and with it
+// every write after. That answer waits at most until the next write sets
+// a deadline again (a keepalive, every KeepAlive).
+func (rs *rawStream) write1(b []byte) error {
+	_ = rs.nc.SetWriteDeadline(time.Now().Add(rs.timeout))
+	_, err := rs.nc.Write(b)
+	_ = rs.nc.SetWriteDeadline(time.Time{})
+	return err
 }
 
 // keepAliveWorkers bounds the goroutines that write one beat's keepalives.
@@ -281,7 +215,7 @@ func (rs *rawStream) send(msgs [][]byte, keepAlive bool) error {
 // for at most WriteTimeout.
 const keepAliveWorkers = 4
 
-// rawKeepAlive gives every hijacked stream its keepalive at a beat.
+// rawKeepAlive gives every taken stream its keepalive at a beat.
 func (h *Handler) rawKeepAlive() {
 	h.mu.Lock()
 	streams := make([]*rawStream, 0, len(h.raw))

@@ -1,7 +1,11 @@
 package httptransport_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -67,4 +71,36 @@ func clientCloses(t *testing.T, hs *harness) {
 	require.NoError(t, hs.h.Shutdown(ctx), "Shutdown waits for the taken-over streams, which end")
 	cs.ended()
 	again.ended()
+}
+
+// TestHTTP1Stream_ClientSends: a client has nothing to send on an event
+// stream (its response said Connection: close), so bytes it sends after
+// the GET end the stream like a close would, whether they came with the
+// GET or later: what a client sends is never kept.
+func TestHTTP1Stream_ClientSends(t *testing.T) {
+	for _, withGET := range []bool{false, true} {
+		t.Run(map[bool]string{false: "later", true: "with_get"}[withGET], func(t *testing.T) {
+			hs := newHarness(t, httptransport.Options{KeepAlive: noKeepAlive}, false)
+			conn := hs.initialize()
+			nc, err := net.Dial("tcp", hs.srv.Listener.Addr().String())
+			require.NoError(t, err)
+			t.Cleanup(func() { nc.Close() })
+			get := fmt.Sprintf("GET /acp HTTP/1.1\r\nHost: acpd\r\nAccept: text/event-stream\r\n%s: %s\r\n%s: s1\r\n\r\n",
+				httptransport.HeaderConnectionID, conn, httptransport.HeaderSessionID)
+			if withGET {
+				get += "GET / HTTP/1.1\r\n\r\n"
+			}
+			_, err = io.WriteString(nc, get)
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			if !withGET {
+				require.True(t, held(hs, conn, "s1"))
+				_, err = io.WriteString(nc, "x")
+				require.NoError(t, err)
+			}
+			letGo(t, hs, conn, "s1")
+		})
+	}
 }

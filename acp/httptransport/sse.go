@@ -101,19 +101,15 @@ func (h *Handler) serveSSE(w http.ResponseWriter, r *http.Request) {
 	if rc.Flush() != nil {
 		return
 	}
-	if t, ok := takerOf(w); ok {
-		handedOff = true
-		h.serveTaken(c, s, rd, sid, t)
-		return
-	}
 	if r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
 		// The headers went out with chunked framing, which serveRaw keeps.
-		if nc, _, err := rc.Hijack(); err == nil {
+		if nc, brw, err := rc.Hijack(); err == nil {
 			handedOff = true
-			h.serveRaw(c, s, rd, sid, nc)
+			h.serveRaw(c, s, rd, sid, nc, brw.Reader)
 			return
 		}
 	}
+	// HTTP/2 (and HTTP/1.0): served here, on the handler's goroutine.
 	h.beat.hold()
 	defer h.beat.release()
 	for {
@@ -161,18 +157,4 @@ func (h *Handler) writeEvents(w http.ResponseWriter, rc *http.ResponseController
 		}
 	}
 	return rc.Flush()
-}
-
-// takerOf finds acpd's HTTP/2 ResponseWriter under w's wrappers.
-func takerOf(w http.ResponseWriter) (streamTaker, bool) {
-	for {
-		if t, ok := w.(streamTaker); ok {
-			return t, true
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return nil, false
-		}
-		w = u.Unwrap()
-	}
 }

@@ -408,8 +408,8 @@ maxSessionsPerConnection = 2
 	})
 
 	t.Run("100 MB body over HTTP/2", func(t *testing.T) {
-		// The same bound, on acpd's own HTTP/2 server: refused with 413,
-		// declared or not, the rest of the upload discarded.
+		// The same bound over HTTP/2: refused with 413, declared or not,
+		// the rest of the upload discarded.
 		hc := h2c()
 		hc.Timeout = wait
 		req := newReq(t, http.MethodPost, d.url, d.token, io.LimitReader(zeros{}, 100<<20))

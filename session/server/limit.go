@@ -1,14 +1,10 @@
 package server
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -111,9 +107,6 @@ func clientKey(remoteAddr string) string {
 // that hold a connection (a running turn's stream) are not slowed.
 type limitListener struct {
 	net.Listener
-	// plain: connections are not TLS, so their first bytes are HTTP/1.x
-	// or the HTTP/2 preface (firstRead).
-	plain   bool
 	max     int64
 	open    atomic.Int64
 	refused atomic.Int64
@@ -141,11 +134,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.onAccept != nil {
 			l.onAccept()
 		}
-		lc := &limitConn{Conn: c, l: l}
-		if l.plain {
-			lc.first = &firstLine{pre: true}
-		}
-		return lc, nil
+		return &limitConn{Conn: c, l: l}, nil
 	}
 }
 
@@ -153,111 +142,16 @@ type limitConn struct {
 	net.Conn
 	l    *limitListener
 	once sync.Once
-	// first is the first line's check, until it is done.
-	first *firstLine
 }
 
-// firstLine is what Read knows of a connection's first line.
-type firstLine struct {
-	pre  bool     // still matches the HTTP/2 preface
-	seen int      // bytes seen
-	tail [10]byte // the last bytes seen, for the HTTP version
-	held []byte   // read, not yet handed on
-	done bool     // the line was judged
-}
-
-// Read looks at a plain connection's first line: an HTTP/2 client with
-// prior knowledge whose preface is wrong must find the connection closed
-// (RFC 9113 section 3.4), where net/http would answer its bytes with an
-// HTTP/1.1 400. So the first line is read whole before any of it is
-// handed on, and one that is neither the preface nor ends in an HTTP/1.x
-// version is closed.
-func (c *limitConn) Read(p []byte) (int, error) {
-	f := c.first
-	if f == nil {
-		return c.Conn.Read(p)
-	}
-	var b [512]byte
-	for !f.done {
-		n, err := c.Conn.Read(b[:])
-		f.held = append(f.held, b[:n]...)
-		if !f.look(b[:n]) {
-			// Closed here: net/http, seeing only the end, writes nothing.
-			_ = c.Conn.Close()
-			return 0, io.EOF
-		}
-		if err != nil || len(f.held) > maxFirstLine {
-			// Past the bound net/http judges the line itself.
-			f.done = true
-			if len(f.held) == 0 {
-				c.first = nil
-				return 0, err
-			}
-		}
-	}
-	n := copy(p, f.held)
-	f.held = f.held[n:]
-	if len(f.held) == 0 {
-		c.first = nil
-	}
-	return n, nil
-}
-
-// maxFirstLine bounds what Read holds back.
-const maxFirstLine = 8 << 10
-
-const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-// look takes the next bytes of the connection's start; it reports false
-// once the first line is neither HTTP/1.x nor the preface.
-func (f *firstLine) look(b []byte) bool {
-	for _, x := range b {
-		i := f.seen
-		f.seen++
-		if f.pre {
-			if x == h2Preface[i] {
-				if f.seen == len(h2Preface) {
-					f.done = true
-					return true
-				}
-				f.push(x)
-				continue
-			}
-			f.pre = false
-		}
-		if x == '\n' {
-			f.done = true
-			line := bytes.TrimSuffix(f.tail[len(f.tail)-min(i, len(f.tail)):], []byte("\r"))
-			return bytes.HasSuffix(line, []byte(" HTTP/1.1")) || bytes.HasSuffix(line, []byte(" HTTP/1.0"))
-		}
-		f.push(x)
-	}
-	return true
-}
-
-func (f *firstLine) push(x byte) {
-	copy(f.tail[:], f.tail[1:])
-	f.tail[len(f.tail)-1] = x
-}
-
-// CloseWrite lets an HTTP/2 connection's GOAWAY reach the client before
-// the close.
+// CloseWrite lets net/http half-close a connection it ends after an
+// answer, so the answer reaches the client before the close (see
+// net/http's closeWriteAndWait).
 func (c *limitConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
 	return nil
-}
-
-// SyscallConn exposes the socket: the transport watches the connections of
-// the HTTP/1.1 event streams it took over through their descriptors, where
-// a connection without one costs a goroutine for as long as it is open.
-// Only taken-over connections are watched so, long past their first line.
-func (c *limitConn) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		return sc.SyscallConn()
-	}
-	return nil, errors.ErrUnsupported
 }
 
 func (c *limitConn) Close() error {

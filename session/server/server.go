@@ -24,7 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/acpd/acpd/acp/h2server"
 	"github.com/acpd/acpd/acp/httptransport"
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session"
@@ -72,7 +71,6 @@ type Server struct {
 
 	transport *httptransport.Handler
 	http      *http.Server
-	h2        *h2server.Server
 	ln        net.Listener
 	limit     *limitListener
 }
@@ -135,19 +133,6 @@ func New(opts Options) (*Server, error) {
 		next:      mux,
 	}
 	g.health = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.health(w, r, false) })
-	// HTTP/2 is served by acpd's own server (acp/h2server), where an idle
-	// event stream costs no goroutine; net/http hands it the connections
-	// (TLSNextProto) and keeps HTTP/1.1 and WebSocket.
-	s.h2 = &h2server.Server{
-		Handler: g,
-		// One SSE stream per session plus the connection's and the POSTs
-		// in flight ride one HTTP/2 connection.
-		MaxConcurrentStreams: uint32(max(250, c.MaxStreams+64)),
-		MaxHeaderListSize:    maxHeaderBytes,
-		HeaderTimeout:        c.HeaderTimeout,
-		IdleTimeout:          keepAliveIdle,
-		Logger:               opts.Logger,
-	}
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	if s.tls != nil {
@@ -158,10 +143,25 @@ func New(opts Options) (*Server, error) {
 		protos.SetUnencryptedHTTP2(true)
 	}
 	s.http = &http.Server{
-		Handler:           g,
-		Protocols:         &protos,
-		TLSConfig:         s.tls,
-		TLSNextProto:      s.h2.TLSNextProto(),
+		Handler:   g,
+		Protocols: &protos,
+		TLSConfig: s.tls,
+		HTTP2: &http.HTTP2Config{
+			// One SSE stream per session plus the connection's and the
+			// POSTs in flight ride one HTTP/2 connection.
+			MaxConcurrentStreams: max(250, c.MaxStreams+64),
+			// RFC 9113's initial frame size rather than Go's 1 MiB: the
+			// framer reads a whole frame into a buffer of its size, and no
+			// ACP message needs frames larger than this (a body spans
+			// several).
+			MaxReadFrameSize: 16 << 10,
+			// A connection on which nothing arrives for this long gets a
+			// PING: a client that vanished without a FIN (a laptop that
+			// slept) is let go of, and its sessions with it, in under a
+			// minute rather than when TCP gives up.
+			SendPingTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
 		ReadHeaderTimeout: c.HeaderTimeout,
 		// No ReadTimeout or WriteTimeout: either would cut SSE streams and
 		// WebSockets, which live for hours. Bodies are bounded in size
@@ -194,7 +194,7 @@ func (s *Server) Listen() error {
 	}
 	var refuseLog throttle
 	refuseLog.every = 5 * time.Second
-	s.limit = &limitListener{Listener: ln, plain: s.tls == nil, max: int64(s.opts.Config.MaxTCPConnections),
+	s.limit = &limitListener{Listener: ln, max: int64(s.opts.Config.MaxTCPConnections),
 		onRefuse: func(remote net.Addr, total int64) {
 			if ok, _ := refuseLog.allow(time.Now()); ok {
 				s.log.Warn("connection refused: server.maxTcpConnections reached", "remote", remote.String(),
@@ -254,15 +254,12 @@ func (s *Server) Serve(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	terr := s.transport.Shutdown(sctx)
-	// HTTP/2 connections are active to net/http as long as they live:
-	// they get GOAWAY and end here.
-	h2err := s.h2.Shutdown(sctx)
 	herr := s.http.Shutdown(sctx)
 	if herr != nil {
 		_ = s.http.Close()
 	}
 	<-errc
-	if err := errors.Join(terr, h2err, herr); err != nil {
+	if err := errors.Join(terr, herr); err != nil {
 		s.log.Warn("shutdown did not finish in time", "err", err)
 	}
 	return nil

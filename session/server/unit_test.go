@@ -1,13 +1,10 @@
 package server
 
 import (
-	"errors"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -106,80 +103,6 @@ func TestTokens(t *testing.T) {
 	assert.False(t, c.ok("secret-secret-secreT"))
 	assert.False(t, c.ok(""))
 }
-
-// TestFirstLine: a plain connection's first line reaches net/http whole
-// when it is HTTP/1.x or the HTTP/2 preface, however it is split; any
-// other first line closes the connection before net/http sees a byte.
-func TestFirstLine(t *testing.T) {
-	for _, tc := range []struct {
-		in string
-		ok bool
-	}{
-		{"GET /acp HTTP/1.1\r\nHost: x\r\n\r\n", true},
-		{"POST /acp HTTP/1.0\r\n\r\n", true},
-		{h2Preface + "\x00\x00\x00\x04\x00\x00\x00\x00\x00", true},
-		{"INVALID CONNECTION PREFACE\r\n\r\n", false},
-		{"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", false},
-		{"PRI * HTTP/1.1\r\n\r\n", true}, // an HTTP/1.1 line, for net/http to judge
-		{"GET / HTTP/2.0\r\n\r\n", false},
-	} {
-		for _, split := range []int{1, 3, 14, 1000} {
-			a, b := net.Pipe()
-			go func() {
-				for rest := []byte(tc.in); len(rest) > 0; {
-					n := min(split, len(rest))
-					if _, err := a.Write(rest[:n]); err != nil {
-						return
-					}
-					rest = rest[n:]
-				}
-				_ = a.Close()
-			}()
-			l := &limitListener{}
-			c := &limitConn{Conn: b, l: l, first: &firstLine{pre: true}}
-			got, err := io.ReadAll(c)
-			if tc.ok {
-				require.NoError(t, err, "%q split %d", tc.in, split)
-				require.Equal(t, tc.in, string(got), "split %d", split)
-			} else {
-				require.Empty(t, got, "%q split %d", tc.in, split)
-			}
-			_ = c.Close()
-		}
-	}
-}
-
-// TestLimitConnSyscallConn: an accepted connection still exposes its socket
-// (the transport watches taken-over streams through it), and closing it
-// gives its place back.
-func TestLimitConnSyscallConn(t *testing.T) {
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	l := &limitListener{Listener: ln, max: 1}
-	defer l.Close()
-	dialed, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	defer dialed.Close()
-	c, err := l.Accept()
-	require.NoError(t, err)
-	sc, ok := c.(syscall.Conn)
-	require.True(t, ok, "%T has no SyscallConn", c)
-	rc, err := sc.SyscallConn()
-	require.NoError(t, err)
-	called := false
-	require.NoError(t, rc.Control(func(uintptr) { called = true }))
-	require.True(t, called)
-	require.EqualValues(t, 1, l.open.Load())
-	require.NoError(t, c.Close())
-	require.EqualValues(t, 0, l.open.Load())
-
-	_, err = (&limitConn{Conn: pipeConn{}, l: l}).SyscallConn()
-	require.ErrorIs(t, err, errors.ErrUnsupported)
-}
-
-// pipeConn is a connection without a socket.
-type pipeConn struct{ net.Conn }
 
 // TestAcceptNotesBurst: a connection the listener lets in counts towards a
 // burst of set-ups, so the heap it left is returned once accepts go quiet
