@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/acp"
-	"github.com/acpd/acpd/session/heaprelease"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/store"
 )
@@ -142,7 +141,6 @@ func (m *Manager) activate(ctx context.Context, id, cwd string, extra []string, 
 	s.log.Info("session activated", "cwd", cwd, "replay", replay, "records", len(tr.Records))
 	s.startPrepAfterReply(ctx)
 	s.announceCommands(ctx)
-	heaprelease.Note() // the transcript read and replayed is garbage now
 	return &acp.LoadSessionResponse{Modes: s.modeState(), ConfigOptions: s.configOptions()}, nil
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/acpd/acpd/session/heaprelease"
 	"github.com/acpd/acpd/session/idletest"
 )
 
@@ -29,9 +28,9 @@ import (
 // watcher, the shared command set and instructions) are not charged to the
 // thousand. RSS is read one second after the last session is ready
 // (anon-KB/session: the runtime's scavenger has had that long to return the
-// burst's garbage) and again once the daemon has been idle for longer than
-// heaprelease.Quiet (idle-anon-KB/session: what it holds from then on).
-// Target: ≤ 12 KB a session.
+// burst's garbage) and again once the daemon has been idle for
+// idletest.Settled (idle-anon-KB/session: what it holds from then on).
+// Target: ≤ 32 KB a session.
 func BenchmarkDaemon_IdleSessions(b *testing.B) {
 	const n = 1000
 	ws := idletest.Workspace(b)
@@ -81,8 +80,8 @@ func BenchmarkDaemon_IdleSessions(b *testing.B) {
 }
 
 // idleRSS reads a daemon's anonymous RSS before a burst of n sessions, one
-// second after it, and once the daemon has been idle past
-// heaprelease.Quiet; each growth divided by n.
+// second after it, and once the daemon has been idle for
+// idletest.Settled; each growth divided by n.
 type idleRSS struct {
 	g           *idletest.Growth
 	burst, idle float64
@@ -93,7 +92,7 @@ func (r *idleRSS) start(d *idleDaemon) { r.g = idletest.Start(d.b, d.cmd.Process
 func (r *idleRSS) settle(d *idleDaemon, n int) {
 	r.g.Burst()
 	r.burst = r.g.After(d.b, time.Second, n)
-	r.idle = r.g.After(d.b, heaprelease.Quiet+2*time.Second, n)
+	r.idle = r.g.After(d.b, idletest.Settled, n)
 }
 
 func (r *idleRSS) report(b *testing.B) {

@@ -24,7 +24,6 @@ import (
 	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/checkpoint"
 	"github.com/acpd/acpd/session/commands"
-	"github.com/acpd/acpd/session/heaprelease"
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
@@ -385,7 +384,6 @@ func (m *Manager) NewSession(ctx context.Context, req *acp.NewSessionRequest) (*
 	m.log.Info("session created", "session_id", s.id, "cwd", s.cwd)
 	s.startPrepAfterReply(ctx)
 	s.announceCommands(ctx)
-	heaprelease.Note()
 	return &acp.NewSessionResponse{SessionID: s.id, Modes: s.modeState(), ConfigOptions: s.configOptions()}, nil
 }
 

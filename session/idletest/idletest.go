@@ -66,6 +66,11 @@ func RSSAnonKB(tb testing.TB, pid int) int64 {
 	return 0
 }
 
+// Settled is how long after a burst of sessions a daemon is read as idle:
+// past the 2 s of quiet after which a served daemon hands the burst's
+// garbage back (session/server's releaser).
+const Settled = 4 * time.Second
+
 // Growth reads a process's anonymous RSS before a burst of sessions and at
 // points in time after it, each growth divided by the sessions.
 type Growth struct {

@@ -78,6 +78,7 @@ type connAgent struct {
 	// await waits for an ending connection that holds a session to let go
 	// of it (Server.awaitRelease).
 	await func(ctx context.Context, self, sid string)
+	rel   *releaser
 
 	mu      sync.Mutex
 	live    map[string]bool
@@ -117,6 +118,8 @@ func (a *connAgent) release(reserved bool, id string, ok bool) {
 	a.mu.Unlock()
 	if ok && id != "" {
 		a.owners.set(id, a.id)
+		// What opening it read and built is garbage now.
+		a.rel.note()
 	}
 }
 
@@ -233,7 +236,7 @@ func (s *Server) serveConn(ctx context.Context, info httptransport.ConnInfo, r i
 	opts.Logger = log
 	conn := acp.NewConn(r, w, acp.Options{Logger: log, Trace: s.opts.Trace, MaxLineBytes: int(s.opts.Config.MaxMessageBytes)})
 	a := &connAgent{Manager: session.NewManager(conn, opts), id: info.ID, max: s.opts.Config.MaxSessionsPerConnection,
-		owners: s.owners, log: log, await: s.awaitRelease, live: map[string]bool{}}
+		owners: s.owners, log: log, await: s.awaitRelease, rel: s.rel, live: map[string]bool{}}
 	err := conn.Serve(ctx, a)
 	// Close cancels what still runs and closes every transcript, so the
 	// sessions are free for the next connection.

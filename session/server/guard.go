@@ -96,6 +96,9 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == healthPath && r.Header.Get("Authorization") == "" {
 		// A probe without credentials; with them, health is answered
 		// after the token check like any request (so it is no oracle).
+		// Its connection is an unauthenticated one's: closed after the
+		// answer.
+		closeAfter(w, r)
 		g.health.ServeHTTP(w, r)
 		return
 	}
@@ -122,6 +125,10 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="acpd"`)
 		g.refuse(w, r, http.StatusUnauthorized, reason, "unauthorized")
 		return
+	}
+	// The connection has a client with the token: it keeps its place.
+	if lc := listenerConn(requestConn(r)); lc != nil {
+		lc.authenticated()
 	}
 	if r.ContentLength > g.maxBody {
 		// Refused before a byte of the body is read; a body without a
@@ -179,8 +186,32 @@ func (g *guard) refuse(w http.ResponseWriter, r *http.Request, status int, reaso
 		}
 		g.log.Warn("request refused", attrs...)
 	}
+	closeAfter(w, r)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = fmt.Fprintln(w, body)
+}
+
+// closeAfter makes an HTTP/1.x connection close once its answer is out. A
+// refused client has no business keeping its connection, and net/http,
+// once a handler returns without reading the request's body, reads up to
+// 256 KiB of it to keep the connection for a next request — with no
+// deadline, so a client declaring a body it never sent held its connection
+// for as long as it liked. Connection: close skips that read where the
+// answer is written; a read deadline already past ends the one net/http
+// makes again when it closes the request's body. (Over HTTP/2 a refused
+// stream is reset and its body never waited for; the connection itself is
+// bounded by the listener's pre-authentication deadline.)
+func closeAfter(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// requestConn is the connection r came in on (http.Server.ConnContext).
+func requestConn(r *http.Request) net.Conn {
+	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	return c
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"container/list"
+	"crypto/tls"
 	"net"
 	"net/netip"
 	"sync"
@@ -102,18 +104,32 @@ func clientKey(remoteAddr string) string {
 	return ip.String()
 }
 
-// limitListener closes connections past max at once instead of leaving them
-// queued: a flood then costs an accept and a close each, and the clients
-// that hold a connection (a running turn's stream) are not slowed.
+// limitListener bounds the TCP connections open at once, and keeps a
+// connection that has not authenticated from holding its place: such a
+// connection is closed preAuth after its accept unless a request on it
+// passed the guard by then (authenticated), whatever phase it is in — the
+// TLS handshake, slow headers, a body the client never sends, an idle
+// keep-alive after a refusal, an HTTP/2 connection whose requests were all
+// refused — and when the bound is reached, a new connection takes the place
+// of the oldest one still unauthenticated. Only when every open connection
+// has authenticated is a new one closed at once, so a flood costs an accept
+// and a close each and never the place of a client with the token.
 type limitListener struct {
 	net.Listener
-	max     int64
-	open    atomic.Int64
+	max     int
+	preAuth time.Duration
 	refused atomic.Int64
-	// onRefuse is told of each refusal (for a throttled log line).
-	onRefuse func(remote net.Addr, total int64)
+	evicted atomic.Int64
+	expired atomic.Int64
+	// onRefuse is told of each connection closed for the bound: refused at
+	// accept, or evicted for a newer one (for a throttled log line).
+	onRefuse func(remote net.Addr, evicted bool)
 	// onAccept is told of each connection let in.
 	onAccept func()
+
+	mu     sync.Mutex
+	open   int
+	unauth list.List // of *limitConn not authenticated yet, oldest first
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -122,26 +138,86 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) > l.max {
-			l.open.Add(-1)
-			_ = c.Close()
-			n := l.refused.Add(1)
+		lc := &limitConn{Conn: c, l: l}
+		var evict *limitConn
+		l.mu.Lock()
+		if l.open >= l.max {
+			if e := l.unauth.Front(); e != nil {
+				evict = l.unauth.Remove(e).(*limitConn)
+				evict.elem = nil
+			}
+		}
+		admit := l.open < l.max || evict != nil
+		if admit {
+			l.open++
+			lc.elem = l.unauth.PushBack(lc)
+			lc.timer = time.AfterFunc(l.preAuth, lc.expire)
+		}
+		l.mu.Unlock()
+		if evict != nil {
+			l.evicted.Add(1)
+			_ = evict.Close()
 			if l.onRefuse != nil {
-				l.onRefuse(c.RemoteAddr(), n)
+				l.onRefuse(evict.RemoteAddr(), true)
+			}
+		}
+		if !admit {
+			_ = c.Close()
+			l.refused.Add(1)
+			if l.onRefuse != nil {
+				l.onRefuse(c.RemoteAddr(), false)
 			}
 			continue
 		}
 		if l.onAccept != nil {
 			l.onAccept()
 		}
-		return &limitConn{Conn: c, l: l}, nil
+		return lc, nil
 	}
+}
+
+// Open is the number of connections open.
+func (l *limitListener) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
 }
 
 type limitConn struct {
 	net.Conn
 	l    *limitListener
 	once sync.Once
+	// elem is the connection's place in l.unauth until it authenticates
+	// or closes; guarded by l.mu.
+	elem *list.Element
+	// timer is the deadline's, set at accept; guarded by l.mu.
+	timer *time.Timer
+	// authed is set once a request on it passed the guard.
+	authed atomic.Bool
+}
+
+// authenticated marks c as a client's with the token: it keeps its place
+// for as long as it is open.
+func (c *limitConn) authenticated() {
+	if c.authed.Swap(true) {
+		return
+	}
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.elem != nil {
+		c.l.unauth.Remove(c.elem)
+		c.elem = nil
+	}
+	c.timer.Stop()
+}
+
+// expire closes c if it has not authenticated within its time.
+func (c *limitConn) expire() {
+	if c.authed.Load() {
+		return
+	}
+	c.l.expired.Add(1)
+	_ = c.Close()
 }
 
 // CloseWrite lets net/http half-close a connection it ends after an
@@ -156,8 +232,30 @@ func (c *limitConn) CloseWrite() error {
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.timer.Stop()
+		if c.elem != nil {
+			c.l.unauth.Remove(c.elem)
+			c.elem = nil
+		}
+		c.l.open--
+		c.l.mu.Unlock()
+	})
 	return err
+}
+
+// connKey carries a request's connection in its context (ConnContext).
+type connKey struct{}
+
+// listenerConn finds the listener's connection under c, a TLS one
+// included.
+func listenerConn(c net.Conn) *limitConn {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	lc, _ := c.(*limitConn)
+	return lc
 }
 
 // throttle lets one log line per interval through and counts the rest, so

@@ -27,7 +27,6 @@ import (
 	"github.com/acpd/acpd/acp/httptransport"
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session"
-	"github.com/acpd/acpd/session/heaprelease"
 )
 
 // Paths served. Anything else is 404 (after the token check, so a scanner
@@ -65,6 +64,7 @@ type Server struct {
 	log    *slog.Logger
 	tls    *tls.Config
 	owners *owners
+	rel    *releaser
 
 	mu    sync.Mutex
 	conns map[string]*liveConn // by ACP connection id
@@ -88,25 +88,20 @@ func New(opts Options) (*Server, error) {
 	if err := CheckAddress(c.Listen, c.TLSCert != ""); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, owners: &owners{by: map[string]string{}}, conns: map[string]*liveConn{}}
+	s := &Server{opts: opts, log: opts.Logger, owners: &owners{by: map[string]string{}}, conns: map[string]*liveConn{}, rel: newReleaser()}
 	if c.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
 		if err != nil {
 			return nil, fmt.Errorf("server.tlsCert/tlsKey: %w", err)
 		}
-		// Otherwise crypto/tls's defaults, memory considered. Over HTTP/1.1
-		// every session's event stream is a TLS connection of its own, and
-		// each keeps about 6 KB none of these settings change: its record
-		// and handshake buffers (sized by the client's hello), its two
-		// AES-GCM states and the Conn itself. The hybrid post-quantum key
+		// Otherwise crypto/tls's defaults. The hybrid post-quantum key
 		// exchange (X25519MLKEM768, preferred by default) adds to a
 		// handshake's garbage, about 45 KB with the rest, not to what a
-		// connection keeps, and heaprelease returns that garbage; leaving it
+		// connection keeps (the releaser returns that garbage); leaving it
 		// out would open traffic recorded today to a quantum computer
-		// later. Session tickets stay on: their keys are the Config's, not
-		// a connection's, and a client that resumes (Node's https agent
-		// does) makes a handshake without the certificate and its
-		// signature.
+		// later. Session tickets stay on: their keys are the Config's, and
+		// a client that resumes (Node's https agent does) makes a
+		// handshake without the certificate and its signature.
 		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	s.transport = httptransport.NewHandler(httptransport.Options{
@@ -162,7 +157,13 @@ func New(opts Options) (*Server, error) {
 			SendPingTimeout: 30 * time.Second,
 			PingTimeout:     15 * time.Second,
 		},
+		// Bounds the TLS handshake too. The listener closes a connection
+		// that has not authenticated within the same time, whatever it is
+		// doing (limitListener).
 		ReadHeaderTimeout: c.HeaderTimeout,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
 		// No ReadTimeout or WriteTimeout: either would cut SSE streams and
 		// WebSockets, which live for hours. Bodies are bounded in size
 		// (maxBody) and the transport bounds each write.
@@ -194,22 +195,22 @@ func (s *Server) Listen() error {
 	}
 	var refuseLog throttle
 	refuseLog.every = 5 * time.Second
-	s.limit = &limitListener{Listener: ln, max: int64(s.opts.Config.MaxTCPConnections),
-		onRefuse: func(remote net.Addr, total int64) {
+	s.limit = &limitListener{Listener: ln, max: s.opts.Config.MaxTCPConnections, preAuth: s.opts.Config.HeaderTimeout,
+		onRefuse: func(remote net.Addr, evicted bool) {
 			if ok, _ := refuseLog.allow(time.Now()); ok {
-				s.log.Warn("connection refused: server.maxTcpConnections reached", "remote", remote.String(),
-					"limit", s.opts.Config.MaxTCPConnections, "refused_total", total)
+				msg := "connection refused: server.maxTcpConnections reached and every open connection has authenticated"
+				if evicted {
+					msg = "unauthenticated connection closed: server.maxTcpConnections reached and a new one came"
+				}
+				s.log.Warn(msg, "remote", remote.String(), "limit", s.opts.Config.MaxTCPConnections,
+					"refused_total", s.limit.refused.Load(), "evicted_total", s.limit.evicted.Load())
 			}
 		},
-		// A connection's set-up is a burst's work like a session's opening:
-		// a TLS handshake leaves tens of KB of garbage (the hybrid key
-		// exchange, the certificate, the transcript) and keeps about 6 KB,
-		// net/http's buffers for a stream taken over are garbage too. Over
-		// HTTP/1.1 every session's stream is a connection of its own, and a
-		// client reconnecting its streams opens no session, so without
-		// this a burst of reconnects would leave the runtime holding twice
-		// the live heap.
-		onAccept: heaprelease.Note,
+		// A connection's set-up is a burst's work like a session's opening
+		// (releaser): over HTTP/1.1 every session's stream is a connection
+		// of its own, and a client reconnecting its streams opens no
+		// session.
+		onAccept: s.rel.note,
 	}
 	s.ln = s.limit
 	return nil

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/config"
-	"github.com/acpd/acpd/session/heaprelease"
 )
 
 func TestCheckAddress(t *testing.T) {
@@ -104,43 +104,98 @@ func TestTokens(t *testing.T) {
 	assert.False(t, c.ok(""))
 }
 
-// TestAcceptNotesBurst: a connection the listener lets in counts towards a
-// burst of set-ups, so the heap it left is returned once accepts go quiet
-// (heaprelease); a refused one does not.
-func TestAcceptNotesBurst(t *testing.T) {
-	s, err := New(Options{Config: config.ServerConfig{Listen: "127.0.0.1:0", MaxTCPConnections: 1},
-		Token: []byte(strings.Repeat("k", MinTokenLen))})
+// TestLimitListener: at the bound a new connection takes the place of the
+// oldest one that has not authenticated; one that has keeps its place, and
+// once all have, a new connection is closed at accept. An unauthenticated
+// connection is closed at its deadline, an authenticated one is not.
+func TestLimitListener(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	require.NoError(t, s.Listen())
-	defer s.ln.Close()
-	noted := 0
-	note := s.limit.onAccept
-	require.NotNil(t, note)
-	s.limit.onAccept = func() { noted++; note() }
-	before := heaprelease.Released()
-	dial := func() {
-		d, err := net.Dial("tcp", s.Addr().String())
+	var noted atomic.Int64 // connections let in: a burst's work (releaser)
+	l := &limitListener{Listener: ln, max: 2, preAuth: time.Hour, onAccept: func() { noted.Add(1) }}
+	defer l.Close()
+	// dial connects and returns the client's end and the accepted one;
+	// accepted is nil when the listener closed it.
+	dial := func() (client net.Conn, accepted *limitConn) {
+		c, err := net.Dial("tcp", ln.Addr().String())
 		require.NoError(t, err)
-		t.Cleanup(func() { d.Close() })
+		t.Cleanup(func() { c.Close() })
+		got := make(chan net.Conn, 1)
+		go func() {
+			a, err := l.Accept()
+			if err == nil {
+				got <- a
+			}
+		}()
+		select {
+		case a := <-got:
+			return c, a.(*limitConn)
+		case <-time.After(time.Second):
+			return c, nil // closed at accept; Accept waits for the next
+		}
 	}
-	dial()
-	c, err := s.ln.Accept()
+	closed := func(c net.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		return err != nil && !os.IsTimeout(err)
+	}
+
+	c1, a1 := dial()
+	_, a2 := dial()
+	require.NotNil(t, a1)
+	require.NotNil(t, a2)
+	a2.authenticated()
+	c3, a3 := dial() // takes c1's place: the oldest not authenticated
+	require.NotNil(t, a3)
+	assert.True(t, closed(c1), "the oldest unauthenticated connection made room")
+	assert.EqualValues(t, 1, l.evicted.Load())
+	assert.Equal(t, 2, l.Open())
+
+	a3.authenticated()
+	c4, _ := dial() // every place is a client's with the token
+	assert.True(t, closed(c4), "refused at accept")
+	assert.EqualValues(t, 1, l.refused.Load())
+	assert.False(t, closed(c3), "an authenticated connection is never taken")
+	assert.EqualValues(t, 3, noted.Load(), "the refused connection is not noted")
+
+	require.NoError(t, a3.Close())
+	_ = a3.Close()
+	_ = a1.Close()
+	assert.Equal(t, 1, l.Open(), "a second close frees no second place")
+	require.NoError(t, a2.Close())
+	assert.Zero(t, l.Open())
+	assert.Zero(t, l.expired.Load())
+}
+
+// TestLimitListenerDeadline: a connection that has not authenticated is
+// closed at its deadline, and its place freed; one that has is not.
+func TestLimitListenerDeadline(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	assert.Equal(t, 1, noted)
-	// Past MaxTCPConnections the next is refused (closed in Accept, which
-	// then waits for another).
-	dial()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := s.ln.Accept()
-		assert.NoError(t, err)
-		accepted <- c
-	}()
-	require.Eventually(t, func() bool { return s.limit.refused.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
-	require.NoError(t, c.Close())
-	dial()
-	(<-accepted).Close()
-	assert.Equal(t, 2, noted, "the refused connection is not noted")
-	require.Eventually(t, func() bool { return heaprelease.Released() > before },
-		heaprelease.Quiet+heaprelease.MinInterval+20*time.Second, 50*time.Millisecond, "the accepts' burst released")
+	l := &limitListener{Listener: ln, max: 4, preAuth: 300 * time.Millisecond}
+	defer l.Close()
+	var clients []net.Conn
+	var accepted []*limitConn
+	for range 2 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		defer c.Close()
+		a, err := l.Accept()
+		require.NoError(t, err)
+		clients, accepted = append(clients, c), append(accepted, a.(*limitConn))
+	}
+	began := time.Now()
+	accepted[1].authenticated()
+	_ = clients[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = clients[0].Read(make([]byte, 1))
+	require.Error(t, err)
+	require.False(t, os.IsTimeout(err), "closed, not timed out")
+	assert.GreaterOrEqual(t, time.Since(began), 250*time.Millisecond)
+	assert.EqualValues(t, 1, l.expired.Load())
+	assert.Equal(t, 1, l.Open())
+	_ = clients[1].SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	_, err = clients[1].Read(make([]byte, 1))
+	require.True(t, os.IsTimeout(err), "the authenticated connection stays open: %v", err)
 }
