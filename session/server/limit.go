@@ -162,8 +162,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			}
 		}
 		if !admit {
-			_ = c.Close()
 			l.refused.Add(1)
+			_ = c.Close()
 			if l.onRefuse != nil {
 				l.onRefuse(c.RemoteAddr(), false)
 			}
@@ -231,7 +231,6 @@ func (c *limitConn) CloseWrite() error {
 }
 
 func (c *limitConn) Close() error {
-	err := c.Conn.Close()
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		c.timer.Stop()
@@ -242,7 +241,7 @@ func (c *limitConn) Close() error {
 		c.l.open--
 		c.l.mu.Unlock()
 	})
-	return err
+	return c.Conn.Close()
 }
 
 // connKey carries a request's connection in its context (ConnContext).
