@@ -119,9 +119,10 @@ type Hooks interface {
 
 // Options tune a Proxy. The zero value is usable.
 type Options struct {
-	// MaxInspectBytes bounds the lines hooks see (default 256 MiB). A
-	// longer line is relayed as it streams in, in pieces, without a hook:
-	// memory stays bounded whatever an agent sends.
+	// MaxInspectBytes bounds the lines hooks see (default 64 MiB, the
+	// bound of a line acpd itself reads over ACP). A longer line is relayed
+	// as it streams in, in pieces, without a hook: memory stays bounded
+	// whatever an agent or an editor sends.
 	MaxInspectBytes int
 	Logger          *slog.Logger
 }
@@ -149,7 +150,7 @@ type Proxy struct {
 // and an agent (read agentOut, write agentIn).
 func New(editorIn io.Reader, editorOut io.Writer, agentOut io.Reader, agentIn io.Writer, hooks Hooks, opts Options) *Proxy {
 	if opts.MaxInspectBytes <= 0 {
-		opts.MaxInspectBytes = 256 << 20
+		opts.MaxInspectBytes = 64 << 20
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

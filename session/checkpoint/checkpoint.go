@@ -403,7 +403,7 @@ func (s *Store) state(p string, pk *pack) (Entry, error) {
 	case !fi.Mode().IsRegular():
 		return Entry{}, fmt.Errorf("%s is not a regular file", p)
 	}
-	data, fi, err := readRegular(p)
+	data, fi, err := readRegular(p, maxCapture)
 	if errors.Is(err, os.ErrNotExist) {
 		return absent, nil
 	}

@@ -236,3 +236,21 @@ func TestPruneOldestFirst(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, cps, 1)
 }
+
+// A file tool's capture reads a file of at most 256 MiB: a bigger one (a
+// sparse file here, as a workspace can plant) fails the capture with the
+// reason before anything is read into memory, so the change does not run.
+func TestFilesCaptureIsBounded(t *testing.T) {
+	ws := t.TempDir()
+	big := filepath.Join(ws, "big.bin")
+	f, err := os.Create(big)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(maxCapture+1))
+	require.NoError(t, f.Close())
+	st, err := Open(t.TempDir())
+	require.NoError(t, err)
+	r := st.Begin("s1", 1, "overwrite", []string{ws})
+	err = r.Files([]string{big})
+	require.ErrorIs(t, err, errTooBig)
+	require.ErrorContains(t, err, "256 MiB")
+}

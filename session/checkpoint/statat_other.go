@@ -51,7 +51,7 @@ func readlinkAt(_ *os.File, abs, name string) (string, error) {
 }
 
 func readAt(_ *os.File, abs, name string) ([]byte, fileStat, error) {
-	data, fi, err := readRegular(filepath.Join(abs, name))
+	data, fi, err := readRegular(filepath.Join(abs, name), MaxTreeFile)
 	if err != nil {
 		return nil, fileStat{}, err
 	}

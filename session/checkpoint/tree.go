@@ -317,9 +317,16 @@ func lookupTree(p *pack, id, rel string) (Entry, bool, error) {
 	}
 }
 
-// readRegular reads a regular file without following a symlink at its
+// maxCapture bounds a file a file tool's change captures before it runs
+// (the whole-tree snapshot's bound is MaxTreeFile): the workspace decides a
+// file's size, and the capture holds the whole of it in memory. A change to
+// a bigger file fails with the reason rather than run uncaptured.
+const maxCapture = 256 << 20
+
+// readRegular reads a regular file of at most max bytes (errTooBig past
+// it, also when it grows while read) without following a symlink at its
 // name and without blocking on a FIFO swapped in after the listing.
-func readRegular(abs string) ([]byte, fs.FileInfo, error) {
+func readRegular(abs string, max int64) ([]byte, fs.FileInfo, error) {
 	f, err := os.OpenFile(abs, os.O_RDONLY|noFollow, 0)
 	if err != nil {
 		return nil, nil, err
@@ -332,6 +339,12 @@ func readRegular(abs string) ([]byte, fs.FileInfo, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, nil, fmt.Errorf("%s: %w", abs, fs.ErrNotExist)
 	}
-	data, err := io.ReadAll(f)
+	if fi.Size() > max {
+		return nil, nil, fmt.Errorf("%s: %w (%d MiB)", abs, errTooBig, max>>20)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if int64(len(data)) > max {
+		return nil, nil, fmt.Errorf("%s: %w (%d MiB)", abs, errTooBig, max>>20)
+	}
 	return data, fi, err
 }

@@ -21,7 +21,8 @@ import (
 // walkWorkers is how many folders a tree walk reads at once.
 const walkWorkers = 4
 
-// errTooBig: a file grew over MaxTreeFile between its listing and its read.
+// errTooBig: a file is over the size bound of its read (for a tree
+// snapshot, MaxTreeFile: it grew between its listing and its read).
 var errTooBig = errors.New("over the snapshot's size bound")
 
 // statKey is what a file's hash is reused on without reading the file

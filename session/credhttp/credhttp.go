@@ -16,6 +16,8 @@ package credhttp
 import (
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -105,3 +107,64 @@ func Apply(c *http.Client) *http.Client {
 	cp.CheckRedirect = CheckRedirect
 	return &cp
 }
+
+// BodyTooLargeError is a response body past the bound LimitBodies set.
+type BodyTooLargeError struct{ Limit int64 }
+
+func (e *BodyTooLargeError) Error() string {
+	return fmt.Sprintf("the server's answer is over %d KiB, the bound of one answer", e.Limit>>10)
+}
+
+// LimitBodies wraps rt (nil: Transport()) so that every response body
+// except an event stream (text/event-stream, which lives as long as its
+// events come, each bounded by its reader) fails with a
+// *BodyTooLargeError once it passes max bytes: a client library that reads
+// whole bodies (an OTLP exporter's answer, an MCP server's JSON answer or
+// error page) then holds at most max of what the server sends.
+func LimitBodies(rt http.RoundTripper, max int64) http.RoundTripper {
+	if rt == nil {
+		rt = Transport()
+	}
+	return &limitBodies{rt: rt, max: max}
+}
+
+type limitBodies struct {
+	rt  http.RoundTripper
+	max int64
+}
+
+func (l *limitBodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.rt.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+		return resp, nil
+	}
+	resp.Body = &limitedBody{rc: resp.Body, left: l.max, max: l.max}
+	return resp, nil
+}
+
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+	max  int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, &BodyTooLargeError{Limit: b.max}
+	}
+	// One byte past the bound tells a body of exactly max from a longer one.
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n + int(b.left), &BodyTooLargeError{Limit: b.max}
+	}
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }

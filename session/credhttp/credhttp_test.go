@@ -1,6 +1,7 @@
 package credhttp_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -137,4 +138,34 @@ func TestOrigin(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, tc.same, credhttp.Origin(a) == credhttp.Origin(b), "%s vs %s", tc.a, tc.b)
 	}
+}
+
+// LimitBodies ends a JSON or error body past its bound with the reason,
+// lets one of exactly the bound through, and leaves event streams alone.
+func TestLimitBodies(t *testing.T) {
+	body := strings.Repeat("x", 1000)
+	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", r.URL.Query().Get("ct"))
+		_, _ = w.Write([]byte(body))
+	})
+	c := credhttp.NewClient(credhttp.LimitBodies(nil, 999), 0)
+	read := func(ct string) (string, error) {
+		resp, err := c.Get(srv.URL + "?ct=" + url.QueryEscape(ct))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	got, err := read("application/json")
+	var tl *credhttp.BodyTooLargeError
+	require.ErrorAs(t, err, &tl)
+	assert.Len(t, got, 999)
+	got, err = read("text/event-stream; charset=utf-8")
+	require.NoError(t, err)
+	assert.Equal(t, body, got)
+
+	c = credhttp.NewClient(credhttp.LimitBodies(nil, 1000), 0)
+	got, err = read("application/x-protobuf")
+	require.NoError(t, err)
+	assert.Equal(t, body, got)
 }

@@ -1,8 +1,12 @@
 package instructions
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -355,4 +359,32 @@ func TestTracksUnder_SHA256(t *testing.T) {
 	assert.True(t, tracksUnder(repo, "a"))
 	assert.False(t, tracksUnder(repo, "a/bb"))
 	assert.False(t, tracksUnder(repo, "y"))
+}
+
+// countingReader counts what was read through it.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// An index whose entry name never ends (no NUL) is refused once the name
+// passes git's 64 KiB path bound, without reading the rest of the file.
+func TestIndexHasPrefix_NameWithoutEnd(t *testing.T) {
+	var idx bytes.Buffer
+	idx.WriteString("DIRC")
+	_ = binary.Write(&idx, binary.BigEndian, uint32(2))
+	_ = binary.Write(&idx, binary.BigEndian, uint32(1))
+	idx.Write(make([]byte, 40+20+2)) // stat data, object id, flags
+	idx.Write(bytes.Repeat([]byte("a"), 8<<20))
+	cr := &countingReader{r: &idx}
+	found, err := indexHasPrefix(bufio.NewReaderSize(cr, 64<<10), "a/", 20)
+	require.ErrorIs(t, err, errIndexFormat)
+	assert.False(t, found)
+	assert.Less(t, cr.n, 256<<10, "read past the name's bound")
 }

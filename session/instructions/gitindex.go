@@ -97,8 +97,8 @@ func indexHasPrefix(r *bufio.Reader, prefix string, hashLen int) (bool, error) {
 		} else {
 			path = path[:0]
 		}
-		name, err := r.ReadBytes(0)
-		if err != nil || len(path)+len(name) > 1<<16 {
+		name, err := readName(r, 1<<16-len(path))
+		if err != nil {
 			return false, errIndexFormat
 		}
 		path = append(path, name[:len(name)-1]...)
@@ -118,4 +118,20 @@ func indexHasPrefix(r *bufio.Reader, prefix string, hashLen int) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// readName reads an entry's NUL-terminated name of at most max bytes: an
+// index without the NUL must not make the reader hold the rest of the file.
+func readName(r *bufio.Reader, max int) ([]byte, error) {
+	var name []byte
+	for {
+		b, err := r.ReadSlice(0)
+		if len(name)+len(b) > max+1 {
+			return nil, errIndexFormat
+		}
+		name = append(name, b...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return name, err
+		}
+	}
 }

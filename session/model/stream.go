@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/session/credhttp"
+	"github.com/acpd/acpd/session/model/sse"
 )
 
 // HTTPOptions are the transport settings every HTTP wire protocol shares:
@@ -42,6 +43,8 @@ type HTTPOptions struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Header holds extra request headers.
 	Header http.Header
+	// MaxResponseBytes bounds one answer's body (0: MaxResponseBytes).
+	MaxResponseBytes int64
 }
 
 // Streamer posts a protocol's streaming requests and retries them: the
@@ -69,6 +72,9 @@ func NewStreamer(opts HTTPOptions) *Streamer {
 		opts.Name = "model"
 	}
 	opts.MaxRetries = max(opts.MaxRetries, 0)
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = MaxResponseBytes
+	}
 	s := &Streamer{opts: opts, logger: opts.Logger}
 	if opts.HTTPClient != nil {
 		c := credhttp.Apply(opts.HTTPClient)
@@ -120,6 +126,26 @@ type Call struct {
 }
 
 var errIdle = errors.New("no data from the model server")
+
+// MaxResponseBytes bounds one streamed answer's body. A model's longest
+// answer, with the framing of one small event per token, is a few tens of
+// MiB; past this bound an endpoint is streaming without end, and what the
+// protocol accumulates from it (text, arguments) would grow with it.
+const MaxResponseBytes = 256 << 20
+
+// ResponseTooLargeError is an answer past MaxResponseBytes.
+type ResponseTooLargeError struct{ Limit int64 }
+
+func (e *ResponseTooLargeError) Error() string {
+	return fmt.Sprintf("the model server's answer passed %s, the bound of one answer; it was dropped", sizeText(e.Limit))
+}
+
+func sizeText(n int64) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 // ErrStopped is what Stream's attempt reports when the consumer stopped
 // iterating; it never reaches the consumer.
@@ -216,7 +242,7 @@ func (s *Streamer) attempt(ctx context.Context, c Call, yield func(Event, error)
 		}
 		return false, NewHTTPError(resp.StatusCode, resp.Header, b, time.Now())
 	}
-	body := &tickReader{r: resp.Body}
+	body := &tickReader{r: resp.Body, left: s.opts.MaxResponseBytes, limit: s.opts.MaxResponseBytes}
 	if idle != nil {
 		body.tick = func() { idle.Reset(s.opts.RequestTimeout) }
 	}
@@ -232,6 +258,8 @@ func (s *Streamer) attempt(ctx context.Context, c Call, yield func(Event, error)
 	switch {
 	case stopped:
 		return emitted, ErrStopped
+	case err != nil && tooLarge(err):
+		return emitted, fmt.Errorf("%s: %w", s.opts.Name, err)
 	case body.err != nil && err != nil:
 		// The body failed under the parser: the cause is the read.
 		return emitted, s.cause(actx, body.err)
@@ -239,16 +267,28 @@ func (s *Streamer) attempt(ctx context.Context, c Call, yield func(Event, error)
 	return emitted, err
 }
 
-// tickReader resets the idle timer on every read and keeps the read error,
-// which tells a cut stream from a malformed one.
+// tickReader resets the idle timer on every read, keeps the read error,
+// which tells a cut stream from a malformed one, and ends the body past
+// left bytes.
 type tickReader struct {
 	r    io.Reader
 	tick func()
 	err  error
+	left int64
+	// limit is the bound left started from, for the error.
+	limit int64
 }
 
 func (t *tickReader) Read(p []byte) (int, error) {
+	if t.left <= 0 {
+		t.err = &ResponseTooLargeError{Limit: t.limit}
+		return 0, t.err
+	}
+	if int64(len(p)) > t.left {
+		p = p[:t.left]
+	}
 	n, err := t.r.Read(p)
+	t.left -= int64(n)
 	if t.tick != nil {
 		t.tick()
 	}
@@ -272,12 +312,19 @@ func retryable(err error) bool {
 	if errors.As(err, &ae) {
 		return ae.Retryable()
 	}
-	if credhttp.IsRedirect(err) {
+	if credhttp.IsRedirect(err) || tooLarge(err) {
 		// The endpoint answers every attempt the same.
 		return false
 	}
 	// Transport failures, cut streams, idle timeouts, undecodable chunks.
 	return true
+}
+
+// tooLarge reports an event or an answer past its bound.
+func tooLarge(err error) bool {
+	var ev *sse.TooLargeError
+	var body *ResponseTooLargeError
+	return errors.As(err, &ev) || errors.As(err, &body)
 }
 
 func retryAfter(err error) time.Duration {

@@ -214,6 +214,10 @@ func (a *Assembler) Feed(data []byte) ([]model.Event, error) {
 	if a.err != nil {
 		return nil, a.err
 	}
+	if err := checkDepth(data); err != nil {
+		a.err = fmt.Errorf("decode stream chunk: %w", err)
+		return nil, a.err
+	}
 	c := a.scratch()
 	if err := segjson.Unmarshal(data, c); err != nil {
 		a.err = fmt.Errorf("decode stream chunk: %w", err)
@@ -729,4 +733,39 @@ func (a *Assembler) Finish() ([]model.Event, error) {
 	}
 	a.events = append(a.events, model.Event{Kind: model.EventFinish, FinishReason: fr})
 	return a.events, nil
+}
+
+// maxDepth is encoding/json's nesting bound, which the other protocols'
+// decoders enforce themselves.
+const maxDepth = 10000
+
+// checkDepth refuses a chunk nested deeper than maxDepth, before segmentio's
+// decoder sees it: that decoder recurses per level without a bound, so one
+// chunk of a few million brackets (within the stream reader's 16 MiB bound)
+// overflowed the stack — a fatal error that ends the process, not a panic —
+// and a few hundred thousand took seconds. One pass over the bytes.
+func checkDepth(data []byte) error {
+	depth, inStr, esc := 0, false, false
+	for _, b := range data {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case b == '\\':
+				esc = true
+			case b == '"':
+				inStr = false
+			}
+		case b == '"':
+			inStr = true
+		case b == '[' || b == '{':
+			if depth++; depth > maxDepth {
+				return fmt.Errorf("nested deeper than %d levels", maxDepth)
+			}
+		case b == ']' || b == '}':
+			depth--
+		}
+	}
+	return nil
 }

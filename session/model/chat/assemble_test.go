@@ -501,3 +501,19 @@ func TestAssembler_FeedAfterErrorIsSticky(t *testing.T) {
 	_, err3 := a.Finish()
 	assert.Equal(t, err.Error(), err3.Error())
 }
+
+// A chunk nested millions of levels deep (within the stream reader's
+// bound) is a decode error, not a crash: segmentio's decoder would
+// overflow the goroutine stack, a fatal error no recover catches. Strings
+// holding brackets do not count.
+func TestAssembler_DeepNesting(t *testing.T) {
+	n := 7 << 20
+	deep := `{"choices":[{"delta":{"extra_content":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}}]}`
+	a := NewAssembler(nil)
+	_, err := a.Feed([]byte(deep))
+	require.ErrorContains(t, err, "nested deeper than 10000 levels")
+
+	a = NewAssembler(nil)
+	_, err = a.Feed([]byte(`{"choices":[{"delta":{"content":"` + strings.Repeat("[{\\\"", 20000) + `"}}]}`))
+	require.NoError(t, err)
+}

@@ -8,9 +8,28 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 )
+
+// MaxEventBytes bounds one line and one event of a stream: its `data:`
+// lines together, or any other line. The largest events providers send are
+// a whole tool call (Gemini sends function calls whole) and Responses'
+// response.completed, which repeats the answer's items: a few MiB at most
+// for a model's longest answer, so 16 MiB is generous and still bounds what
+// one hostile or broken endpoint can make acpd hold (the line being
+// assembled plus the event, at most twice this).
+const MaxEventBytes = 16 << 20
+
+// TooLargeError is a line or an event past the reader's bound. The rest of
+// the body is not read: the answer is unusable, and retrying would only
+// fetch it again.
+type TooLargeError struct{ Limit int }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the model server sent a stream event over %d MiB, the bound of one event; the answer was dropped", e.Limit>>20)
+}
 
 // Kind is what a dispatched server-sent event carries.
 type Kind int
@@ -23,10 +42,11 @@ const (
 
 // Reader splits an SSE body into events. It is lenient where providers
 // are sloppy: \r\n or \n endings, comments anywhere, a pending event flushed
-// at EOF (llama.cpp sends [DONE] without the blank line), and lines of any
-// length (whole tool arguments can arrive in one data line).
+// at EOF (llama.cpp sends [DONE] without the blank line), and long lines
+// (whole tool arguments can arrive in one data line) up to MaxEventBytes.
 type Reader struct {
 	r        *bufio.Reader
+	max      int
 	line     []byte // reassembly buffer for lines longer than the bufio buffer
 	data     []byte
 	errData  []byte
@@ -45,8 +65,11 @@ var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10
 func NewReader(r io.Reader) *Reader {
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(r)
-	return &Reader{r: br}
+	return &Reader{r: br, max: MaxEventBytes}
 }
+
+// SetMax changes the bound of one line and one event (tests).
+func (s *Reader) SetMax(n int) { s.max = n }
 
 // Release returns the buffer; s and the slices it returned are then dead.
 func (s *Reader) Release() {
@@ -76,7 +99,9 @@ func (s *Reader) Next() (Kind, []byte, error) {
 			}
 			continue
 		}
-		s.field(line)
+		if err := s.field(line); err != nil {
+			return 0, nil, err
+		}
 		if eof {
 			if k, d, ok := s.dispatch(); ok {
 				return k, d, nil
@@ -87,16 +112,25 @@ func (s *Reader) Next() (Kind, []byte, error) {
 }
 
 // readLine returns one line without its terminator. At EOF it returns the
-// unterminated tail (possibly empty) together with io.EOF.
+// unterminated tail (possibly empty) together with io.EOF. A line that
+// would pass the bound, with the event pending before it, stops the read
+// there: what is held never exceeds the bound by more than the 64 KiB of
+// the buffer.
 func (s *Reader) readLine() ([]byte, error) {
 	b, err := s.r.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
 		s.line = append(s.line[:0], b...)
 		for errors.Is(err, bufio.ErrBufferFull) {
+			if len(s.line)+len(s.data)+len(s.errData) > s.max {
+				return nil, &TooLargeError{Limit: s.max}
+			}
 			b, err = s.r.ReadSlice('\n')
 			s.line = append(s.line, b...)
 		}
 		b = s.line
+		if cap(s.line) > 1<<20 {
+			s.line = nil // one long line does not pin its buffer for the rest of the stream
+		}
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
@@ -106,10 +140,13 @@ func (s *Reader) readLine() ([]byte, error) {
 	return b, err
 }
 
-func (s *Reader) field(line []byte) {
+func (s *Reader) field(line []byte) error {
+	if len(line)+len(s.data)+len(s.errData) > s.max {
+		return &TooLargeError{Limit: s.max}
+	}
 	if line[0] == ':' {
 		s.comments++
-		return
+		return nil
 	}
 	name, value, found := bytes.Cut(line, []byte{':'})
 	if found && len(value) > 0 && value[0] == ' ' {
@@ -133,6 +170,7 @@ func (s *Reader) field(line []byte) {
 		s.event = append(s.event[:0], value...)
 	}
 	// id:, retry: and unknown fields are ignored, as the SSE spec says.
+	return nil
 }
 
 func (s *Reader) dispatch() (Kind, []byte, bool) {

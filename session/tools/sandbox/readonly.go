@@ -75,8 +75,33 @@ func RunUnconfined(ctx context.Context, dir string, env []string, argv []string)
 	return out.Bytes(), err
 }
 
+// maxReadOnlyOutput bounds what RunReadOnly keeps of a program's stdout:
+// the program reads a repository the workspace wrote (a commit subject, a
+// status line can be as long as it likes), and its callers cut what they
+// show to a few KiB.
+const maxReadOnlyOutput = 1 << 20
+
+// capBuffer keeps the first max bytes written to it and drops the rest,
+// still accepting them, so the program is never blocked on a full pipe.
+// (Not an embedded bytes.Buffer: io.Copy would use its ReadFrom, which
+// takes everything.)
+type capBuffer struct {
+	b   bytes.Buffer
+	max int
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	if room := c.max - c.b.Len(); room > 0 {
+		c.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (c *capBuffer) Bytes() []byte  { return c.b.Bytes() }
+func (c *capBuffer) String() string { return c.b.String() }
+
 // withStderr adds stderr's first line to a failed run's error.
-func withStderr(err error, stderr *bytes.Buffer) error {
+func withStderr(err error, stderr *capBuffer) error {
 	if err == nil {
 		return nil
 	}

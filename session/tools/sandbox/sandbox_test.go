@@ -395,3 +395,19 @@ func TestRunReadOnly(t *testing.T) {
 	_, err = nilPolicy.RunReadOnly(t.Context(), dir, os.Environ(), []string{sh, "-c", "true"})
 	assert.ErrorIs(t, err, sandbox.ErrCannotConfine)
 }
+
+// What RunUnconfined (and RunReadOnly) keeps of a program's output is
+// bounded: a repository can make git print a commit subject of any length.
+// The rest is drained, so the program ends normally.
+func TestRunUnconfined_OutputBounded(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	sh, err := exec.LookPath("sh")
+	require.NoError(t, err)
+	out, err := sandbox.RunUnconfined(t.Context(), t.TempDir(), os.Environ(),
+		[]string{sh, "-c", "head -c 20000000 /dev/zero; head -c 20000000 /dev/zero >&2; exit 3"})
+	require.Error(t, err)
+	assert.Equal(t, 1<<20, len(out))
+	assert.Contains(t, err.Error(), "exit status 3")
+}
