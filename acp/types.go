@@ -24,6 +24,13 @@ const MetaParentToolCallID = "acpd.parentToolCallId"
 // about tools.webFetchAllowPrivate, not about a more permissive mode.
 const MetaPermission = "acpd.permission"
 
+// MetaDecisions is the `_meta` key of a tool call's final
+// tool_call_update that carries its decision trail, when something other
+// than the approval mode alone decided it: a list of {by, verdict,
+// reason} (verdict allow, ask, deny or stop; by a decider's name, or
+// "user" for the answer to a permission request), in order.
+const MetaDecisions = "acpd.decisions"
+
 // PermissionPrivateNetwork is MetaPermission's value for the private
 // network question.
 const PermissionPrivateNetwork = "privateNetwork"

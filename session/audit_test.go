@@ -14,7 +14,6 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/model"
-	"github.com/acpd/acpd/session/shellline"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 )
@@ -254,28 +253,6 @@ func TestDurable_OddCallsReloadToTheLiveHistory(t *testing.T) {
 	got := n2.prov.requests[0].Messages
 	require.NoError(t, checkChatHistory(got))
 	assert.Equal(t, append(live, model.Message{Role: model.RoleUser, Content: "next"}), got)
-}
-
-// §7.4: an invalid-params error found after the turn was cancelled is not
-// counted; three of them do not latch the guard.
-func TestInvalidParamsNotCountedWhenCancelled(t *testing.T) {
-	h := newHarness(t, Options{})
-	s := h.m.session(h.sid)
-	tr := &turn{s: s, g: newGuard(loopdetect.Cap{Max: 100}, true, loopdetect.FailureModeOff, s.log),
-		answered: map[string]string{}, duplicates: map[string]bool{}}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	for _, p := range tr.prepare([]model.ToolCall{
-		{ID: "1", Name: "missing_tool", Arguments: []byte(`{}`)},
-		{ID: "2", Name: "missing_tool", Arguments: []byte(`{}`)},
-		{ID: "3", Name: "missing_tool", Arguments: []byte(`{}`)},
-	}) {
-		tr.runTool(ctx, p)
-	}
-	assert.False(t, tr.g.Detected())
-	// Had any been counted, the threshold of 3 would be reached by two more.
-	assert.False(t, tr.g.RecordInvalidParams("missing_tool", "x"))
-	assert.False(t, tr.g.RecordInvalidParams("missing_tool", "x"))
 }
 
 // §7.6: a failure the tool classifies as UNKNOWN (acpd's spelling) is an
@@ -560,35 +537,6 @@ func TestRepeatedFailureWarnMode(t *testing.T) {
 	}
 }
 
-// §11 for the confirmation kinds the vectors leave out: MCP asks in
-// default and auto-edit; informational calls ask outside yolo; plan mode
-// blocks MCP and writing shell, never reads or informational calls.
-func TestNeedsConfirmationAndPlanBlocking(t *testing.T) {
-	s := &Session{allowAlways: map[string]bool{}}
-	mcpC := tools.Confirmation{Kind: tools.ConfirmMCP, Label: "mcp__s__t"}
-	info := tools.Confirmation{Kind: tools.ConfirmInfo}
-	write := tools.Confirmation{Kind: tools.ConfirmExec, Label: "rm", Shell: shellline.Write}
-	unknown := tools.Confirmation{Kind: tools.ConfirmExec, Label: "make"}
-	tests := []struct {
-		mode    string
-		c       tools.Confirmation
-		ask     bool
-		blocked bool
-	}{
-		{ModeDefault, mcpC, true, false}, {ModeAutoEdit, mcpC, true, false}, {ModeYolo, mcpC, false, false},
-		{ModeDefault, info, true, false}, {ModeAutoEdit, info, false, false}, {ModeYolo, info, false, false},
-		{ModePlan, mcpC, true, true}, {ModePlan, info, true, false}, {ModePlan, write, true, true},
-		{ModePlan, unknown, true, false}, {ModePlan, tools.Confirmation{Kind: tools.ConfirmEdit}, true, true},
-		{ModePlan, tools.Confirmation{}, false, false},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.ask, s.needsConfirmation(tt.mode, tt.c), "ask %s %+v", tt.mode, tt.c)
-		if tt.mode == ModePlan {
-			assert.Equal(t, tt.blocked, planBlocked(tt.c), "blocked %+v", tt.c)
-		}
-	}
-}
-
 // funcProvider streams whatever its function yields.
 type funcProvider func(ctx context.Context, req model.Request, yield func(model.Event, error) bool)
 
@@ -648,18 +596,4 @@ func TestCancelMidStreamKeepsPartialAnswer(t *testing.T) {
 		{Role: model.RoleAssistant, Content: "partial"},
 		{Role: model.RoleUser, Content: "again"},
 	}, reqs[1].Messages)
-}
-
-// §11: an "always allow" answer for a command skips the question in
-// default and auto-edit, but plan mode still confirms a command it cannot
-// classify as read-only.
-func TestPlanModeConfirmsAlwaysAllowedCommand(t *testing.T) {
-	s := &Session{allowAlways: map[string]bool{}}
-	unknown := tools.Confirmation{Kind: tools.ConfirmExec, Label: "make"}
-	s.allowAlways[alwaysKey(unknown)] = true
-	assert.False(t, s.needsConfirmation(ModeDefault, unknown))
-	assert.False(t, s.needsConfirmation(ModeAutoEdit, unknown))
-	assert.True(t, s.needsConfirmation(ModePlan, unknown))
-	ro := tools.Confirmation{Kind: tools.ConfirmExec, Label: "ls", Shell: shellline.ReadOnly}
-	assert.False(t, s.needsConfirmation(ModePlan, ro))
 }

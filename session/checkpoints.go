@@ -15,6 +15,7 @@ import (
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/shellline"
 	"github.com/acpd/acpd/session/store"
+	"github.com/acpd/acpd/session/toolcall"
 	"github.com/acpd/acpd/session/tools"
 )
 
@@ -77,11 +78,17 @@ func (t *turn) endCheckpoint() {
 	}
 }
 
-// checkpoint records what call may change before it runs: the
+// Checkpoint records what call c may change before it runs: the
 // before-images of the files an edit names, or the whole workspace before
 // a shell command that is not read-only or an MCP tool. It returns the
 // text the model gets when the checkpoint failed and the call must not run.
-func (t *turn) checkpoint(call tools.Call, conf tools.Confirmation) string {
+// The calls the session runs itself are not checkpointed: an agent call's
+// own calls are, one by one, and a plan's approval changes nothing.
+func (t *turn) Checkpoint(c *toolcall.Call) string {
+	if c.Body != nil {
+		return ""
+	}
+	call, conf := c.Run, c.Confirm
 	top := t
 	for top.up != nil {
 		top = top.up
@@ -279,31 +286,22 @@ func (s *Session) askRewindConflicts(ctx context.Context, n int, conflicts []str
 	for _, p := range conflicts {
 		locs = append(locs, acp.ToolCallLocation{Path: p})
 	}
-	content := []acp.ToolCallContent{acp.TextContent(text)}
-	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &acp.ToolCall{
-		ToolCallID: id, Title: title, Kind: acp.KindEdit, Status: acp.StatusPending, Content: content, Locations: locs,
-	}})
-	resp, err := s.m.client.RequestPermission(ctx, &acp.RequestPermissionRequest{
-		SessionID: s.id,
-		ToolCall: acp.ToolCallUpdate{
-			ToolCallID: id, Title: &title, Kind: acp.KindEdit, Status: acp.StatusPending, Content: content, Locations: locs,
-		},
-		Options: []acp.PermissionOption{
-			{OptionID: optProceedOnce, Name: "Replace them", Kind: acp.AllowOnce},
-			{OptionID: optCancel, Name: "Keep my versions", Kind: acp.RejectOnce},
-		},
-		Meta: acp.Meta{acp.MetaPermission: acp.PermissionRewindConflict},
+	return toolcall.AskAside(ctx, asker{s}, toolcall.Aside{
+		Card:    acp.ToolCall{ToolCallID: id, Title: title, Kind: acp.KindEdit, Content: []acp.ToolCallContent{acp.TextContent(text)}, Locations: locs},
+		Allow:   acp.PermissionOption{OptionID: toolcall.OptProceedOnce, Name: "Replace them", Kind: acp.AllowOnce},
+		Reject:  acp.PermissionOption{OptionID: toolcall.OptCancel, Name: "Keep my versions", Kind: acp.RejectOnce},
+		Meta:    acp.Meta{acp.MetaPermission: acp.PermissionRewindConflict},
+		Allowed: "Replaced.",
+		Kept:    "Kept the changed files.",
 	})
-	replace := err == nil && resp.Outcome.Outcome == "selected" && resp.Outcome.OptionID == optProceedOnce
-	status, note := acp.StatusCompleted, "Replaced."
-	if !replace {
-		status, note = acp.StatusFailed, "Kept the changed files."
-	}
-	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
-		ToolCallID: id, Status: status, Content: append(content, acp.TextContent(note)),
-	}})
-	if err != nil && ctx.Err() != nil {
-		return false, ctx.Err()
-	}
-	return replace, nil
+}
+
+// asker is a session as toolcall.AskAside asks through it.
+type asker struct{ s *Session }
+
+func (a asker) Update(ctx context.Context, u acp.SessionUpdate) { a.s.update(ctx, u) }
+
+func (a asker) RequestPermission(ctx context.Context, r *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
+	r.SessionID = a.s.id
+	return a.s.m.client.RequestPermission(ctx, r)
 }

@@ -14,7 +14,24 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/model"
+	"github.com/acpd/acpd/session/toolcall"
 	"github.com/acpd/acpd/session/tools"
+)
+
+// The permission options and refusals the tests name, as package toolcall
+// has them.
+const (
+	optProceedOnce          = toolcall.OptProceedOnce
+	optProceedAlways        = toolcall.OptProceedAlways
+	optProceedAlwaysProject = toolcall.OptProceedAlwaysProject
+	optProceedAlwaysUser    = toolcall.OptProceedAlwaysUser
+	optCancel               = toolcall.OptCancel
+	todoWriteTool           = tools.NameTodoWrite
+)
+
+var (
+	permissionOptions  = toolcall.PermissionOptions
+	planBlockedMessage = toolcall.PlanBlockedMessage
 )
 
 // recClient is an acp.Client that records updates and answers permission

@@ -29,18 +29,21 @@ import (
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/telemetry"
+	"github.com/acpd/acpd/session/toolcall"
 	"github.com/acpd/acpd/session/tools"
 	"github.com/acpd/acpd/session/tools/sandbox"
 	"github.com/acpd/acpd/session/usage"
 	"github.com/acpd/acpd/session/workspace"
 )
 
-// Approval modes (ACP mode ids = qwen-code's approval mode values).
+// Approval modes: the ACP mode ids (qwen-code's approval mode values) of
+// toolcall.Mode, which the deciders read; the session keeps the id it is
+// sent and sends.
 const (
-	ModePlan     = "plan"
-	ModeDefault  = "default"
-	ModeAutoEdit = "auto-edit"
-	ModeYolo     = "yolo"
+	ModePlan     = string(toolcall.ModePlan)
+	ModeDefault  = string(toolcall.ModeDefault)
+	ModeAutoEdit = string(toolcall.ModeAutoEdit)
+	ModeYolo     = string(toolcall.ModeYolo)
 )
 
 var availableModes = []acp.SessionMode{
@@ -101,6 +104,10 @@ type Options struct {
 
 	// ApprovalMode is the initial mode of new sessions (default "default").
 	ApprovalMode string
+	// Deciders take part in deciding about every tool call of every
+	// session, after plan mode and before the session's "always" grants
+	// (package toolcall); none by default.
+	Deciders []toolcall.Decider
 	// Tools builds the tool registry of a session; nil means no tools.
 	Tools func() *tools.Registry
 	// ShellTimeout and MaxOutputBytes are passed to tools through tools.Env.

@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/acpd/acpd/acp"
-	"github.com/acpd/acpd/loopdetect"
-	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 )
@@ -93,84 +90,10 @@ func (t *turn) end(resp *acp.PromptResponse, err error) (*acp.PromptResponse, er
 	return resp, err
 }
 
-// open records a tool call's first frame, then shows it.
-func (t *turn) open(ctx context.Context, p pcall, tc acp.ToolCall) {
-	if tc.Name == "" {
-		// The name the call was made with: the registered name
-		// (mcp__server__tool, agent), or what the model asked for.
-		tc.Name = p.Name
-	}
-	// Every tool call is shown through here: its title (the model's
-	// command, path or tool name) and its text content may carry control
-	// and bidi characters that would rewrite what the user sees.
-	tc.Title = display.Line(tc.Title)
-	tc.Content = shownContent(tc.Content)
-	t.rec(store.Record{Kind: store.KindToolCall, Tool: &store.ToolCallRecord{
-		ToolCallID: tc.ToolCallID, Name: p.Name, Title: tc.Title, Kind: tc.Kind, Status: tc.Status,
-		Locations: tc.Locations, RawInput: rawJSON(tc.RawInput), Content: tc.Content,
-	}})
-	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCall, ToolCall: &tc})
-}
-
-// close records a tool call's outcome with the text the model receives
-// (llm), then shows the final frame.
-func (t *turn) close(ctx context.Context, p pcall, u acp.ToolCallUpdate, llm string) {
-	t.rec(store.Record{Kind: store.KindToolResult, Tool: &store.ToolCallRecord{
-		ToolCallID: u.ToolCallID, Name: p.Name, Kind: u.Kind, Status: u.Status, Locations: u.Locations,
-		RawOutput: rawJSON(u.RawOutput), Content: u.Content, ModelText: llm,
-		ResultHash: t.resultHash(u.ToolCallID, u.Status == acp.StatusFailed, llm),
-	}})
-	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &u})
-}
-
-// resultHash digests a call's result for the result signal
-// (loopdetect.ResultHash), keeps it for the batch loop to give the guard
-// (resultOf), and returns it as the transcript writes it. Decision: it is
-// computed whatever model.stuckSignal says, so `acpd stats --what-if
-// --stuck-signal results` can replay turns recorded under "calls".
-func (t *turn) resultHash(id string, failed bool, llm string) string {
-	h := loopdetect.ResultHash(failed, llm)
-	t.mu.Lock()
-	if t.results == nil {
-		t.results = map[string]uint64{}
-	}
-	t.results[id] = h
-	t.mu.Unlock()
-	return loopdetect.FormatResultHash(h)
-}
-
-// resultOf hands out the digest resultHash kept for the call id.
-func (t *turn) resultOf(id string) (uint64, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	h, ok := t.results[id]
-	delete(t.results, id)
-	return h, ok
-}
-
 // recordPlan records and shows a plan update.
 func (t *turn) recordPlan(ctx context.Context, plan []acp.PlanEntry) {
 	t.rec(store.Record{Kind: store.KindPlan, Plan: plan})
 	t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdatePlan, Entries: plan})
-}
-
-// rawJSON encodes a frame's rawInput/rawOutput; nil stays absent, and a
-// value that cannot be encoded is dropped rather than failing the record.
-func rawJSON(v any) json.RawMessage {
-	switch v := v.(type) {
-	case nil:
-		return nil
-	case json.RawMessage:
-		if len(v) == 0 || !json.Valid(v) {
-			return nil
-		}
-		return v
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	return b
 }
 
 // recordedCalls is a response's calls as recorded: the history's calls
@@ -185,28 +108,6 @@ func recordedCalls(calls []model.ToolCall) []store.ToolCall {
 			args, _ = json.Marshal(string(args))
 		}
 		out = append(out, store.ToolCall{ID: c.ID, Name: c.Name, Arguments: args, Invalid: c.Invalid, Thinking: c.Thinking})
-	}
-	return out
-}
-
-// shownContent is content with its text blocks passed through
-// display.Text, for the tool-call card and the permission request (the
-// command or plan asked about). Diffs are left exact: they are the file.
-func shownContent(cs []acp.ToolCallContent) []acp.ToolCallContent {
-	var out []acp.ToolCallContent
-	for i, c := range cs {
-		if c.Content == nil || c.Content.Type != "text" || display.Text(c.Content.Text) == c.Content.Text {
-			continue
-		}
-		if out == nil {
-			out = slices.Clone(cs)
-		}
-		b := *c.Content
-		b.Text = display.Text(b.Text)
-		out[i].Content = &b
-	}
-	if out == nil {
-		return cs
 	}
 	return out
 }

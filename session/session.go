@@ -14,6 +14,7 @@ import (
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
+	"github.com/acpd/acpd/session/toolcall"
 	"github.com/acpd/acpd/session/tools"
 	"github.com/acpd/acpd/session/tools/confine"
 	"github.com/acpd/acpd/session/tools/sandbox"
@@ -91,15 +92,17 @@ type Session struct {
 	freeOnce sync.Once
 	freeErr  error
 
-	// mu guards mode, model, allowAlways and prompts; never held while
+	// mu guards mode, model and prompts; never held while
 	// calling the client or waiting for the semaphore.
 	mu    sync.Mutex
 	mode  string
 	model string
 	// thought is the thinking level the editor chose for the session ("":
 	// the model's default); it goes with every request as ThinkingLevel.
-	thought     string
-	allowAlways map[string]bool // "always allow" labels remembered for this session
+	thought string
+	// grants are the "always allow" answers of the session (its subagent
+	// runs use their base's).
+	grants toolcall.Grants
 	// beforeYolo is the mode auto_approve turned into yolo, for turning
 	// it off.
 	beforeYolo string

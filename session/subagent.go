@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -57,26 +58,16 @@ const (
 	errTypeSubagentFailed = "SUBAGENT_FAILED"
 )
 
-// runAgent runs a built agent call: the call's frames, the subagent run
-// nested under it, and its answer as the result.
-func (t *turn) runAgent(ctx context.Context, p pcall, call *agents.Call, meta acp.Meta) toolRun {
-	id := p.acpID
-	t.open(ctx, p, acp.ToolCall{
-		ToolCallID: id, Title: call.Title(), Kind: acp.KindOther, Status: acp.StatusInProgress, RawInput: p.args, Meta: meta,
-	})
+// runAgent runs a built agent call: the subagent run nested under it, and
+// its answer as the call's result; stop when a permission request inside
+// the run was cancelled (the parent's batch stops as for one of its own).
+func (t *turn) runAgent(ctx context.Context, id string, call *agents.Call) (tools.Result, bool) {
 	res := t.s.runSubagent(ctx, t, id, call)
-	st := acp.StatusCompleted
-	obs := failureObservation{terminal: "success", execution: "success", tool: p.Name}
-	switch {
-	case ctx.Err() != nil:
-		st, obs = acp.StatusFailed, failureObservation{terminal: "cancelled", execution: "cancelled", tool: p.Name}
-	case res.failed:
-		st, obs = acp.StatusFailed, failureObservation{terminal: "error", execution: "error", tool: p.Name, errType: res.errType}
+	r := tools.Result{LLMContent: res.text, Content: []acp.ToolCallContent{acp.TextContent(res.text)}, RawOutput: res.rawOutput}
+	if res.failed || ctx.Err() != nil {
+		r.Err, r.ErrType = errors.New(firstLine(res.text)), res.errType
 	}
-	t.close(ctx, p, acp.ToolCallUpdate{
-		ToolCallID: id, Status: st, Content: []acp.ToolCallContent{acp.TextContent(res.text)}, RawOutput: res.rawOutput,
-	}, res.text)
-	return toolRun{llm: res.text, permissionStop: res.permissionStop, obs: obs}
+	return r, res.permissionStop
 }
 
 // runSubagent runs call's agent for the agent call parentID of turn pt and
@@ -86,13 +77,8 @@ func (s *Session) runSubagent(ctx context.Context, pt *turn, parentID string, ca
 	a := call.Agent
 	c := s.child(a, parentID)
 	o := s.m.opts
-	t := &turn{
-		s:          c,
-		g:          newGuard(o.Cap, o.SkipLoopDetection, o.FailureGuard, c.log),
-		answered:   map[string]string{},
-		duplicates: map[string]bool{},
-		up:         pt,
-	}
+	t := &turn{s: c, g: newGuard(o.Cap, o.SkipLoopDetection, o.FailureGuard, c.log), up: pt}
+	t.tc = t.newToolTurn()
 	ctx, span := o.Telemetry.StartSubagent(ctx, s.id, a.Name, c.getModel(), call.Prompt)
 	c.history = []model.Message{{Role: model.RoleUser, Content: call.Prompt}}
 	t.rec(store.Record{Kind: store.KindAgentStart, Agent: &store.AgentRun{

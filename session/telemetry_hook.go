@@ -40,14 +40,3 @@ func (t *turn) telemetryEnd(resp *acp.PromptResponse, err error) telemetry.TurnE
 	}
 	return e
 }
-
-// telemetryErrorType is a tool call's error.type: "" when it succeeded.
-func (o failureObservation) telemetryErrorType() string {
-	switch {
-	case o.terminal == "success" || o.terminal == "":
-		return ""
-	case o.errType != "":
-		return o.errType
-	}
-	return o.terminal
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,12 +13,12 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
-	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/checkpoint"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tokens"
+	"github.com/acpd/acpd/session/toolcall"
 	"github.com/acpd/acpd/session/turnguard"
 	"github.com/acpd/acpd/session/usage"
 )
@@ -28,11 +27,6 @@ import (
 type turn struct {
 	s *Session
 	g *turnguard.Guard
-	// answered holds the provider call ids answered in this prompt;
-	// duplicates those answered as a replay. Both are per prompt, so
-	// tracking is cleared between prompts (vector 104).
-	answered   map[string]string // provider id -> repeat key of the call answered under it
-	duplicates map[string]bool
 	// recErr is the first transcript write that failed in this turn; the
 	// turn stops at its next step and answers -32603 naming it.
 	recErr error
@@ -44,9 +38,11 @@ type turn struct {
 	final string
 	// permStop is set when a cancelled permission request ended the turn.
 	permStop bool
-	// mu guards recErr, answered and the guard while the agent calls of
-	// one response run concurrently (runAgents); the turn is otherwise
-	// single-threaded.
+	// tc is the turn's tool calls: their lifecycle, the deciders and what
+	// the turn remembers of the calls answered (package toolcall).
+	tc *toolcall.Turn
+	// mu guards recErr while the agent calls of one response run
+	// concurrently; the turn is otherwise single-threaded.
 	mu sync.Mutex
 	// meter adds up the tokens of every request made for the turn (its
 	// own, summaries, subagents); see charge.
@@ -66,20 +62,13 @@ type turn struct {
 	// cpErr is why the store could not be opened (checkpoints.go).
 	cp    *checkpoint.Recorder
 	cpErr error
-	// results holds the result digests of the batch's calls that ran, by
-	// toolCallId, until the batch loop gives them to the guard (mu).
-	results map[string]uint64
 }
 
 var cancelled = &acp.PromptResponse{StopReason: acp.StopCancelled}
 
 func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg model.Message) (resp *acp.PromptResponse, err error) {
-	t := &turn{
-		s:          s,
-		g:          newGuard(s.m.opts.Cap, s.m.opts.SkipLoopDetection, s.m.opts.FailureGuard, s.log),
-		answered:   map[string]string{},
-		duplicates: map[string]bool{},
-	}
+	t := &turn{s: s, g: newGuard(s.m.opts.Cap, s.m.opts.SkipLoopDetection, s.m.opts.FailureGuard, s.log)}
+	t.tc = t.newToolTurn()
 	// Telemetry (off: a no-op): the turn's span ends after the transcript's
 	// turn end below, with the final answer.
 	ctx, tspan := s.m.opts.Telemetry.StartTurn(ctx, s.id, s.getModel(), msg.Content)
@@ -142,9 +131,10 @@ func (t *turn) loop(ctx context.Context, hadLoopContext bool) (*acp.PromptRespon
 			// never run, are answered as cancelled (with their frames, sent
 			// before the prompt answers): a provider refuses a history
 			// holding calls without results.
-			ps := t.prepare(res.calls)
-			t.appendAssistant(res, ps)
-			s.history = append(s.history, t.skipAll(ctx, ps, loopdetect.ToolExecutionCancelledMessage)...)
+			cs := t.tc.Prepare(res.calls)
+			t.appendAssistant(res, cs)
+			t.tc.SkipAll(ctx, cs, loopdetect.ToolExecutionCancelledMessage)
+			s.history = append(s.history, (&toolcall.Batch{Calls: cs}).Messages()...)
 			return cancelled, nil
 		}
 		if err != nil {
@@ -160,8 +150,8 @@ func (t *turn) loop(ctx context.Context, hadLoopContext bool) (*acp.PromptRespon
 			s.log.Error("model request failed", "err", err)
 			return nil, s.modelError(err)
 		}
-		ps := t.prepare(res.calls)
-		t.appendAssistant(res, ps)
+		cs := t.tc.Prepare(res.calls)
+		t.appendAssistant(res, cs)
 		if t.recErr != nil {
 			return nil, storeError(s.id, t.recErr)
 		}
@@ -188,11 +178,11 @@ func (t *turn) loop(ctx context.Context, hadLoopContext bool) (*acp.PromptRespon
 			}
 			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
 		}
-		out := t.runToolCalls(ctx, ps)
-		s.history = append(s.history, out.messages...)
-		if out.reminder != "" {
-			s.history = append(s.history, model.Message{Role: model.RoleUser, Content: out.reminder})
-			t.rec(store.Record{Kind: store.KindReminder, Text: out.reminder})
+		out := t.tc.RunBatch(ctx, cs)
+		s.history = append(s.history, out.Messages()...)
+		for _, a := range out.Appended {
+			s.history = append(s.history, a.Message)
+			t.rec(a.Record)
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -212,7 +202,7 @@ func (t *turn) loop(ctx context.Context, hadLoopContext bool) (*acp.PromptRespon
 			}
 			t.rec(store.Record{Kind: store.KindLoopStop, Loop: stop})
 			return nil, t.g.Err()
-		case out.permissionStop:
+		case out.Stop:
 			t.permStop = true
 			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
 		}
@@ -264,14 +254,14 @@ type streamResult struct {
 }
 
 // appendAssistant adds a model response to the history and records it:
-// reasoning, text, then the calls as prepared (historyCalls), so the live
-// history and a reloaded one are the same.
-func (t *turn) appendAssistant(r streamResult, ps []pcall) {
-	if r.text == "" && r.reasoning == "" && len(r.thinking) == 0 && len(ps) == 0 {
+// reasoning, text, then the calls as prepared (toolcall.HistoryCalls), so
+// the live history and a reloaded one are the same.
+func (t *turn) appendAssistant(r streamResult, cs []*toolcall.Call) {
+	if r.text == "" && r.reasoning == "" && len(r.thinking) == 0 && len(cs) == 0 {
 		return
 	}
 	s := t.s
-	calls := historyCalls(ps)
+	calls := toolcall.HistoryCalls(cs)
 	s.history = append(s.history, model.Message{
 		Role: model.RoleAssistant, Content: r.text, Reasoning: r.reasoning, Thinking: r.thinking, ToolCalls: calls,
 	})
@@ -289,35 +279,6 @@ func (t *turn) appendAssistant(r streamResult, ps []pcall) {
 	if len(calls) > 0 {
 		t.rec(store.Record{Kind: store.KindToolCalls, ToolCalls: recordedCalls(calls)})
 	}
-}
-
-// nameless is the name a call the model sent without one carries in the
-// history: providers refuse a tool call without a name, and the model still
-// has to see its call answered with "Missing function name". The guard
-// counts such calls under "unknown_tool" (§7.4), as qwen-code does.
-const nameless = turnguard.UnknownTool
-
-// historyCalls is how the model's history holds a response's calls: the
-// calls deduplicated by provider id (§10 step 1; a call dropped there never
-// runs and is never answered), each under its ACP toolCallId, which is
-// unique within the session where provider ids need not be (reused, or
-// missing), so every call is answered exactly once.
-func historyCalls(ps []pcall) []model.ToolCall {
-	if len(ps) == 0 {
-		return nil
-	}
-	out := make([]model.ToolCall, 0, len(ps))
-	for _, p := range ps {
-		c := model.ToolCall{ID: p.acpID, Name: p.Name, Arguments: p.Arguments, Invalid: p.Invalid, Thinking: p.Thinking}
-		if c.Name == "" {
-			c.Name = nameless
-		}
-		if len(c.Arguments) == 0 {
-			c.Arguments = json.RawMessage("{}")
-		}
-		out = append(out, c)
-	}
-	return out
 }
 
 // watchRetries makes a provider's retry after a busy answer (429, 503,
@@ -432,260 +393,10 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 	return r, nil
 }
 
-// batchOutcome is what runToolCalls hands back to the turn loop.
-type batchOutcome struct {
-	messages       []model.Message // tool results, in call order
-	permissionStop bool
-	reminder       string
-}
-
-// pcall is one provider call prepared for execution.
-type pcall struct {
-	model.ToolCall
-	id    string // provider id, or generated when the provider sent none
-	acpID string // the ACP toolCallId, unique within the session
-	dup   bool   // a replay of a call already answered in this prompt
-	args  any    // decoded arguments, for rawInput and the repeat key
-	key   string // the (tool, args) repeat key
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// prepare deduplicates the calls of one model response by id, marks
-// provider replays (§10 steps 1–3) and gives each call its ACP toolCallId.
-func (t *turn) prepare(calls []model.ToolCall) []pcall {
-	seen := map[string]bool{}
-	out := make([]pcall, 0, len(calls))
-	for i, c := range calls {
-		id := c.ID
-		if id == "" {
-			name := c.Name
-			if name == "" {
-				name = "tool"
-			}
-			id = fmt.Sprintf("%s-%s-%d", name, randomHex(8), i)
-		}
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		p := pcall{ToolCall: c, id: id, acpID: t.s.newToolCallID(id)}
-		if c.Invalid == "" && len(c.Arguments) > 0 {
-			if err := json.Unmarshal(c.Arguments, &p.args); err != nil {
-				p.args = string(c.Arguments)
-			}
-		} else {
-			p.args = string(c.Arguments)
-		}
-		if p.args == nil || p.args == "" {
-			p.args = map[string]any{}
-		}
-		p.key = loopdetect.ToolCallRepeatKey(p.Name, p.args)
-		// A replay is the same provider id carrying the same call. Some
-		// OpenAI-compatible servers number ids per response ("call_0" every
-		// time), so an id alone is not proof of a replay: a different call
-		// under a reused id runs as a new call.
-		p.dup = t.answered[id] == p.key
-		out = append(out, p)
-	}
-	return out
-}
-
-func toolMessage(p pcall, content string) model.Message {
-	return model.Message{Role: model.RoleTool, ToolCallID: p.acpID, Name: p.Name, Content: content}
-}
-
-// skipAll shows every call of ps as skipped for reason and returns their
-// tool results.
-func (t *turn) skipAll(ctx context.Context, ps []pcall, reason string) []model.Message {
-	out := make([]model.Message, 0, len(ps))
-	for _, p := range ps {
-		t.skip(ctx, p, reason)
-		out = append(out, toolMessage(p, reason))
-	}
-	return out
-}
-
-// runToolCalls executes one model response's calls, prepared (§10).
-func (t *turn) runToolCalls(ctx context.Context, ps []pcall) batchOutcome {
-	var out batchOutcome
-
-	// A provider id already answered as a duplicate, repeated again: the
-	// model is replaying; stop the turn (§7.5).
-	for _, p := range ps {
-		if p.dup && t.duplicates[p.id] {
-			t.g.RecordDuplicateReplay(p.id, p.Name)
-			// qwen-code returns no parts here; acpd answers every call
-			// with the skip message, since an OpenAI-style history needs
-			// a result for each call (deliberate deviation).
-			out.messages = t.skipAll(ctx, ps, loopdetect.LoopDetectedSkipMessage)
-			return out
-		}
-	}
-
-	// The daemon guard counts the whole response before anything runs.
-	keys := make([]string, 0, len(ps))
-	names := make([]string, 0, len(ps))
-	for _, p := range ps {
-		if !p.dup {
-			keys = append(keys, p.key)
-			names = append(names, p.Name)
-		}
-	}
-	if t.g.RecordBatch(keys, names) {
-		out.messages = t.skipAll(ctx, ps, loopdetect.LoopDetectedSkipMessage)
-		return out
-	}
-
-	var obs []failureObservation
-	for i := 0; i < len(ps); {
-		if n := agentRun(ps[i:]); n > 1 {
-			// Consecutive agent calls run concurrently (§10 step 3).
-			group := ps[i : i+n]
-			for j, r := range t.runAgents(ctx, group, out.permissionStop) {
-				out.messages = append(out.messages, toolMessage(group[j], r.llm))
-				if r.observed {
-					obs = append(obs, r.obs)
-				}
-				out.permissionStop = out.permissionStop || r.permissionStop
-			}
-			i += n
-			continue
-		}
-		r := t.call(ctx, ps[i], out.permissionStop)
-		out.messages = append(out.messages, toolMessage(ps[i], r.llm))
-		if r.observed {
-			obs = append(obs, r.obs)
-		}
-		out.permissionStop = out.permissionStop || r.permissionStop
-		i++
-	}
-	// The results go to the result signal in call order, after the batch
-	// ran, as the guard would have seen them one by one.
-	for _, p := range ps {
-		if h, ok := t.resultOf(p.acpID); ok && !p.dup {
-			t.g.ObserveResult(p.key, h)
-		}
-	}
-	if ctx.Err() == nil && !t.g.Detected() && !out.permissionStop {
-		out.reminder = failureVerdict(t.g, obs)
-	}
-	if w := t.g.TakeWarning(); w != "" && ctx.Err() == nil && !t.g.Detected() {
-		// model.loopRecovery = "warn": the model reads the warning after
-		// the results of the batch that fired; the editor is shown it.
-		// A client without notices gets the text as agent text at once
-		// (the notice's own fallback for this kind is the log only).
-		out.reminder = joinReminders(out.reminder, w)
-		t.s.notify(ctx, notice.LoopWarning, w)
-		if !t.s.base().notes.Enabled() {
-			b := acp.TextBlock("\n\n" + w + "\n\n")
-			t.s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b})
-		}
-	}
-	return out
-}
-
-// joinReminders puts two user-role reminders in one message.
-func joinReminders(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "\n\n" + b
-}
-
-// call runs one call of a batch, or shows it skipped once the turn was
-// cancelled, a loop was detected or a permission was cancelled (stop).
-// observed is set when the repeated-failure guard learns from the result.
-func (t *turn) call(ctx context.Context, p pcall, stop bool) (r toolRun) {
-	t.mu.Lock()
-	detected := t.g.Detected()
-	t.mu.Unlock()
-	switch {
-	case ctx.Err() != nil:
-		t.skip(ctx, p, loopdetect.ToolExecutionCancelledMessage)
-		return toolRun{llm: loopdetect.ToolExecutionCancelledMessage}
-	case detected:
-		t.skip(ctx, p, loopdetect.LoopDetectedSkipMessage)
-		return toolRun{llm: loopdetect.LoopDetectedSkipMessage}
-	case stop:
-		t.skip(ctx, p, loopdetect.PermissionCancelSkipMessage)
-		return toolRun{llm: loopdetect.PermissionCancelSkipMessage}
-	case p.dup:
-		msg := fmt.Sprintf("Duplicate provider tool call id %q: this call was already answered in this turn and was not executed again.", p.id)
-		t.duplicates[p.id] = true
-		t.skip(ctx, p, msg)
-		return toolRun{llm: msg, observed: true, obs: failureObservation{providerDuplicate: true}}
-	}
-	tctx, span := t.s.m.opts.Telemetry.StartTool(ctx, p.Name, p.acpID, p.Arguments)
-	r = t.runTool(tctx, p)
-	span.End(r.obs.telemetryErrorType())
-	t.mu.Lock()
-	t.answered[p.id] = p.key
-	t.mu.Unlock()
-	r.observed = true
-	return r
-}
-
-// agentRun is how many calls at the start of ps are agent calls that will
-// run (not provider replays).
-func agentRun(ps []pcall) int {
-	n := 0
-	for n < len(ps) && ps[n].Name == agents.ToolName && !ps[n].dup {
-		n++
-	}
-	return n
-}
-
-// runAgents runs consecutive agent calls concurrently, at most
-// Options.AgentConcurrency at a time, and returns their results in call
-// order. As in the reference, once a loop is detected or the turn is
-// cancelled the calls not yet started are skipped, and those running settle.
-func (t *turn) runAgents(ctx context.Context, group []pcall, stop bool) []toolRun {
-	out := make([]toolRun, len(group))
-	sem := make(chan struct{}, t.s.m.opts.AgentConcurrency)
-	var stopped atomic.Bool
-	stopped.Store(stop)
-	var wg sync.WaitGroup
-	for i, p := range group {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			out[i] = t.call(ctx, p, stopped.Load()) // shown as cancelled
-			continue
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			out[i] = t.call(ctx, p, stopped.Load())
-			if out[i].permissionStop {
-				stopped.Store(true)
-			}
-		})
-	}
-	wg.Wait()
-	return out
-}
-
-// skip shows a call that never ran: a pending tool_call, then a failed
-// update carrying the reason (Decision 5: ACP wants the tool_call first).
-func (t *turn) skip(ctx context.Context, p pcall, reason string) {
-	title, kind := p.Name, acp.KindOther
-	if title == "" {
-		title = "unknown tool"
-	}
-	if tl, ok := t.s.tools.Get(p.Name); ok {
-		kind = tl.Kind()
-	}
-	t.open(ctx, p, acp.ToolCall{
-		ToolCallID: p.acpID, Title: title, Kind: kind, Status: acp.StatusPending, RawInput: p.args,
-		Meta: acp.Meta{"toolName": p.Name},
-	})
-	t.close(ctx, p, acp.ToolCallUpdate{
-		ToolCallID: p.acpID, Status: acp.StatusFailed, Content: []acp.ToolCallContent{acp.TextContent(reason)},
-	}, reason)
 }
 
 // newToolCallID returns an ACP toolCallId unique within the session: the

@@ -15,7 +15,6 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session/model"
-	"github.com/acpd/acpd/session/shellline"
 	"github.com/acpd/acpd/session/tools"
 )
 
@@ -336,27 +335,6 @@ func TestVector124_UnknownModeAndConfigID(t *testing.T) {
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, acp.CodeInvalidParams, e.Code)
 	assert.Equal(t, "Unsupported configId: foo", e.Message)
-}
-
-func TestNeedsConfirmation(t *testing.T) {
-	s := &Session{allowAlways: map[string]bool{}}
-	edit := tools.Confirmation{Kind: tools.ConfirmEdit}
-	exec := tools.Confirmation{Kind: tools.ConfirmExec, Label: "npm test"}
-	ro := tools.Confirmation{Kind: tools.ConfirmExec, Label: "ls", Shell: shellline.ReadOnly}
-	read := tools.Confirmation{Kind: tools.ConfirmNone}
-	tests := []struct {
-		mode string
-		c    tools.Confirmation
-		want bool
-	}{
-		{ModeYolo, exec, false}, {ModeYolo, edit, false},
-		{ModeDefault, read, false}, {ModeDefault, edit, true}, {ModeDefault, exec, true}, {ModeDefault, ro, true},
-		{ModeAutoEdit, edit, false}, {ModeAutoEdit, exec, true},
-		{ModePlan, ro, false}, {ModePlan, exec, true}, {ModePlan, read, false},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, s.needsConfirmation(tt.mode, tt.c), "%s %+v", tt.mode, tt.c)
-	}
 }
 
 func TestPrompt_SecondPromptCancelsFirst(t *testing.T) {

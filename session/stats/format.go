@@ -174,6 +174,18 @@ func (rep *Report) writeTable(w io.Writer) error {
 		parts = append(parts, fmt.Sprintf("%d: %d", k, s.MaxRepeatEndTurn[k]))
 	}
 	fmt.Fprintf(w, "max repeat of one call in end_turn turns (repeat: turns): %s\n", strings.Join(parts, ", "))
+	if len(s.Decided) > 0 {
+		fmt.Fprintf(w, "decided calls (decider verdict: calls): %s\n", joinCountsSep(s.Decided, ": "))
+		for _, t := range rep.Turns {
+			for _, d := range t.Decided {
+				if d.Refused() {
+					// The reason may quote the model's command or a rule.
+					fmt.Fprintf(w, "  %s turn %s: %s refused by %s: %s\n", shortID(t.Session), t.Label(),
+						display.Line(d.Tool), display.Line(d.By), display.Line(d.Reason))
+				}
+			}
+		}
+	}
 	if wi := s.WhatIf; wi != nil {
 		c := wi.Settings.Cap
 		mode := "adaptive"
@@ -237,7 +249,11 @@ func durationText(t *Turn) string {
 	}
 }
 
-func joinCounts(m map[string]int) string {
+func joinCounts(m map[string]int) string { return joinCountsSep(m, " ") }
+
+// joinCountsSep is joinCounts with sep between a key and its count (keys
+// that hold a space need another).
+func joinCountsSep(m map[string]int, sep string) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -250,7 +266,7 @@ func joinCounts(m map[string]int) string {
 	})
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		parts = append(parts, k+sep+strconv.Itoa(m[k]))
 	}
 	return strings.Join(parts, ", ")
 }

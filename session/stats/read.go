@@ -107,6 +107,7 @@ func (r *reader) key(c store.ToolCall) (key, name string) {
 
 var (
 	dupMarker        = []byte(`"modelText":"Duplicate provider tool call id `)
+	decisionsMarker  = []byte(`"decisions":[`)
 	resultHashMarker = []byte(`"resultHash":"`)
 )
 
@@ -192,7 +193,7 @@ func (s *sessionRead) line(kind store.Kind, line []byte) error {
 				}
 			}
 		}
-		if !bytes.Contains(line, dupMarker) {
+		if !bytes.Contains(line, dupMarker) && !bytes.Contains(line, decisionsMarker) {
 			return nil
 		}
 	case store.KindUsage:
@@ -230,6 +231,11 @@ func (s *sessionRead) record(rec *store.Record) {
 		}
 		if strings.HasPrefix(rec.Tool.ModelText, "Duplicate provider tool call id ") {
 			s.dups[idHash(rec.Tool.ToolCallID)] = true
+		}
+		if len(rec.Tool.Decisions) > 0 {
+			if t := s.turnOf(rec.Parent); t != nil {
+				t.Decided = append(t.Decided, decided(rec.Tool))
+			}
 		}
 	case store.KindLoopStop:
 		l := *rec.Loop
@@ -284,6 +290,20 @@ func (s *sessionRead) usage(rec *store.Record) {
 	default:
 		s.cur.addUsage(rec.Usage, false)
 	}
+}
+
+// turnOf is the turn a record of parent belongs to: the prompt turn, or
+// its subagent run; nil outside a turn.
+func (s *sessionRead) turnOf(parent string) *Turn {
+	switch {
+	case s.cur == nil:
+		return nil
+	case parent == "":
+		return s.cur
+	case s.runs[parent] != nil:
+		return &s.runs[parent].turn
+	}
+	return nil
 }
 
 func (s *sessionRead) startTurn(t time.Time) {

@@ -33,6 +33,9 @@ type Summary struct {
 	CachedShare float64      `json:"cachedShare"`
 	// Costs adds up the turns' costs by currency (empty without prices).
 	Costs map[string]float64 `json:"costs,omitempty"`
+	// Decided counts the calls decided by something other than the
+	// approval mode alone, by who and what ("user allow", "rules deny").
+	Decided map[string]int `json:"decided,omitempty"`
 	// Skipped counts transcript lines that could not be read (torn or damaged).
 	Skipped int `json:"skippedLines"`
 }
@@ -66,6 +69,12 @@ func (rep *Report) summarise(whatIf *Settings) {
 			s.TurnsPast100++
 		}
 		s.Outcomes[t.OutcomeText()]++
+		for _, d := range t.Decided {
+			if s.Decided == nil {
+				s.Decided = map[string]int{}
+			}
+			s.Decided[d.By+" "+d.Verdict]++
+		}
 		if t.Outcome == "end_turn" {
 			s.MaxRepeatEndTurn[t.MaxRepeat]++
 		}

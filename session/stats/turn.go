@@ -63,6 +63,48 @@ type Turn struct {
 	// Cost is the turn's cost at the prices configured when it ran; nil
 	// when none were.
 	Cost *Cost `json:"cost,omitempty"`
+	// Decided lists, in order, the calls something other than the
+	// approval mode alone decided: refused by a decider, allowed by one
+	// (an "always" grant, a rule, the sandbox), or asked about and
+	// answered by the user.
+	Decided []Decided `json:"decided,omitempty"`
+}
+
+// Decided is the decision that decided one call: the user's answer when
+// the call was asked about, else the strictest decider's.
+type Decided struct {
+	ToolCallID string `json:"toolCallId"`
+	Tool       string `json:"tool"`
+	By         string `json:"by"`
+	Verdict    string `json:"verdict"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// Refused reports a call that did not run because a decider or the user
+// refused it.
+func (d Decided) Refused() bool { return d.Verdict == "deny" || d.Verdict == "stop" }
+
+// verdictRank orders the recorded verdicts from the mildest.
+var verdictRank = map[string]int{"abstain": 0, "allow": 1, "ask": 2, "deny": 3, "stop": 4}
+
+// decided is the deciding decision of a recorded trail.
+func decided(tc *store.ToolCallRecord) Decided {
+	var win *store.Decision
+	for i := range tc.Decisions {
+		d := &tc.Decisions[i]
+		switch {
+		case d.After:
+		case d.By == "user":
+			win = d
+		case win != nil && win.By == "user":
+		case win == nil || verdictRank[d.Verdict] > verdictRank[win.Verdict]:
+			win = d
+		}
+	}
+	if win == nil {
+		return Decided{ToolCallID: tc.ToolCallID, Tool: tc.Name}
+	}
+	return Decided{ToolCallID: tc.ToolCallID, Tool: tc.Name, By: win.By, Verdict: win.Verdict, Reason: win.Reason}
 }
 
 // Cost is an amount in a currency.

@@ -68,6 +68,16 @@ func (r *Record) encode(b []byte) ([]byte, error) {
 		}
 	}
 	str("modelText", t.ModelText)
+	if len(t.Decisions) > 0 {
+		// Rare (a call something other than the approval mode decided),
+		// so encoded the ordinary way.
+		j, err := json.Marshal(t.Decisions)
+		if err != nil {
+			return b, err
+		}
+		b = append(b, `,"decisions":`...)
+		b = append(b, j...)
+	}
 	return append(b, "}}"...), nil
 }
 

@@ -45,6 +45,9 @@ func TestEncode_MatchesMarshal(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			rec.Parent = pick() // a subagent run's record: still the fast path
 		}
+		if rng.IntN(4) == 0 {
+			rec.Tool.Decisions = []Decision{{By: pick(), Verdict: "deny", Reason: pick()}, {By: "user", Verdict: "allow", After: true, Context: pick()}}
+		}
 		switch rng.IntN(4) {
 		case 0:
 			rec.Text = "not tool-only" // takes the generic path

@@ -136,6 +136,21 @@ type ToolCallRecord struct {
 	RawOutput  json.RawMessage        `json:"rawOutput,omitempty"`
 	Content    []acp.ToolCallContent  `json:"content,omitempty"`
 	ModelText  string                 `json:"modelText,omitempty"`
+	// Decisions is the call's decision trail (package toolcall), in a
+	// tool_result: absent when the approval mode alone let it run.
+	Decisions []Decision `json:"decisions,omitempty"`
+}
+
+// Decision is one entry of a tool call's decision trail: who decided
+// (a decider's name, "user" for the editor's answer), the verdict (allow,
+// ask, deny, stop, abstain) and why; Context is what a reviewer added for
+// the model, After marks a reviewer's decision, taken after the call ran.
+type Decision struct {
+	By      string `json:"by"`
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason,omitempty"`
+	Context string `json:"context,omitempty"`
+	After   bool   `json:"after,omitempty"`
 }
 
 // LoopStop records a turn stopped by the loop guard.

@@ -86,7 +86,7 @@ func (c *editCall) Prepare(ctx context.Context, env *Env) error {
 }
 
 func (c *editCall) Confirmation() Confirmation {
-	conf := Confirmation{Kind: ConfirmEdit, Label: "edit"}
+	conf := Confirmation{Kind: ConfirmEdit, Label: "edit", Paths: []string{c.t.Real()}}
 	if c.prepared {
 		if next, _, _, err := applyEdit(c.t.Path(), c.old, c.a); err == nil {
 			conf.Content = []acp.ToolCallContent{acp.DiffContent(c.t.Path(), c.old, next)}

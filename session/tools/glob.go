@@ -88,7 +88,9 @@ func (c *globCall) Title() string { return c.title }
 func (c *globCall) Locations() []acp.ToolCallLocation {
 	return []acp.ToolCallLocation{{Path: c.t.Path()}}
 }
-func (c *globCall) Confirmation() Confirmation { return Confirmation{Kind: ConfirmNone} }
+func (c *globCall) Confirmation() Confirmation {
+	return Confirmation{Kind: ConfirmNone, Paths: []string{c.t.Real()}}
+}
 
 func (c *globCall) Execute(ctx context.Context, env *Env) Result {
 	dir, err := c.t.OpenDir()

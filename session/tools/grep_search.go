@@ -88,7 +88,9 @@ func (c *grepSearchCall) Title() string { return c.title }
 func (c *grepSearchCall) Locations() []acp.ToolCallLocation {
 	return []acp.ToolCallLocation{{Path: c.t.Path()}}
 }
-func (c *grepSearchCall) Confirmation() Confirmation { return Confirmation{Kind: ConfirmNone} }
+func (c *grepSearchCall) Confirmation() Confirmation {
+	return Confirmation{Kind: ConfirmNone, Paths: []string{c.t.Real()}}
+}
 
 type grepMatch struct {
 	line int

@@ -59,7 +59,9 @@ func (c *listDirectoryCall) Title() string { return c.title }
 func (c *listDirectoryCall) Locations() []acp.ToolCallLocation {
 	return []acp.ToolCallLocation{{Path: c.t.Path()}}
 }
-func (c *listDirectoryCall) Confirmation() Confirmation { return Confirmation{Kind: ConfirmNone} }
+func (c *listDirectoryCall) Confirmation() Confirmation {
+	return Confirmation{Kind: ConfirmNone, Paths: []string{c.t.Real()}}
+}
 
 func (c *listDirectoryCall) Execute(ctx context.Context, env *Env) Result {
 	dir, err := c.t.OpenDir()

@@ -76,7 +76,9 @@ func (c *readFileCall) Locations() []acp.ToolCallLocation {
 	return []acp.ToolCallLocation{loc}
 }
 
-func (c *readFileCall) Confirmation() Confirmation { return Confirmation{Kind: ConfirmNone} }
+func (c *readFileCall) Confirmation() Confirmation {
+	return Confirmation{Kind: ConfirmNone, Paths: []string{c.t.Real()}}
+}
 
 func (c *readFileCall) Execute(ctx context.Context, env *Env) Result {
 	text, firstLine, total, err := c.load(ctx, env)

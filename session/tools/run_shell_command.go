@@ -125,6 +125,8 @@ func (c *runShellCommandCall) Confirmation() Confirmation {
 		NoAlways: !ok,
 		Content:  []acp.ToolCallContent{acp.TextContent(content)},
 		Shell:    line.Class(),
+		Command:  &line,
+		Paths:    []string{c.dir.Real()},
 	}
 }
 

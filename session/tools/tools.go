@@ -104,6 +104,14 @@ type Confirmation struct {
 	Content []acp.ToolCallContent
 	// Shell is the plan-mode classification of an exec call.
 	Shell shellline.Class
+	// Command is an exec call's command line as parsed (nil for other
+	// calls): what a permission rule matches, read as plan mode and
+	// "always allow" read it.
+	Command *shellline.Line
+	// Paths are the real paths (symlinks resolved, inside the workspace)
+	// the call reads, writes, searches or runs in: what a path rule
+	// matches.
+	Paths []string
 }
 
 // Tool is one tool the model can call.

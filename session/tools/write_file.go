@@ -74,7 +74,8 @@ func (c *writeFileCall) Confirmation() Confirmation {
 			old = &s
 		}
 	}
-	return Confirmation{Kind: ConfirmEdit, Label: "write_file", Content: []acp.ToolCallContent{acp.DiffContent(c.t.Path(), old, c.content)}}
+	return Confirmation{Kind: ConfirmEdit, Label: "write_file", Content: []acp.ToolCallContent{acp.DiffContent(c.t.Path(), old, c.content)},
+		Paths: []string{c.t.Real()}}
 }
 
 func (c *writeFileCall) Execute(ctx context.Context, env *Env) Result {
