@@ -10,7 +10,7 @@ import (
 
 // exit_plan_mode (agent-features.md §5). The tool is offered in every mode
 // (see toolSpecs); called outside plan mode it fails with qwen-code's
-// message (toolcall.NotInPlanModeMessage). It always asks the user:
+// message. It always asks the user:
 // session/request_permission with kind switch_mode and the plan as
 // content, and three options (the issue's, a subset of qwen-code's four,
 // without "restore the previous mode"; the question is toolcall's):

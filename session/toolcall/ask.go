@@ -3,6 +3,7 @@ package toolcall
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
@@ -99,8 +100,8 @@ const (
 	optPlanKeep     = "cancel"
 )
 
-// KeepPlanningMessage is the tool result when the user keeps planning.
-const KeepPlanningMessage = "The user did not approve the plan and chose to keep planning. Plan mode is still active: " +
+// keepPlanningMessage is the tool result when the user keeps planning.
+const keepPlanningMessage = "The user did not approve the plan and chose to keep planning. Plan mode is still active: " +
 	"do not make changes. Ask what to change or refine the plan, then present it again with exit_plan_mode."
 
 var planExitQuestion = &Question{
@@ -112,22 +113,25 @@ var planExitQuestion = &Question{
 	Failed: func(_ string, err error) string {
 		return fmt.Sprintf("The editor could not present the plan for approval (%v). Plan mode remains active.", err)
 	},
-	Rejected: KeepPlanningMessage,
+	Rejected: keepPlanningMessage,
 }
 
 // planExitModes is the mode each approving option of the plan's question
 // switches to.
 var planExitModes = map[string]Mode{optPlanAutoEdit: ModeAutoEdit, optPlanDefault: ModeDefault}
 
-// CanceledByUser is the model's text for a call the user rejected.
-func CanceledByUser(name string) string {
+// canceledByUser is the model's text for a call the user rejected.
+func canceledByUser(name string) string {
 	return fmt.Sprintf("Tool %q was canceled by the user.", name)
 }
 
 // ask sends the permission request for c about conf (its own confirmation,
-// or one the call asks about while it runs) and reads the answer. The
+// or one the call asks about while it runs) and reads the answer. why is
+// the asking decider's reason when it is not one of the built-in ones
+// (whose questions are the approval mode's own): the request then ends
+// with it, and carries the trail so far in _meta "acpd.decisions". The
 // answer joins the call's trail, and an allowed one goes to the granters.
-func (t *Turn) ask(ctx context.Context, c *Call, conf tools.Confirmation, q *Question) Answer {
+func (t *Turn) ask(ctx context.Context, c *Call, conf tools.Confirmation, q *Question, why string) Answer {
 	if q == nil {
 		q = &Question{}
 	}
@@ -140,11 +144,19 @@ func (t *Turn) ask(ctx context.Context, c *Call, conf tools.Confirmation, q *Que
 	if conf.Kind == tools.ConfirmPrivateNetwork {
 		reqMeta = acp.Meta{acp.MetaPermission: acp.PermissionPrivateNetwork}
 	}
+	content := shownContent(conf.Content)
+	if why != "" {
+		content = append(slices.Clip(content), acp.TextContent(display.Text(why)))
+		if reqMeta == nil {
+			reqMeta = acp.Meta{}
+		}
+		reqMeta[acp.MetaDecisions] = trailMeta(spoke(c.Decisions))
+	}
 	c.asked = true
 	resp, err := t.Host.RequestPermission(ctx, &acp.RequestPermissionRequest{
 		ToolCall: acp.ToolCallUpdate{
 			ToolCallID: c.ID, Title: &title, Kind: c.Kind, Status: acp.StatusPending,
-			Content: shownContent(conf.Content), Locations: locations(c), RawInput: c.Args, Meta: c.Meta,
+			Content: content, Locations: locations(c), RawInput: c.Args, Meta: c.Meta,
 		},
 		Options: opts,
 		Meta:    reqMeta,
@@ -168,6 +180,9 @@ func (t *Turn) ask(ctx context.Context, c *Call, conf tools.Confirmation, q *Que
 	return a
 }
 
+// builtIn reports the deciders acpd always has.
+func builtIn(by string) bool { return by == PlanName || by == GrantsName || by == ApprovalName }
+
 // read interprets a permission request's answer.
 func read(ctx context.Context, name string, opts []acp.PermissionOption, resp *acp.RequestPermissionResponse, err error, q *Question) Answer {
 	if err != nil {
@@ -180,7 +195,7 @@ func read(ctx context.Context, name string, opts []acp.PermissionOption, resp *a
 		return Answer{Kind: Failed, Text: fmt.Sprintf("Permission request failed for %q: %v", name, err)}
 	}
 	if resp.Outcome.Outcome == "cancelled" {
-		return Answer{Kind: Cancelled, Text: CanceledByUser(name)}
+		return Answer{Kind: Cancelled, Text: canceledByUser(name)}
 	}
 	if resp.Outcome.Outcome != "selected" {
 		return Answer{Kind: Failed, Text: fmt.Sprintf("Permission request failed for %q: unknown outcome %q", name, resp.Outcome.Outcome)}
@@ -193,7 +208,7 @@ func read(ctx context.Context, name string, opts []acp.PermissionOption, resp *a
 		case acp.RejectOnce, acp.RejectAlways:
 			text := q.Rejected
 			if text == "" {
-				text = CanceledByUser(name)
+				text = canceledByUser(name)
 			}
 			return Answer{Kind: Rejected, Option: o, Text: text}
 		}

@@ -46,11 +46,6 @@ type Turn struct {
 	results map[string]uint64
 }
 
-// Lock and Unlock hold the turn's lock, for the host's own use of the
-// guard while calls may run concurrently.
-func (t *Turn) Lock()   { t.mu.Lock() }
-func (t *Turn) Unlock() { t.mu.Unlock() }
-
 // Batch is one model response's calls after they all answered, as the
 // after-batch stages see it.
 type Batch struct {

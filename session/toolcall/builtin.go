@@ -35,7 +35,7 @@ func (PlanMode) Name() string { return PlanName }
 func (PlanMode) Decide(_ context.Context, c *Call) Decision {
 	if c.Confirm.Kind == tools.ConfirmSwitchMode {
 		if c.Mode != ModePlan {
-			return Decision{Verdict: Deny, Reason: NotInPlanModeMessage(c.Mode), ErrType: tools.ErrTypeExecutionFailed}
+			return Decision{Verdict: Deny, Reason: notInPlanModeMessage(c.Mode), ErrType: tools.ErrTypeExecutionFailed}
 		}
 		return Decision{Verdict: Ask, Question: planExitQuestion}
 	}
@@ -69,8 +69,8 @@ func PlanBlockedMessage(name string) string {
 	return fmt.Sprintf("Plan mode is active. The tool %q cannot be executed because it modifies the system. Please use the exit_plan_mode tool to present your plan and exit plan mode before making changes.", name)
 }
 
-// NotInPlanModeMessage is exit_plan_mode's result outside plan mode.
-func NotInPlanModeMessage(mode Mode) string {
+// notInPlanModeMessage is exit_plan_mode's result outside plan mode.
+func notInPlanModeMessage(mode Mode) string {
 	return fmt.Sprintf("You are not in plan mode (current mode: %s). exit_plan_mode only presents a plan from plan mode; "+
 		"carry on with the task.", mode)
 }

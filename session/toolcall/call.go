@@ -3,7 +3,6 @@ package toolcall
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
@@ -171,6 +170,17 @@ func HistoryCalls(cs []*Call) []model.ToolCall {
 	return out
 }
 
+// spoke is the decisions that were not abstentions.
+func spoke(ds []Decision) []Decision {
+	out := make([]Decision, 0, len(ds))
+	for _, d := range ds {
+		if d.Verdict != Abstain || d.Context != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // Trail is the call's decisions as the transcript, acpd stats and the
 // editor see them: nil when the approval mode alone let the call run (the
 // common case, which then costs nothing), otherwise every decision that
@@ -182,16 +192,10 @@ func (c *Call) Trail() []Decision {
 			n++
 		}
 	}
-	if n == 0 || (n == 1 && len(c.Decisions) > 0 && c.plainAllow()) {
+	if n == 0 || (n == 1 && c.plainAllow()) {
 		return nil
 	}
-	out := make([]Decision, 0, n)
-	for _, d := range c.Decisions {
-		if d.Verdict != Abstain || d.Context != "" {
-			out = append(out, d)
-		}
-	}
-	return out
+	return spoke(c.Decisions)
 }
 
 // plainAllow: the one decision that spoke is the approval mode's allow.
@@ -232,6 +236,3 @@ func trailMeta(ds []Decision) []map[string]any {
 	}
 	return out
 }
-
-// describe is a decision for a log line.
-func (d Decision) String() string { return fmt.Sprintf("%s: %s (%s)", d.By, d.Verdict, d.Reason) }

@@ -35,17 +35,6 @@ func (v Verdict) String() string {
 	return "abstain"
 }
 
-// ParseVerdict reads a verdict as String spells it; false for anything
-// else.
-func ParseVerdict(s string) (Verdict, bool) {
-	for v := Abstain; v <= Stop; v++ {
-		if v.String() == s {
-			return v, true
-		}
-	}
-	return Abstain, false
-}
-
 // Decision is one entry of a call's trail: a decider's answer before the
 // call runs, the user's answer to a permission request, or a reviewer's
 // word after it ran.
@@ -57,7 +46,8 @@ type Decision struct {
 	// Reason says why, in words for the user and the model. A deny's or a
 	// stop's reason is the whole tool result the model reads, so it names
 	// what refused the call (a rule quoted as written, a hook); an ask's
-	// reason is shown in the permission request.
+	// reason ends the permission request's content (the built-in deciders'
+	// questions are the approval mode's own and carry none).
 	Reason string
 	// ErrType classifies a refusal for the repeated-failure guard and
 	// telemetry (tools.ErrType…); ErrTypeDenied when empty.
@@ -106,17 +96,22 @@ type Granter interface {
 	Grant(ctx context.Context, c *Call, a Answer)
 }
 
-// A Reviewer looks at a call after it ran (a PostToolUse hook): its
-// decision's Context is added to what the model reads, a Deny's Reason
-// too (the result stands, marked failed), and a Stop ends the batch after
-// this call. Its decision joins the call's trail.
+// A Reviewer looks at a call after it ran to its result (a PostToolUse
+// hook; not after a cancel, and not for a call that never ran): its
+// decision's Context is added to what the model reads, a Deny's Reason too
+// (the result stands, marked failed), and a Stop ends the batch after this
+// call. Its decision joins the call's trail (Decision.After).
 type Reviewer interface {
 	Review(ctx context.Context, c *Call) Decision
 }
 
 // An AfterBatch stage runs once every call of a batch has its result,
 // before the next model request: where queued user messages are delivered.
-// It adds to b.Appended what the model reads next.
+// It adds to b.Appended what the model reads next, after the results and
+// the guard's reminders, each message with its transcript record (the turn
+// appends and records them in order). It does not run when the turn was
+// cancelled or the loop guard stopped it; b.Stop says the turn ends after
+// this batch (a cancelled permission request).
 type AfterBatch interface {
 	AfterBatch(ctx context.Context, b *Batch)
 }
@@ -149,8 +144,9 @@ func (t *Turn) decide(ctx context.Context, c *Call) (Decision, bool) {
 }
 
 // Strictest is the winning decision of a trail so far (Abstain when no
-// decider spoke): what the approval mode's fallback checks before it
-// answers.
+// decider spoke), the user's answers and the reviewers' left out: what the
+// approval mode's fallback checks before it answers, and what a decider
+// that only adds to the others' verdicts may read.
 func Strictest(ds []Decision) Decision {
 	var win Decision
 	for _, d := range ds {

@@ -53,6 +53,10 @@ func TestAsk_BeatsAllow(t *testing.T) {
 	ask := deciderFunc{"sandbox", func(*Call) Decision { return Decision{Verdict: Ask, Reason: "reaches a host not allowed"} }}
 	b := batch(t, newTurn(h, ask), "run", `{"arg":"x"}`)
 	require.Len(t, h.asked, 1)
+	// The request says why it is asked.
+	req := h.asked[0]
+	assert.Equal(t, "reaches a host not allowed", req.ToolCall.Content[len(req.ToolCall.Content)-1].Content.Text)
+	assert.Equal(t, []map[string]any{{"by": "sandbox", "verdict": "ask", "reason": "reaches a host not allowed"}}, req.Meta[acp.MetaDecisions])
 	assert.Equal(t, []string{"x"}, e.ran)
 	assert.Equal(t, "ran x", b.Messages()[0].Content)
 	assert.Equal(t, []store.Decision{{By: "sandbox", Verdict: "ask", Reason: "reaches a host not allowed"}, {By: ByUser, Verdict: "allow", Reason: "Allow"}},
@@ -164,6 +168,8 @@ func TestGranter_GetsTheOption(t *testing.T) {
 	tc := newTurn(h, g)
 	batch(t, tc, "run", `{"arg":"a"}`)
 	require.Len(t, g.got, 1)
+	assert.Nil(t, h.asked[0].Meta, "the approval mode's own question, as acpd always asked it")
+	assert.Empty(t, h.asked[0].ToolCall.Content)
 	assert.Equal(t, acp.AllowAlways, g.got[0].Option.Kind)
 	assert.Equal(t, OptProceedAlwaysUser, g.got[0].Option.OptionID)
 	// The session's grants took it too: the same label runs unasked.

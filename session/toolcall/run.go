@@ -65,7 +65,7 @@ func (t *Turn) run(ctx context.Context, c *Call) {
 	// A call asks for itself while it runs (web_fetch reaching a private
 	// address): in every mode, offering no "always".
 	env.Permit = func(ctx context.Context, conf tools.Confirmation) (bool, error) {
-		a := t.ask(ctx, c, conf, nil)
+		a := t.ask(ctx, c, conf, nil, "")
 		switch a.Kind {
 		case Allowed:
 			t.Host.Update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
@@ -218,16 +218,19 @@ func (t *Turn) refuse(ctx context.Context, c *Call, d Decision) {
 // askFirst asks the editor about c before it runs (the strictest decision
 // was an ask); false when the call ended there.
 func (t *Turn) askFirst(ctx context.Context, c *Call) bool {
-	conf, q := c.Confirm, (*Question)(nil)
+	conf, q, why := c.Confirm, (*Question)(nil), ""
 	for _, d := range c.Decisions {
 		if d.Verdict == Ask {
 			conf.NoAlways = conf.NoAlways || d.NoAlways
 			if d.Question != nil {
 				q = d.Question
 			}
+			if why == "" && !builtIn(d.By) {
+				why = d.Reason
+			}
 		}
 	}
-	a := t.ask(ctx, c, conf, q)
+	a := t.ask(ctx, c, conf, q, why)
 	switch a.Kind {
 	case Allowed:
 		t.Host.Update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
