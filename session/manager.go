@@ -577,23 +577,3 @@ func (m *Manager) Cancel(req *acp.SessionIDRequest) {
 		s.cancelTurn()
 	}
 }
-
-// connectMCP starts the session's MCP servers concurrently and adds their
-// tools to its registry. A server that fails to start is logged and reported
-// in the session at its next prompt; the session starts regardless.
-func (m *Manager) connectMCP(ctx context.Context, s *Session, servers []acp.MCPServer) {
-	if len(servers) == 0 {
-		return
-	}
-	set, errs := mcp.Connect(ctx, servers, mcp.Options{Logger: s.log, ClientVersion: m.opts.Version})
-	for _, err := range errs {
-		s.notify(ctx, notice.MCPServerFailed, err.Error())
-	}
-	if set == nil {
-		return
-	}
-	s.mcp = set
-	for _, t := range set.Tools() {
-		s.tools.Add(t)
-	}
-}

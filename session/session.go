@@ -322,6 +322,7 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.P
 	if ctx.Err() != nil || !s.waitCommands(ctx) {
 		return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
 	}
+	s.refreshMCP(ctx)
 	s.refreshCommands(ctx)
 	s.refreshAgents(ctx)
 	resp, next, handled, err := s.runCommand(ctx, blocks)
@@ -334,6 +335,9 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.P
 		if msg, err = s.userMessage(blocks); err != nil {
 			return nil, err
 		}
+	}
+	if blocks, msg, err = s.mcpMentions(ctx, blocks, msg); err != nil {
+		return nil, err
 	}
 	return s.runTurn(ctx, blocks, msg)
 }

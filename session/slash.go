@@ -37,6 +37,11 @@ import (
 type cmdState struct {
 	mu  sync.Mutex
 	set *commands.Set // the set last announced
+	// base is the workspace's set the announced one was made from (set
+	// adds the MCP servers' prompts); mcpStale says the prompts changed
+	// since.
+	base     *commands.Set
+	mcpStale bool
 	// sub is the session's subscription to its workspace's command set,
 	// made at the first announcement; nil before it and once freed.
 	sub   *workspace.Commands
@@ -70,10 +75,12 @@ func (s *Session) commandSet() *commands.Set {
 	return s.cmds.set
 }
 
-// announce sends set as the session's commands.
-func (s *Session) announce(ctx context.Context, set *commands.Set) {
+// announce sends the workspace's set base, with the MCP servers' prompts,
+// as the session's commands.
+func (s *Session) announce(ctx context.Context, base *commands.Set) {
+	set := base.With(s.mcpCommands())
 	s.cmds.mu.Lock()
-	s.cmds.set = set
+	s.cmds.set, s.cmds.base, s.cmds.mcpStale = set, base, false
 	s.cmds.mu.Unlock()
 	s.update(ctx, acp.SessionUpdate{Kind: acp.UpdateAvailableCommands, AvailableCommands: set.Available()})
 	for _, w := range set.Warnings {
@@ -148,12 +155,12 @@ func (s *Session) waitCommands(ctx context.Context) bool {
 // the session announced them. Callers hold the turn.
 func (s *Session) refreshCommands(ctx context.Context) {
 	s.cmds.mu.Lock()
-	sub, last := s.cmds.sub, s.cmds.set
+	sub, last, stale := s.cmds.sub, s.cmds.base, s.cmds.mcpStale
 	s.cmds.mu.Unlock()
 	if sub == nil {
 		return
 	}
-	if set := sub.Check(); set != last {
+	if set := sub.Check(); set != last || stale {
 		s.announce(ctx, set)
 	}
 }
@@ -184,6 +191,10 @@ func (s *Session) runCommand(ctx context.Context, blocks []acp.ContentBlock) (re
 	}
 	if res.Prompt != "" {
 		next = append([]acp.ContentBlock{acp.TextBlock(res.Prompt)}, blocks[1:]...)
+		return nil, next, true, nil
+	}
+	if len(res.Blocks) > 0 {
+		next = append(append([]acp.ContentBlock(nil), res.Blocks...), blocks[1:]...)
 		return nil, next, true, nil
 	}
 	// A command's answer quotes the workspace (file paths, warnings,

@@ -25,14 +25,17 @@ const (
 	SourceBuiltin Source = "builtin"
 	SourceProject Source = "project" // a workspace root's command folders
 	SourceGlobal  Source = "global"  // $XDG_CONFIG_HOME/acpd/commands
+	SourceMCP     Source = "mcp"     // an MCP server's prompt
 )
 
 // Result is what running a command produced: either a Message reported to
-// the user (the turn ends without calling the model) or a Prompt sent to
-// the model as the user's message.
+// the user (the turn ends without calling the model), or a Prompt sent to
+// the model as the user's message, or Blocks sent as the user's message
+// (an MCP prompt's messages, which may hold images and resources).
 type Result struct {
 	Message string
 	Prompt  string
+	Blocks  []acp.ContentBlock
 }
 
 // Handler runs a built-in command for the session h with the raw argument
@@ -135,6 +138,27 @@ func NewSet(builtins []*Command, files *Loaded) *Set {
 		}
 	}
 	return s
+}
+
+// With returns a set of s's commands followed by extra (the MCP servers'
+// prompts), each name once: a command of extra whose name s has is left
+// out with a warning.
+func (s *Set) With(extra []*Command) *Set {
+	if len(extra) == 0 {
+		return s
+	}
+	out := &Set{}
+	if s != nil {
+		out.cmds, out.Warnings, out.stamp = slices.Clone(s.cmds), slices.Clone(s.Warnings), s.stamp
+	}
+	for _, c := range extra {
+		if _, taken := out.Lookup(c.Name); taken {
+			out.Warnings = append(out.Warnings, "the "+string(c.Source)+" command /"+c.Name+" has the name of another command; left out")
+			continue
+		}
+		out.cmds = append(out.cmds, c)
+	}
+	return out
 }
 
 // Stamp identifies the command files the set was loaded from (paths, sizes,

@@ -256,7 +256,7 @@ func (st *Set) Tools() []tools.Tool {
 	}
 	type placed struct {
 		pos int
-		t   *Tool
+		t   tools.Tool
 	}
 	var all []placed
 	st.mu.Lock()
@@ -272,6 +272,13 @@ func (st *Set) Tools() []tools.Tool {
 			}
 			all = append(all, placed{st.order[k], &Tool{name: name, srv: s, def: def}})
 		}
+	}
+	if rt := st.resourceTool(); rt != nil {
+		k := toolKey{tool: ResourceToolName}
+		if _, ok := st.order[k]; !ok {
+			st.order[k] = len(st.order)
+		}
+		all = append(all, placed{st.order[k], rt})
 	}
 	st.mu.Unlock()
 	slices.SortFunc(all, func(a, b placed) int { return a.pos - b.pos })

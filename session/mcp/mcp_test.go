@@ -220,10 +220,12 @@ func TestSet_ToolsListing(t *testing.T) {
 	for _, tl := range set.Tools() {
 		names = append(names, tl.Name())
 	}
-	want := []string{"crash", "dotted_name", "echo", "env", "fail", "image", "loose", "pid", "resource", "slow", "spawn", "stats"}
+	want := []string{"add_tool", "ask_form", "ask_url", "crash", "dotted_name", "echo", "env", "everything", "fail", "image", "loose", "needs_url", "pid", "progress", "resource", "slow", "spawn", "stats"}
 	for i, w := range want {
 		want[i] = "mcp__test__" + w
 	}
+	assert.Equal(t, ResourceToolName, names[len(names)-1], "the resource tool follows the servers' tools")
+	names = names[:len(names)-1]
 	slices.Sort(names)
 	assert.Equal(t, want, names)
 
@@ -255,7 +257,7 @@ func TestSet_ToolsListing(t *testing.T) {
 
 	st := set.Status()
 	require.Len(t, st, 1)
-	assert.Equal(t, Status{Name: "test", Type: "stdio", Connected: true, Tools: len(want)}, st[0])
+	assert.Equal(t, Status{Name: "test", Type: "stdio", Connected: true, Tools: len(want), Prompts: 2, Resources: 2}, st[0])
 }
 
 func TestTool_Call(t *testing.T) {
@@ -526,7 +528,7 @@ func TestConnect_MissingCommandReported(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond, "the server's stderr goes to the logger")
 
 	for _, tl := range set.Tools() {
-		assert.True(t, strings.HasPrefix(tl.Name(), "mcp__real__"), tl.Name())
+		assert.True(t, strings.HasPrefix(tl.Name(), "mcp__real__") || tl.Name() == ResourceToolName, tl.Name())
 	}
 	res := run(t, t.Context(), findTool(t, set, "mcp__real__echo"), `{"text":"ok"}`)
 	require.NoError(t, res.Err)
