@@ -14,31 +14,20 @@ import (
 // time, which on a shared machine also counts other processes, and the
 // binary's size.
 //
-// It builds acpd twice, stripped as a release is: telemetry=linked is the
-// normal build, telemetry=out is -tags notelemetry, the same acpd without the
-// OpenTelemetry SDK and exporters. Each -count round runs both, so the two
-// interleave, and benchstat compares them side by side (the budget, since
-// acpd is picked for starting in milliseconds: disabled telemetry adds at
-// most 3 ms to start-up):
+// It builds acpd stripped, as a release is:
 //
 //	go test -run '^$' -bench Startup -benchtime 100x -count 8 ./cmd/acpd | tee startup.txt
-//	benchstat -col /telemetry startup.txt
 //
-// ACPD_STARTUP_BIN runs one other build instead, to compare two commits:
+// ACPD_STARTUP_BIN runs another build instead, to compare two commits
+// (benchstat over the two runs):
 //
 //	ACPD_STARTUP_BIN=/tmp/acpd-before go test -run '^$' -bench Startup -count 10 ./cmd/acpd
 func BenchmarkStartup(b *testing.B) {
-	if bin := os.Getenv("ACPD_STARTUP_BIN"); bin != "" {
-		benchStartup(b, bin)
-		return
+	bin := os.Getenv("ACPD_STARTUP_BIN")
+	if bin == "" {
+		bin = startupBinary(b, "")
 	}
-	for _, v := range []struct{ name, tags string }{
-		{"telemetry=linked", ""},
-		{"telemetry=out", "notelemetry"},
-	} {
-		bin := startupBinary(b, v.tags)
-		b.Run(v.name, func(b *testing.B) { benchStartup(b, bin) })
-	}
+	benchStartup(b, bin)
 }
 
 // startupBinaries holds one stripped build per tag set for the whole

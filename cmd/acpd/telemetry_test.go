@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -125,69 +122,4 @@ func TestTelemetry_UnreachableCollector(t *testing.T) {
 		require.Equal(t, 0, o.code, o.stderr)
 		assert.Equal(t, "end_turn", decodeResult(t, strings.TrimSpace(o.stdout)).StopReason)
 	}
-}
-
-// The default build exports OTLP with acpd's own exporters: gRPC, the
-// protobuf runtime, the generated OTLP packages and what they bring
-// (grpc-gateway, x/net/trace, html/template) stay out of the binary, whose
-// start-up would pay their initialisation whether telemetry is on or not.
-// Tests may use them (telemetrytest decodes with them); acpd may not.
-func TestTelemetry_NoGRPCOrProtobufLinked(t *testing.T) {
-	t.Parallel()
-	deps, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
-	require.NoError(t, err, "%s", deps)
-	pkgs := strings.Fields(string(deps))
-	for _, p := range pkgs {
-		for _, heavy := range []string{"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto",
-			"go.opentelemetry.io/proto/otlp", "go.opentelemetry.io/otel/exporters/", "github.com/grpc-ecosystem/",
-			"golang.org/x/net/trace", "html/template"} {
-			assert.False(t, strings.HasPrefix(p, heavy), "acpd links %s again", p)
-		}
-	}
-	assert.Contains(t, pkgs, "github.com/acpd/acpd/session/telemetry/otlp")
-	assert.Contains(t, pkgs, "go.opentelemetry.io/otel/sdk/trace")
-}
-
-// Built with -tags notelemetry, acpd links no OpenTelemetry, gRPC or
-// protobuf package, runs turns as usual, and refuses enabled telemetry with
-// an error naming the tag rather than silently not exporting.
-func TestTelemetry_NotBuiltIn(t *testing.T) {
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds acpd with -tags notelemetry")
-	}
-	deps, err := exec.Command("go", "list", "-deps", "-tags", "notelemetry", ".").CombinedOutput()
-	require.NoError(t, err, "%s", deps)
-	for _, p := range strings.Fields(string(deps)) {
-		for _, heavy := range []string{"go.opentelemetry.io/", "google.golang.org/grpc", "google.golang.org/protobuf"} {
-			assert.False(t, strings.HasPrefix(p, heavy), "-tags notelemetry still links %s", p)
-		}
-	}
-	assert.Contains(t, string(deps), "github.com/acpd/acpd/session/telemetry")
-
-	bin := filepath.Join(t.TempDir(), "acpd")
-	out, err := exec.Command("go", "build", "-tags", "notelemetry", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	e := newRunEnv(t)
-	script := e.script(t, `{"toolCalls":[{"name":"read_file","arguments":{"file_path":"%s/x.txt"}}]}`+"\n"+`{"text":"done"}`+"\n")
-	runBin := func(args ...string) runOut {
-		cmd := exec.CommandContext(t.Context(), bin, args...)
-		cmd.Env, cmd.Dir = e.env, e.dir
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		_ = cmd.Run()
-		return runOut{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
-	}
-	o := runBin(e.scripted(script, "--output-format", "json", "go")...)
-	require.Equal(t, 0, o.code, o.stderr)
-	assert.Equal(t, "end_turn", decodeResult(t, strings.TrimSpace(o.stdout)).StopReason)
-
-	o = runBin(e.scripted(script, "--telemetry", "--telemetry-endpoint", "http://127.0.0.1:1", "go")...)
-	assert.Equal(t, exitUsage, o.code, o.stderr)
-	assert.Contains(t, o.stderr, "built with -tags notelemetry")
-	assert.Contains(t, o.stderr, "[telemetry] enabled = false")
-
-	o = runBin("doctor", "--provider", "script", "--model-script", script, "--telemetry")
-	assert.Equal(t, 1, o.code, o.stderr)
-	assert.Regexp(t, `(?m)^FAIL\s+telemetry\s+telemetry: this acpd was built with -tags notelemetry`, o.stdout)
 }

@@ -79,13 +79,40 @@ func Origin(u *url.URL) string {
 }
 
 // Transport is a clone of net/http's default transport (proxy from the
-// environment, HTTP/2, dial and TLS timeouts): the base every credentialed
-// client wraps.
+// environment, HTTP/2, dial and TLS timeouts) that also holds the policy
+// itself, through its proxy function (Proxy): the base every credentialed
+// client wraps, safe even in a client whose CheckRedirect is not ours.
 func Transport() *http.Transport {
+	t := &http.Transport{Proxy: http.ProxyFromEnvironment}
 	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
-		return dt.Clone()
+		t = dt.Clone()
 	}
-	return &http.Transport{Proxy: http.ProxyFromEnvironment}
+	t.Proxy = Proxy(t.Proxy)
+	return t
+}
+
+// Proxy wraps a transport's proxy function (nil: no proxy) with the policy,
+// for a library that builds its own client but takes a proxy function (the
+// OTLP/HTTP exporters, whose WithHTTPClient would drop the certificate and
+// timeout variables they read themselves). net/http asks the proxy function
+// before every request it sends, and a request made to follow a redirect
+// carries the response that caused it: one that leads to another origin
+// than the first request of the chain fails here, before a connection is
+// made or a header sent.
+func Proxy(next func(*http.Request) (*url.URL, error)) func(*http.Request) (*url.URL, error) {
+	return func(req *http.Request) (*url.URL, error) {
+		first := req
+		for first.Response != nil && first.Response.Request != nil {
+			first = first.Response.Request
+		}
+		if from := Origin(first.URL); first != req && Origin(req.URL) != from {
+			return nil, &RedirectError{From: from, To: req.URL.String()}
+		}
+		if next == nil {
+			return nil, nil
+		}
+		return next(req)
+	}
 }
 
 // NewClient is a client with the policy over rt (nil: Transport()) and the

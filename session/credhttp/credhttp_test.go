@@ -169,3 +169,33 @@ func TestLimitBodies(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, body, got)
 }
+
+// The policy holds in the transport alone too (a client that follows every
+// redirect, as libraries build their own): the proxy function refuses the
+// redirected request before anything is sent; same-origin hops pass.
+func TestTransport_RefusesWithoutCheckRedirect(t *testing.T) {
+	sink := newRecorder(t, func(http.ResponseWriter, *http.Request) {})
+	var mux http.ServeMux
+	mux.HandleFunc("/same", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ok", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/ok", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("/away", redirectTo(sink.URL, http.StatusTemporaryRedirect))
+	front := newRecorder(t, mux.ServeHTTP)
+	c := &http.Client{Transport: credhttp.Transport()}
+	req, _ := http.NewRequest(http.MethodPost, front.URL+"/away", strings.NewReader("body"))
+	req.Header.Set("X-Secret", "s")
+	_, err := c.Do(req)
+	require.True(t, credhttp.IsRedirect(err), "%v", err)
+	assert.Zero(t, sink.count())
+	resp, err := c.Post(front.URL+"/same", "text/plain", strings.NewReader("body"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// A library's own transport with only the proxy function.
+	tr := &http.Transport{Proxy: credhttp.Proxy(nil)}
+	_, err = (&http.Client{Transport: tr}).Post(front.URL+"/away", "text/plain", strings.NewReader("body"))
+	require.True(t, credhttp.IsRedirect(err), "%v", err)
+	assert.Zero(t, sink.count())
+}

@@ -58,7 +58,8 @@ type Env struct {
 	// Sandbox is the shell sandbox the daemon would use, made by
 	// sandbox.NewPolicy from Config (acpd doctor passes the daemon's own).
 	Sandbox *sandbox.Policy
-	// Getenv reads the OTEL_EXPORTER_OTLP_* variables; nil means os.Getenv.
+	// Getenv reads the server token's variable; nil means os.Getenv. (The
+	// OTLP exporters read their variables from the environment themselves.)
 	Getenv func(string) string
 }
 

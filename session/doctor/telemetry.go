@@ -21,7 +21,7 @@ func checkTelemetry(ctx context.Context, env *Env) Result {
 	}
 	ctx, cancel := context.WithTimeout(ctx, env.timeout())
 	defer cancel()
-	cfg := telemetry.Config{Enabled: true, Endpoint: tc.Endpoint, Protocol: tc.Protocol, Getenv: env.Getenv}
+	cfg := telemetry.Config{Enabled: true, Endpoint: tc.Endpoint, Protocol: tc.Protocol}
 	proto, target, err := telemetry.Probe(ctx, cfg)
 	switch {
 	case err != nil && target == "":

@@ -1,5 +1,3 @@
-//go:build !notelemetry
-
 package telemetry
 
 import (
@@ -7,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -18,13 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/acpd/acpd/session/telemetry/otlp"
 )
-
-// Built reports whether this binary carries the OpenTelemetry SDK and
-// exporters; false under -tags notelemetry.
-const Built = true
 
 // Telemetry holds the providers and instruments; nil means disabled.
 type Telemetry struct {
@@ -58,10 +51,10 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry resource: %w", err)
 	}
-	if cfg.Getenv("OTEL_SERVICE_NAME") == "" && !strings.Contains(cfg.Getenv("OTEL_RESOURCE_ATTRIBUTES"), "service.name=") {
+	if os.Getenv("OTEL_SERVICE_NAME") == "" && !strings.Contains(os.Getenv("OTEL_RESOURCE_ATTRIBUTES"), "service.name=") {
 		res, _ = resource.Merge(res, resource.NewSchemaless(attribute.String("service.name", ServiceName)))
 	}
-	spanExp, metricExp, err := exporters(cfg, proto)
+	spanExp, metricExp, err := exporters(ctx, cfg, proto)
 	if err != nil {
 		return nil, err
 	}
@@ -94,24 +87,6 @@ func Start(ctx context.Context, cfg Config) (*Telemetry, error) {
 		return nil, fmt.Errorf("telemetry instruments: %w", err)
 	}
 	return t, nil
-}
-
-// exporterOptions are the otlp exporters' options for cfg; the exporters
-// read the OTEL_EXPORTER_OTLP_* variables through cfg.Getenv.
-func exporterOptions(cfg Config, proto string) otlp.Options {
-	return otlp.Options{Protocol: proto, Endpoint: cfg.Endpoint, Getenv: cfg.Getenv}
-}
-
-func exporters(cfg Config, proto string) (sdktrace.SpanExporter, sdkmetric.Exporter, error) {
-	se, err := otlp.NewTraceExporter(exporterOptions(cfg, proto))
-	if err != nil {
-		return nil, nil, fmt.Errorf("telemetry trace exporter: %w", err)
-	}
-	me, err := otlp.NewMetricExporter(exporterOptions(cfg, proto))
-	if err != nil {
-		return nil, nil, fmt.Errorf("telemetry metric exporter: %w", err)
-	}
-	return se, me, nil
 }
 
 // Shutdown flushes and stops the exporters; bound it with ctx (a black-holed

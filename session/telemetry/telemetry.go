@@ -11,12 +11,6 @@
 // from their own goroutines with a bounded queue and timeout, so a slow or
 // unreachable collector never slows or fails a turn: spans beyond the queue
 // are dropped.
-//
-// Built with -tags notelemetry, the SDK and exporters are left out of the
-// binary (off.go): Start then refuses enabled telemetry with an error that
-// says so, and everything else is the same no-op as when it is off. That
-// build is the baseline BenchmarkStartup (cmd/acpd) compares against, and a
-// smaller binary for deployments that never export.
 package telemetry
 
 import (
@@ -52,23 +46,18 @@ type Config struct {
 	ServiceVersion string
 	// MetricInterval is how often metrics are exported (0: 10 s).
 	MetricInterval time.Duration
-	// Getenv reads the environment (nil: os.Getenv).
-	Getenv func(string) string
 	// OnError receives export failures (an unreachable collector); they
 	// never reach a turn. nil: the SDK's default, the standard log.
 	OnError func(error)
 }
 
-// protocol resolves the export protocol (the configured one, else
-// OTEL_EXPORTER_OTLP_PROTOCOL, else grpc); it first makes cfg.Getenv
-// os.Getenv when unset, for everything after it to read the environment.
+// protocol resolves the export protocol: the configured one, else
+// OTEL_EXPORTER_OTLP_PROTOCOL, else grpc (as qwen-code and gemini-cli
+// default; the exporters do not read the variable, each speaks one).
 func protocol(cfg *Config) (string, error) {
-	if cfg.Getenv == nil {
-		cfg.Getenv = os.Getenv
-	}
 	p := cfg.Protocol
 	if p == "" {
-		switch env := cfg.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"); env {
+		switch env := os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"); env {
 		case "", "grpc":
 			p = ProtocolGRPC
 		case "http/protobuf":

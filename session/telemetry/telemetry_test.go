@@ -1,5 +1,3 @@
-//go:build !notelemetry
-
 package telemetry_test
 
 import (
@@ -41,23 +39,47 @@ func TestDisabled(t *testing.T) {
 	assert.Equal(t, before, runtime.NumGoroutine())
 }
 
-// The same turn exported over each protocol arrives with the same spans,
-// attributes and metrics.
+// The same turn exported over each protocol, plaintext and TLS, arrives
+// with the same spans, attributes and metrics. The TLS collectors are
+// reached as a deployment would configure them, through the standard
+// variables alone (endpoint, protocol, certificate, headers), which the
+// exporters read themselves.
 func TestExport(t *testing.T) {
 	for _, tc := range []struct {
-		proto     string
-		collector func(testing.TB) *telemetrytest.Collector
+		name, proto string
+		collector   func(testing.TB) *telemetrytest.Collector
+		fromEnv     bool
 	}{
-		{telemetry.ProtocolHTTP, telemetrytest.NewCollector},
-		{telemetry.ProtocolGRPC, telemetrytest.NewGRPCCollector},
+		{"http", telemetry.ProtocolHTTP, telemetrytest.NewCollector, false},
+		{"grpc", telemetry.ProtocolGRPC, telemetrytest.NewGRPCCollector, false},
+		{"http over TLS", telemetry.ProtocolHTTP, telemetrytest.NewTLSCollector, true},
+		{"grpc over TLS", telemetry.ProtocolGRPC, telemetrytest.NewTLSGRPCCollector, true},
 	} {
-		t.Run(tc.proto, func(t *testing.T) { testExport(t, tc.proto, tc.collector(t)) })
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.collector(t)
+			cfg := telemetry.Config{Enabled: true, ProviderName: "openai", ServiceVersion: "test", LogPrompts: true}
+			if tc.fromEnv {
+				t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", c.URL())
+				t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", map[string]string{"http": "http/protobuf", "grpc": "grpc"}[tc.proto])
+				t.Setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", c.CAFile())
+				t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-collector-token=a%20b")
+			} else {
+				cfg.Protocol, cfg.Endpoint = tc.proto, c.URL()
+			}
+			testExport(t, cfg, c)
+			if tc.fromEnv {
+				hs := c.Headers()
+				require.NotEmpty(t, hs)
+				for _, h := range hs {
+					assert.Equal(t, "a b", h.Get("X-Collector-Token"))
+				}
+			}
+		})
 	}
 }
 
-func testExport(t *testing.T, proto string, c *telemetrytest.Collector) {
-	tel, err := telemetry.Start(t.Context(), telemetry.Config{Enabled: true, Protocol: proto,
-		Endpoint: c.URL(), ProviderName: "openai", ServiceVersion: "test", LogPrompts: true})
+func testExport(t *testing.T, cfg telemetry.Config, c *telemetrytest.Collector) {
+	tel, err := telemetry.Start(t.Context(), cfg)
 	require.NoError(t, err)
 	require.NotNil(t, tel)
 
@@ -222,7 +244,8 @@ func TestUnreachableCollector(t *testing.T) {
 }
 
 // Probe sends the collector an empty export over the configured protocol,
-// with the standard headers, and says why a collector did not take it.
+// or the one the standard variables name, and says why a collector did
+// not take it.
 func TestProbe(t *testing.T) {
 	for _, tc := range []struct {
 		proto     string
@@ -242,12 +265,9 @@ func TestProbe(t *testing.T) {
 			assert.Empty(t, c.Spans(), "an empty export records nothing")
 
 			// From the standard variables alone.
-			env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": c.URL(), "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
-			if tc.proto == telemetry.ProtocolHTTP {
-				env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
-			}
-			proto, target, err = telemetry.Probe(t.Context(), telemetry.Config{Enabled: true,
-				Getenv: func(k string) string { return env[k] }})
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", c.URL())
+			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", map[string]string{"http": "http/protobuf", "grpc": "grpc"}[tc.proto])
+			proto, target, err = telemetry.Probe(t.Context(), telemetry.Config{Enabled: true})
 			require.NoError(t, err)
 			assert.Equal(t, tc.proto, proto)
 			assert.Equal(t, tc.target(c.URL()), target)
@@ -261,7 +281,8 @@ func TestProbe(t *testing.T) {
 }
 
 // The probe carries OTEL_EXPORTER_OTLP_HEADERS (percent-decoded), as the
-// exporters do, and reports a collector's refusal with its status.
+// exporters do, and reports a collector's refusal with its status and
+// body, at once (no retry).
 func TestProbe_HeadersAndRefusal(t *testing.T) {
 	var got http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -269,12 +290,12 @@ func TestProbe_HeadersAndRefusal(t *testing.T) {
 		http.Error(w, "bad api key", http.StatusUnauthorized)
 	}))
 	defer srv.Close()
-	env := map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=a%20b, x-team = t1,malformed"}
-	_, target, err := telemetry.Probe(t.Context(), telemetry.Config{Enabled: true, Protocol: telemetry.ProtocolHTTP,
-		Endpoint: srv.URL, Getenv: func(k string) string { return env[k] }})
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=a%20b,x-team=t1")
+	_, target, err := telemetry.Probe(t.Context(), telemetry.Config{Enabled: true, Protocol: telemetry.ProtocolHTTP, Endpoint: srv.URL})
 	assert.Equal(t, srv.URL+"/v1/traces", target)
 	require.Error(t, err)
-	assert.Equal(t, "401 Unauthorized: bad api key", err.Error())
+	assert.Contains(t, err.Error(), "401 Unauthorized")
+	assert.Contains(t, err.Error(), "bad api key")
 	assert.Equal(t, "a b", got.Get("X-Api-Key"))
 	assert.Equal(t, "t1", got.Get("X-Team"))
 	assert.Equal(t, "application/x-protobuf", got.Get("Content-Type"))
