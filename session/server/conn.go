@@ -15,70 +15,18 @@ import (
 	"github.com/acpd/acpd/session/telemetry"
 )
 
-// Sessions across connections. Decisions where the RFD is silent:
-//   - Every ACP connection gets its own session.Manager; they share the
-//     store, the provider and telemetry. A connection reaches only the
-//     sessions it created, loaded, resumed or forked: any other session id
-//     is unknown to its Manager (-32602), and its events go only to the
-//     connection that holds it.
-//   - A session live on one connection is not taken from it: load, resume
-//     and delete from another answer -32603 naming the session (the
-//     transcript's lock already refuses a second writer; the message says
-//     which holder), and a session stream or POST for it answers 409, which
-//     the SDK client takes as that session failing, not the connection.
-//   - A holder that is already ending (DELETE, WebSocket closed, its
-//     connection stream gone) is waited for, up to releaseWait, before a
-//     load, resume, delete or session stream of another connection is
-//     answered: a reconnect right after the old connection's end finds the
-//     session free.
-//   - Once the holder is gone the session is free: a dropped connection's
-//     running turn is cancelled (it answers `cancelled` into the void, its
-//     transcript records the cancellation), its transcripts are closed, and
-//     a new connection continues with session/load or session/resume. A
-//     turn is not kept running for a client that may never come back: the
-//     v1 RFD replays nothing emitted while disconnected, so its output
-//     would reach no one.
-
-// owners maps live session ids to the connection holding them.
-type owners struct {
-	mu sync.Mutex
-	by map[string]string
-}
-
-func (o *owners) owner(id string) (string, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	c, ok := o.by[id]
-	return c, ok
-}
-
-func (o *owners) set(id, conn string) {
-	o.mu.Lock()
-	o.by[id] = conn
-	o.mu.Unlock()
-}
-
-func (o *owners) drop(id, conn string) {
-	o.mu.Lock()
-	if o.by[id] == conn {
-		delete(o.by, id)
-	}
-	o.mu.Unlock()
-}
-
 // connAgent is one connection's Manager with the server's rules around it:
-// the session bound, the cross-connection owner table and the connection id
-// on telemetry spans.
+// which sessions it may use (Server.use), the session bound and the
+// connection id on telemetry spans. It wraps the Manager method by method
+// rather than embedding it: a method the Manager gains (and the connection
+// dispatches by interface) is not served here until a method below says
+// which session it touches.
 type connAgent struct {
-	*session.Manager
-	id     string
-	max    int
-	owners *owners
-	log    *slog.Logger
-	// await waits for an ending connection that holds a session to let go
-	// of it (Server.awaitRelease).
-	await func(ctx context.Context, self, sid string)
-	rel   *releaser
+	m   *session.Manager
+	s   *Server
+	id  string
+	max int
+	log *slog.Logger
 
 	mu      sync.Mutex
 	live    map[string]bool
@@ -86,8 +34,9 @@ type connAgent struct {
 }
 
 var (
-	_ acp.Agent  = (*connAgent)(nil)
-	_ acp.Forker = (*connAgent)(nil)
+	_ acp.Agent    = (*connAgent)(nil)
+	_ acp.Forker   = (*connAgent)(nil)
+	_ acp.Logouter = (*connAgent)(nil)
 )
 
 // reserve claims a session slot for an activation; release undoes it and,
@@ -117,9 +66,9 @@ func (a *connAgent) release(reserved bool, id string, ok bool) {
 	}
 	a.mu.Unlock()
 	if ok && id != "" {
-		a.owners.set(id, a.id)
+		a.s.owners.set(id, a.id)
 		// What opening it read and built is garbage now.
-		a.rel.note()
+		a.s.rel.note()
 	}
 }
 
@@ -127,7 +76,7 @@ func (a *connAgent) forget(id string) {
 	a.mu.Lock()
 	delete(a.live, id)
 	a.mu.Unlock()
-	a.owners.drop(id, a.id)
+	a.s.owners.drop(id, a.id)
 }
 
 // ctx adds the connection id to what telemetry puts on spans.
@@ -136,7 +85,8 @@ func (a *connAgent) ctx(ctx context.Context) context.Context {
 }
 
 // inUse rewrites the store's "in use by another acpd process" when the
-// holder is another connection of this daemon, so the client knows it may
+// holder is another connection of this daemon (it took the session
+// between the decision and the activation), so the client knows it may
 // retry once that connection has ended.
 func (a *connAgent) inUse(id string, err error) error {
 	var e *acp.Error
@@ -146,12 +96,30 @@ func (a *connAgent) inUse(id string, err error) error {
 	if d, ok := e.Data.(map[string]any); !ok || d["errorKind"] != "session_locked" {
 		return err
 	}
-	if other, ok := a.owners.owner(id); ok && other != a.id {
-		return &acp.Error{Code: e.Code,
-			Message: fmt.Sprintf("session %s is live on another connection; it can be loaded once that connection has ended", id),
-			Data:    map[string]any{"sessionId": id, "errorKind": "session_locked"}}
+	if a.s.decide(a.id, id) != nil {
+		return errLiveElsewhere(id)
 	}
 	return err
+}
+
+// Methods that name no session.
+
+func (a *connAgent) Initialize(ctx context.Context, req *acp.InitializeRequest) (*acp.InitializeResponse, error) {
+	return a.m.Initialize(ctx, req)
+}
+
+func (a *connAgent) Authenticate(ctx context.Context, req *acp.AuthenticateRequest) (*acp.Empty, error) {
+	return a.m.Authenticate(ctx, req)
+}
+
+func (a *connAgent) Logout(ctx context.Context, req *acp.LogoutRequest) (*acp.Empty, error) {
+	return a.m.Logout(ctx, req)
+}
+
+// ListSessions lists the data folder's sessions, whoever holds them: the
+// token owns the folder, and a client reconnecting looks its sessions up.
+func (a *connAgent) ListSessions(ctx context.Context, req *acp.ListSessionsRequest) (*acp.ListSessionsResponse, error) {
+	return a.m.ListSessions(ctx, req)
 }
 
 func (a *connAgent) NewSession(ctx context.Context, req *acp.NewSessionRequest) (*acp.NewSessionResponse, error) {
@@ -159,7 +127,7 @@ func (a *connAgent) NewSession(ctx context.Context, req *acp.NewSessionRequest) 
 	if err != nil {
 		return nil, err
 	}
-	resp, err := a.Manager.NewSession(a.ctx(ctx), req)
+	resp, err := a.m.NewSession(a.ctx(ctx), req)
 	id := ""
 	if err == nil {
 		id = resp.SessionID
@@ -168,34 +136,43 @@ func (a *connAgent) NewSession(ctx context.Context, req *acp.NewSessionRequest) 
 	return resp, err
 }
 
+// Methods that name a session: each asks Server.use first.
+
 func (a *connAgent) LoadSession(ctx context.Context, req *acp.LoadSessionRequest) (*acp.LoadSessionResponse, error) {
-	a.await(ctx, a.id, req.SessionID)
+	if err := a.s.use(ctx, a.id, req.SessionID); err != nil {
+		return nil, err
+	}
 	r, err := a.reserve(req.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := a.Manager.LoadSession(a.ctx(ctx), req)
+	resp, err := a.m.LoadSession(a.ctx(ctx), req)
 	a.release(r, req.SessionID, err == nil)
 	return resp, a.inUse(req.SessionID, err)
 }
 
 func (a *connAgent) ResumeSession(ctx context.Context, req *acp.ResumeSessionRequest) (*acp.LoadSessionResponse, error) {
-	a.await(ctx, a.id, req.SessionID)
+	if err := a.s.use(ctx, a.id, req.SessionID); err != nil {
+		return nil, err
+	}
 	r, err := a.reserve(req.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := a.Manager.ResumeSession(a.ctx(ctx), req)
+	resp, err := a.m.ResumeSession(a.ctx(ctx), req)
 	a.release(r, req.SessionID, err == nil)
 	return resp, a.inUse(req.SessionID, err)
 }
 
 func (a *connAgent) ForkSession(ctx context.Context, req *acp.ForkSessionRequest) (*acp.ForkSessionResponse, error) {
+	if err := a.s.use(ctx, a.id, req.SessionID); err != nil {
+		return nil, err
+	}
 	r, err := a.reserve("")
 	if err != nil {
 		return nil, err
 	}
-	resp, err := a.Manager.ForkSession(a.ctx(ctx), req)
+	resp, err := a.m.ForkSession(a.ctx(ctx), req)
 	id := ""
 	if err == nil {
 		id = resp.SessionID
@@ -205,7 +182,10 @@ func (a *connAgent) ForkSession(ctx context.Context, req *acp.ForkSessionRequest
 }
 
 func (a *connAgent) CloseSession(ctx context.Context, req *acp.SessionIDRequest) (*acp.Empty, error) {
-	resp, err := a.Manager.CloseSession(ctx, req)
+	if err := a.s.use(ctx, a.id, req.SessionID); err != nil {
+		return nil, err
+	}
+	resp, err := a.m.CloseSession(ctx, req)
 	if err == nil {
 		a.forget(req.SessionID)
 	}
@@ -213,16 +193,43 @@ func (a *connAgent) CloseSession(ctx context.Context, req *acp.SessionIDRequest)
 }
 
 func (a *connAgent) DeleteSession(ctx context.Context, req *acp.SessionIDRequest) (*acp.Empty, error) {
-	a.await(ctx, a.id, req.SessionID)
-	resp, err := a.Manager.DeleteSession(ctx, req)
+	if err := a.s.use(ctx, a.id, req.SessionID); err != nil {
+		return nil, err
+	}
+	resp, err := a.m.DeleteSession(ctx, req)
 	if err == nil {
 		a.forget(req.SessionID)
 	}
 	return resp, a.inUse(req.SessionID, err)
 }
 
+func (a *connAgent) SetSessionMode(ctx context.Context, req *acp.SetSessionModeRequest) (*acp.Empty, error) {
+	if err := a.s.use(ctx, a.id, req.SessionID); err != nil {
+		return nil, err
+	}
+	return a.m.SetSessionMode(ctx, req)
+}
+
+func (a *connAgent) SetSessionConfigOption(ctx context.Context, req *acp.SetSessionConfigOptionRequest) (*acp.SetSessionConfigOptionResponse, error) {
+	if err := a.s.use(ctx, a.id, req.SessionID); err != nil {
+		return nil, err
+	}
+	return a.m.SetSessionConfigOption(ctx, req)
+}
+
 func (a *connAgent) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.PromptResponse, error) {
-	return a.Manager.Prompt(a.ctx(ctx), req)
+	if err := a.s.use(ctx, a.id, req.SessionID); err != nil {
+		return nil, err
+	}
+	return a.m.Prompt(a.ctx(ctx), req)
+}
+
+func (a *connAgent) Cancel(req *acp.SessionIDRequest) {
+	if err := a.s.decide(a.id, req.SessionID); err != nil {
+		a.log.Warn("session/cancel for a session live on another connection dropped", "session_id", req.SessionID)
+		return
+	}
+	a.m.Cancel(req)
 }
 
 // serveConn runs one ACP connection: a Manager of its own over the
@@ -235,12 +242,12 @@ func (s *Server) serveConn(ctx context.Context, info httptransport.ConnInfo, r i
 	opts := s.opts.Session
 	opts.Logger = log
 	conn := acp.NewConn(r, w, acp.Options{Logger: log, Trace: s.opts.Trace, MaxLineBytes: int(s.opts.Config.MaxMessageBytes)})
-	a := &connAgent{Manager: session.NewManager(conn, opts), id: info.ID, max: s.opts.Config.MaxSessionsPerConnection,
-		owners: s.owners, log: log, await: s.awaitRelease, rel: s.rel, live: map[string]bool{}}
+	a := &connAgent{m: session.NewManager(conn, opts), s: s, id: info.ID, max: s.opts.Config.MaxSessionsPerConnection,
+		log: log, live: map[string]bool{}}
 	err := conn.Serve(ctx, a)
 	// Close cancels what still runs and closes every transcript, so the
 	// sessions are free for the next connection.
-	a.Manager.Close()
+	a.m.Close()
 	a.mu.Lock()
 	ids := make([]string, 0, len(a.live))
 	for id := range a.live {
@@ -248,18 +255,9 @@ func (s *Server) serveConn(ctx context.Context, info httptransport.ConnInfo, r i
 	}
 	a.mu.Unlock()
 	for _, id := range ids {
-		a.owners.drop(id, a.id)
+		s.owners.drop(id, a.id)
 	}
 	s.dropConn(info.ID, lc)
 	log.Info("ACP connection closed", "remote", info.RemoteAddr, "duration", time.Since(start).Round(time.Millisecond).String(), "sessions", len(ids))
 	return err
-}
-
-// sessionAllowed answers the transport before a connection names a
-// session it has not attached: no when another connection holds it (one
-// that is ending is waited for first).
-func (s *Server) sessionAllowed(ctx context.Context, info httptransport.ConnInfo, sessionID string) bool {
-	s.awaitRelease(ctx, info.ID, sessionID)
-	other, ok := s.owners.owner(sessionID)
-	return !ok || other == info.ID
 }

@@ -300,35 +300,6 @@ func (s *Server) isConn(id string) bool {
 	return s.conns[id] != nil
 }
 
-// releaseWait bounds how long a request waits for an ending connection to
-// let go of a session (its turn cancelled, its transcript closed).
-const releaseWait = 10 * time.Second
-
-// awaitRelease waits, when session sid is held by another connection that
-// is already ending, until that connection has let go of it. A client that
-// reconnects right after ending its old connection (the SDK's http client
-// sends the DELETE without waiting for it) then finds the session free
-// instead of refused. A holder that is not ending is not waited for.
-func (s *Server) awaitRelease(ctx context.Context, self, sid string) {
-	other, ok := s.owners.owner(sid)
-	if !ok || other == self {
-		return
-	}
-	s.mu.Lock()
-	lc := s.conns[other]
-	s.mu.Unlock()
-	if lc == nil || lc.ending.Err() == nil {
-		return
-	}
-	t := time.NewTimer(releaseWait)
-	defer t.Stop()
-	select {
-	case <-lc.done:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 // health answers GET /healthz. Without credentials it says only "up" (204,
 // no body), on every address: a load balancer's probe needs no secret, and
 // an empty answer tells a stranger nothing a refused request would not.
