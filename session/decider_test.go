@@ -3,12 +3,14 @@ package session
 import (
 	"bytes"
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/stats"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/toolcall"
@@ -93,4 +95,34 @@ func TestDecider_DeniesOneTool(t *testing.T) {
 	require.NoError(t, rep.Write(&table, stats.FormatTable))
 	assert.Contains(t, table.String(), "decided calls (decider verdict: calls): test-rules deny: 1\n")
 	assert.Contains(t, table.String(), "run_shell_command refused by test-rules: "+reason)
+}
+
+// seen records which calls a decider was asked about, and for whom.
+type seen struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (*seen) Name() string { return "seen" }
+
+func (s *seen) Decide(_ context.Context, c *toolcall.Call) toolcall.Decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, c.Name+"@"+c.Agent)
+	return toolcall.Decision{}
+}
+
+// A subagent's calls go through the same deciders, each naming the agent
+// whose run made it; the agent call itself is the session's.
+func TestDecider_SeesSubagentCalls(t *testing.T) {
+	s := &seen{}
+	h := newHarness(t, Options{Deciders: []toolcall.Decider{s}},
+		callsResp(agentCall("call_a", "Find the config", "Where is the port set?", agents.Explore)),
+		callsResp(read("/w/config.go")),
+		textResp("In /w/config.go."),
+		textResp("It is in config.go."),
+	)
+	_, err := h.prompt(t, "go")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"agent@", "read_file@" + agents.Explore}, s.calls)
 }

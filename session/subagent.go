@@ -79,6 +79,7 @@ func (s *Session) runSubagent(ctx context.Context, pt *turn, parentID string, ca
 	o := s.m.opts
 	t := &turn{s: c, g: newGuard(o.Cap, o.SkipLoopDetection, o.FailureGuard, c.log), up: pt}
 	t.tc = t.newToolTurn()
+	t.tc.Agent = a.Name
 	ctx, span := o.Telemetry.StartSubagent(ctx, s.id, a.Name, c.getModel(), call.Prompt)
 	c.history = []model.Message{{Role: model.RoleUser, Content: call.Prompt}}
 	t.rec(store.Record{Kind: store.KindAgentStart, Agent: &store.AgentRun{

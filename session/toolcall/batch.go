@@ -32,6 +32,9 @@ type Turn struct {
 	// once.
 	AgentConcurrency int
 	Telemetry        *telemetry.Telemetry
+	// Agent is the subagent whose run this is ("" for a prompt turn); its
+	// calls carry it (Call.Agent).
+	Agent string
 
 	// mu guards the maps and the guard while the agent calls of one
 	// response run concurrently; the turn is otherwise single-threaded.
@@ -107,7 +110,7 @@ func (t *Turn) Prepare(calls []model.ToolCall) []*Call {
 		}
 		seen[id] = true
 		c := &Call{Name: mc.Name, Arguments: mc.Arguments, Invalid: mc.Invalid, Thinking: mc.Thinking,
-			ProviderID: id, ID: t.Host.NewCallID(id)}
+			ProviderID: id, ID: t.Host.NewCallID(id), Agent: t.Agent}
 		c.Args = decodeArgs(mc.Arguments, mc.Invalid)
 		c.Key = loopdetect.ToolCallRepeatKey(c.Name, c.Args)
 		// A replay is the same provider id carrying the same call. Some
