@@ -439,6 +439,11 @@ func (c *Conn) dispatch(ctx context.Context, method string, params json.RawMessa
 		return call(ctx, method, params, a.SetSessionConfigOption)
 	case MethodSessionPrompt:
 		return call(ctx, method, params, a.Prompt)
+	case MethodSessionSteering:
+		if st, ok := a.(Steerer); ok {
+			return call(ctx, method, params, st.Steer)
+		}
+		return nil, ErrMethodNotFound(method)
 	default:
 		return nil, ErrMethodNotFound(method)
 	}

@@ -46,7 +46,7 @@ func requiredKeys(method string) []string {
 		return []string{"sessionId", "modeId"}
 	case MethodSessionSetConfigOption:
 		return []string{"sessionId", "configId", "value"}
-	case MethodSessionPrompt:
+	case MethodSessionPrompt, MethodSessionSteering:
 		return []string{"sessionId", "prompt"}
 	case MethodSessionCancel:
 		return []string{"sessionId"}

@@ -443,10 +443,11 @@ func TestUnofferedOptionStopsBatch(t *testing.T) {
 // advertises only what works: images and embedded text context (no audio),
 // MCP over HTTP and legacy SSE, close and additionalDirectories always, load,
 // list, resume and delete only with a store; logout; one agent-type auth
-// method.
+// method; prompt queueing as an opt-in (agentCapabilities._meta) and the
+// steering extension (the answer's top-level _meta).
 func TestInitializeExactResult(t *testing.T) {
 	const auth = `"authMethods":[{"id":"openai","name":"Use OpenAI API key","description":"Requires setting the ` + "`OPENAI_API_KEY`" + ` environment variable"}],
-		"agentInfo":{"name":"acpd","title":"acpd","version":"1.2.3"}}`
+		"agentInfo":{"name":"acpd","title":"acpd","version":"1.2.3"},"_meta":{"steering":{"supported":true}}}`
 	const prompt = `"promptCapabilities":{"image":true,"audio":false,"embeddedContext":true},"mcpCapabilities":{"http":true,"sse":true}`
 	tests := []struct {
 		name    string
@@ -454,9 +455,9 @@ func TestInitializeExactResult(t *testing.T) {
 		want    string
 	}{
 		{"in memory", false, `{"protocolVersion":1,"agentCapabilities":{"loadSession":false,` + prompt + `,
-			"sessionCapabilities":{"additionalDirectories":{},"close":{}},"auth":{"logout":{}}},` + auth},
+			"sessionCapabilities":{"additionalDirectories":{},"close":{}},"auth":{"logout":{}},"_meta":{"promptQueueing":true}},` + auth},
 		{"durable", true, `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,` + prompt + `,
-			"sessionCapabilities":{"additionalDirectories":{},"close":{},"list":{},"resume":{},"delete":{},"fork":{}},"auth":{"logout":{}}},` + auth},
+			"sessionCapabilities":{"additionalDirectories":{},"close":{},"list":{},"resume":{},"delete":{},"fork":{}},"auth":{"logout":{}},"_meta":{"promptQueueing":true}},` + auth},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

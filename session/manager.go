@@ -260,6 +260,9 @@ func (m *Manager) Initialize(ctx context.Context, req *acp.InitializeRequest) (*
 		},
 		Auth: &acp.AgentAuthCapabilities{Logout: &acp.Capability{}},
 	}
+	// Prompt queueing, advertised as claude-agent-acp does; a client
+	// that opts in gets it (steering.go).
+	caps.Meta = acp.Meta{metaPromptQueueing: true}
 	if m.opts.Store != nil {
 		caps.LoadSession = true
 		caps.SessionCapabilities.List = &acp.Capability{}
@@ -276,6 +279,7 @@ func (m *Manager) Initialize(ctx context.Context, req *acp.InitializeRequest) (*
 			Description: "Requires setting the `OPENAI_API_KEY` environment variable",
 		}},
 		AgentInfo: &acp.Implementation{Name: "acpd", Title: "acpd", Version: m.opts.Version},
+		Meta:      m.steeringMeta(),
 	}, nil
 }
 
@@ -562,13 +566,15 @@ func (m *Manager) SetSessionConfigOption(_ context.Context, req *acp.SetSessionC
 
 // Prompt runs one turn. A prompt arriving while the session's previous turn
 // is still running cancels that turn (it answers `cancelled`) and then runs:
-// coder/acp-go-sdk's behaviour, and qwen-code's ("new prompt" abort).
+// coder/acp-go-sdk's behaviour, and qwen-code's ("new prompt" abort). A
+// client that opted in to prompt queueing gets it queued instead: it runs
+// when the turns before it have answered.
 func (m *Manager) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.PromptResponse, error) {
 	s := m.session(req.SessionID)
 	if s == nil {
 		return nil, errUnknownSession(req.SessionID)
 	}
-	return s.prompt(ctx, req.Prompt)
+	return s.prompt(ctx, req.Prompt, m.queueing())
 }
 
 // Cancel cancels the session's running turn; unknown or idle sessions are ignored.

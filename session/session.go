@@ -13,6 +13,7 @@ import (
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
+	"github.com/acpd/acpd/session/steer"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/toolcall"
 	"github.com/acpd/acpd/session/tools"
@@ -107,6 +108,9 @@ type Session struct {
 	// it off.
 	beforeYolo string
 	prompts    []*promptHandle // every prompt admitted and not yet answered
+	// steers holds the messages the user adds to the running turn
+	// (package steer).
+	steers steer.Queue
 	// closed is set by session/close, session/delete and Manager.Close: a
 	// prompt that finds it set is refused, so none can start after the
 	// close cancelled the admitted ones.
@@ -114,9 +118,12 @@ type Session struct {
 }
 
 // promptHandle exists to give each prompt a unique pointer, so a finishing
-// prompt removes only its own entry.
+// prompt removes only its own entry. admitted is closed once the prompt
+// holds the turn or gave up waiting: the next prompt waits for it first,
+// so queued prompts start in the order they came.
 type promptHandle struct {
-	cancel context.CancelFunc
+	cancel   context.CancelFunc
+	admitted chan struct{}
 }
 
 func jsonUnmarshal(b json.RawMessage, v any) error {
@@ -267,8 +274,10 @@ func (s *Session) acquire(ctx context.Context) error {
 
 func (s *Session) release() { <-s.turns }
 
-// cancelTurn cancels every admitted prompt of the session, running or waiting.
+// cancelTurn cancels every admitted prompt of the session, running or
+// waiting; the running turn takes no more steering messages.
 func (s *Session) cancelTurn() {
+	s.steers.Shut()
 	s.mu.Lock()
 	ps := append([]*promptHandle(nil), s.prompts...)
 	s.mu.Unlock()
@@ -277,9 +286,12 @@ func (s *Session) cancelTurn() {
 	}
 }
 
-// prompt admits a new prompt: it cancels the prompts before it, waits for
-// the running turn to answer, then runs.
-func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.PromptResponse, error) {
+// prompt admits a new prompt and runs it once it holds the turn. With
+// queue false it cancels the prompts before it (today's default, and
+// coder/acp-go-sdk's); with queue true (the client opted in to prompt
+// queueing, or the turn a steering message started) it waits behind them,
+// in the order they came.
+func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock, queue bool) (*acp.PromptResponse, error) {
 	if s.getModel() == "" {
 		return nil, errModelNotConfigured()
 	}
@@ -289,7 +301,9 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.P
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	h := &promptHandle{cancel: cancel}
+	h := &promptHandle{cancel: cancel, admitted: make(chan struct{})}
+	admitted := sync.OnceFunc(func() { close(h.admitted) })
+	defer admitted()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -308,10 +322,20 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock) (*acp.P
 		}
 		s.mu.Unlock()
 	}()
-	for _, p := range older {
-		p.cancel()
+	if !queue {
+		for _, p := range older {
+			p.cancel()
+		}
 	}
-	if err := s.acquire(ctx); err != nil {
+	if n := len(older); n > 0 {
+		select {
+		case <-older[n-1].admitted:
+		case <-ctx.Done():
+		}
+	}
+	err = s.acquire(ctx)
+	admitted()
+	if err != nil {
 		return &acp.PromptResponse{StopReason: acp.StopCancelled}, nil
 	}
 	// The turn is held until the prompt's answer is on the wire, so a next

@@ -6,6 +6,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/notice"
+	"github.com/acpd/acpd/session/steer"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/toolcall"
 	"github.com/acpd/acpd/session/tools"
@@ -30,7 +31,13 @@ func (t *turn) deciders() []toolcall.Decider {
 // subagent run's).
 func (t *turn) newToolTurn() *toolcall.Turn {
 	o := t.s.m.opts
-	return &toolcall.Turn{Host: t, Guard: t.g, Deciders: t.deciders(), AgentConcurrency: o.AgentConcurrency, Telemetry: o.Telemetry}
+	tc := &toolcall.Turn{Host: t, Guard: t.g, Deciders: t.deciders(), AgentConcurrency: o.AgentConcurrency, Telemetry: o.Telemetry}
+	if t.s.parent == nil {
+		// The user's steering messages reach the model after a batch's
+		// results (a subagent run takes none).
+		tc.Stages = append(tc.Stages, steer.Delivery{Queue: &t.s.steers, Echo: t.s.echoSteer})
+	}
+	return tc
 }
 
 // switchMode records a mode the user chose in a permission request

@@ -68,6 +68,12 @@ var cancelled = &acp.PromptResponse{StopReason: acp.StopCancelled}
 
 func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg model.Message) (resp *acp.PromptResponse, err error) {
 	t := &turn{s: s, g: newGuard(s.m.opts.Cap, s.m.opts.SkipLoopDetection, s.m.opts.FailureGuard, s.log)}
+	if s.parent == nil {
+		// The turn takes the user's steering messages until it ends; those
+		// it could not deliver are reported in its answer (steering.go).
+		s.steers.Open()
+		defer func() { resp, err = withUndelivered(resp, err, s.steers.Close()) }()
+	}
 	t.tc = t.newToolTurn()
 	// Telemetry (off: a no-op): the turn's span ends after the transcript's
 	// turn end below, with the final answer.
@@ -154,6 +160,11 @@ func (t *turn) loop(ctx context.Context, hadLoopContext bool) (*acp.PromptRespon
 		t.appendAssistant(res, cs)
 		if t.recErr != nil {
 			return nil, storeError(s.id, t.recErr)
+		}
+		if len(res.calls) == 0 && res.finish != "length" && res.finish != "content_filter" && t.steers(ctx) {
+			// The user steered the turn while the model answered: it reads
+			// the messages and goes on, in the same turn.
+			continue
 		}
 		if len(res.calls) == 0 || (res.finish == "length" && t.capped) {
 			t.final = res.text

@@ -43,6 +43,10 @@ import (
 //     -32800, after session/cancel (unless the client also sent
 //     $/cancel_request for that request);
 //   - plans: a plan update is the complete list, not a delta;
+//   - steering (the _session/steering extension): the outcome is one of
+//     injected, startedNewTurn and promptRequired, the last only when the
+//     request asked for it; a turn a steering message started may send
+//     turn updates without a prompt until the session's next prompt;
 //   - config: every configOptions list (new, load, resume, set, update) has
 //     unique ids and each select's currentValue among its options; the
 //     set_config_option result holds every option known for the session and
@@ -68,6 +72,7 @@ type clientReq struct {
 	configID        string
 	value           json.RawMessage
 	cancelRequested bool // the client sent $/cancel_request for it
+	promptRequired  bool // a _session/steering request asking for promptRequired
 }
 
 type agentReq struct {
@@ -80,6 +85,9 @@ type sessState struct {
 	loads     int
 	resumes   int
 	cancelled bool // session/cancel sent while a prompt ran
+	// detached: a _session/steering answer started a turn no prompt owns;
+	// its updates may come until the session's next prompt.
+	detached  bool
 	toolCalls map[string]*toolState
 	plan      []acp.PlanEntry
 	hasPlan   bool
@@ -146,18 +154,26 @@ func (t *Transcript) ClientLine(line []byte) {
 		Value              json.RawMessage        `json:"value"`
 		RequestID          json.RawMessage        `json:"requestId"`
 		ClientCapabilities acp.ClientCapabilities `json:"clientCapabilities"`
+		Meta               struct {
+			Steering struct {
+				IdleBehavior string `json:"idleBehavior"`
+			} `json:"steering"`
+		} `json:"_meta"`
 	}
 	_ = json.Unmarshal(env.Params, &p)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
 	case env.Method != "" && env.ID != nil: // request
-		t.sent[rawID(env.ID)] = &clientReq{method: env.Method, session: p.SessionID, modeID: p.ModeID, configID: p.ConfigID, value: p.Value}
+		t.sent[rawID(env.ID)] = &clientReq{method: env.Method, session: p.SessionID, modeID: p.ModeID, configID: p.ConfigID, value: p.Value,
+			promptRequired: p.Meta.Steering.IdleBehavior == acp.SteerIdlePromptRequired}
 		switch env.Method {
 		case acp.MethodInitialize:
 			t.clientCaps = p.ClientCapabilities
 		case acp.MethodSessionPrompt:
-			t.session(p.SessionID).prompts++
+			s := t.session(p.SessionID)
+			s.prompts++
+			s.detached = false
 		case acp.MethodSessionLoad:
 			t.session(p.SessionID).loads++
 		case acp.MethodSessionResume:
@@ -276,7 +292,7 @@ func (t *Transcript) update(params json.RawMessage) error {
 	if replaying && s.resumes > 0 && s.prompts == 0 && s.loads == 0 {
 		return fmt.Errorf("%s for session %q during session/resume: resume must not replay history", kind, p.SessionID)
 	}
-	if turnUpdates[kind] && s.prompts == 0 && s.loads == 0 {
+	if turnUpdates[kind] && s.prompts == 0 && s.loads == 0 && !s.detached {
 		return fmt.Errorf("%s for session %q outside a prompt or load (after its response?)", kind, p.SessionID)
 	}
 	id := p.Update.ToolCallID
@@ -558,6 +574,7 @@ func (t *Transcript) response(req *clientReq, m *agentMsg) error {
 		errs = append(errs, fmt.Errorf("%s answered with a result although the agent did not advertise it (want -32601)", req.method))
 	}
 	var res struct {
+		Outcome           string                `json:"outcome"`
 		SessionID         string                `json:"sessionId"`
 		Modes             json.RawMessage       `json:"modes"`
 		ConfigOptions     []json.RawMessage     `json:"configOptions"`
@@ -650,6 +667,23 @@ func (t *Transcript) response(req *clientReq, m *agentMsg) error {
 		errs = append(errs, checkValueSet(res.ConfigOptions, req.configID, req.value))
 		if req.configID == s.modeOption && s.mode != "" {
 			s.mode = s.modeValue
+		}
+	case acp.MethodSessionSteering:
+		if !ok {
+			break
+		}
+		switch res.Outcome {
+		case acp.SteerInjected:
+		case acp.SteerStartedNewTurn:
+			if s != nil {
+				s.detached = true
+			}
+		case acp.SteerPromptRequired:
+			if !req.promptRequired {
+				errs = append(errs, fmt.Errorf("_session/steering answered promptRequired although the request did not ask for it"))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("_session/steering answered outcome %q (want injected, startedNewTurn or promptRequired)", res.Outcome))
 		}
 	case acp.MethodSessionClose:
 		if ok && s != nil && s.prompts > 0 {

@@ -20,6 +20,7 @@ type Kind string
 const (
 	KindMeta       Kind = "meta"          // Meta: first record; appended again when an activation changes cwd or roots
 	KindUser       Kind = "user"          // Prompt (ACP content blocks as sent)
+	KindSteer      Kind = "steer"         // Prompt (+MessageID): a message the user added to the running turn (_session/steering), where the model read it
 	KindText       Kind = "text"          // Text (+MessageID): assistant text of one model response
 	KindReasoning  Kind = "reasoning"     // Text (+MessageID), Thinking: assistant reasoning of one model response
 	KindToolCalls  Kind = "tool_calls"    // ToolCalls: the calls one model response asked for
@@ -237,6 +238,10 @@ func (r *Record) validate() error {
 	case KindUser:
 		if r.Prompt == nil {
 			return invalid(r.Kind, "field prompt is missing")
+		}
+	case KindSteer:
+		if len(r.Prompt) == 0 {
+			return invalid(r.Kind, "field prompt is empty")
 		}
 	case KindText, KindReasoning:
 		// Empty text is legal: a response may carry only tool calls.

@@ -77,6 +77,13 @@ func (tr *Transcript) UpdatesFor(o ReplayOptions) []acp.SessionUpdate {
 			for j := range r.Prompt {
 				out = append(out, acp.SessionUpdate{Kind: acp.UpdateUserMessageChunk, Content: &r.Prompt[j], MessageID: id})
 			}
+		case KindSteer:
+			// A message added to a running turn shows where it landed:
+			// after the results it followed, inside the turn.
+			id := tr.messageID(i)
+			for j := range r.Prompt {
+				out = append(out, acp.SessionUpdate{Kind: acp.UpdateUserMessageChunk, Content: &r.Prompt[j], MessageID: id})
+			}
 		case KindText, KindReasoning:
 			if r.Text == "" {
 				continue
@@ -243,13 +250,7 @@ func (tr *Transcript) Messages(toUser func([]acp.ContentBlock) (model.Message, e
 		case KindUser:
 			closeCalls()
 			turnStart, turnNote = len(out), loopNote
-			msg, err := model.Message{}, error(nil)
-			if toUser != nil {
-				msg, err = toUser(r.Prompt)
-			}
-			if toUser == nil || err != nil {
-				msg = plainUserMessage(r.Prompt)
-			}
+			msg := userMessage(toUser, r.Prompt)
 			if loopNote != "" {
 				msg.Content = loopNote + "\n\n" + msg.Content
 				loopNote = ""
@@ -258,6 +259,11 @@ func (tr *Transcript) Messages(toUser func([]acp.ContentBlock) (model.Message, e
 		case KindReminder:
 			closeCalls()
 			out = append(out, model.Message{Role: model.RoleUser, Content: r.Text})
+		case KindSteer:
+			// Converted as a prompt is, so the message is the one the
+			// model read in the turn: the provider's cache still matches.
+			closeCalls()
+			out = append(out, userMessage(toUser, r.Prompt))
 		case KindLoopStop:
 			closeCalls()
 			loopNote = r.Loop.Message
@@ -291,6 +297,17 @@ func awaitingHas(calls []model.ToolCall, id string) bool {
 		}
 	}
 	return false
+}
+
+// userMessage converts a recorded prompt with the host's toUser, or
+// plainly when there is none or it fails.
+func userMessage(toUser func([]acp.ContentBlock) (model.Message, error), prompt []acp.ContentBlock) model.Message {
+	if toUser != nil {
+		if msg, err := toUser(prompt); err == nil {
+			return msg
+		}
+	}
+	return plainUserMessage(prompt)
 }
 
 // plainUserMessage converts a prompt without host policy: text as is,

@@ -127,6 +127,8 @@ func PeekKind(line []byte) Kind {
 		return KindMeta
 	case string(KindUser):
 		return KindUser
+	case string(KindSteer):
+		return KindSteer
 	case string(KindText):
 		return KindText
 	case string(KindReasoning):

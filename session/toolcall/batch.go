@@ -28,6 +28,10 @@ type Turn struct {
 	// the Granters, Reviewers and AfterBatch stages among them take their
 	// turns at their steps.
 	Deciders []Decider
+	// Stages are after-batch stages that take no part in deciding (the
+	// delivery of the user's steering messages); they run after those
+	// among the Deciders.
+	Stages []AfterBatch
 	// AgentConcurrency bounds the agent calls of one response that run at
 	// once.
 	AgentConcurrency int
@@ -236,6 +240,9 @@ func (t *Turn) afterBatch(ctx context.Context, b *Batch) {
 		if s, ok := d.(AfterBatch); ok {
 			s.AfterBatch(ctx, b)
 		}
+	}
+	for _, s := range t.Stages {
+		s.AfterBatch(ctx, b)
 	}
 }
 
