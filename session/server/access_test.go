@@ -75,6 +75,7 @@ func sessionMethods(sid, cwd string) []struct {
 		params map[string]any
 	}{
 		{"session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": "steal"}}}},
+		{"_session/steering", map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": "steer it"}}}},
 		{"session/fork", map[string]any{"sessionId": sid, "cwd": cwd}},
 		{"session/load", map[string]any{"sessionId": sid, "cwd": cwd, "mcpServers": []any{}}},
 		{"session/resume", map[string]any{"sessionId": sid, "cwd": cwd}},

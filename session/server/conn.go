@@ -37,6 +37,7 @@ var (
 	_ acp.Agent    = (*connAgent)(nil)
 	_ acp.Forker   = (*connAgent)(nil)
 	_ acp.Logouter = (*connAgent)(nil)
+	_ acp.Steerer  = (*connAgent)(nil)
 )
 
 // reserve claims a session slot for an activation; release undoes it and,
@@ -222,6 +223,14 @@ func (a *connAgent) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.Pr
 		return nil, err
 	}
 	return a.m.Prompt(a.ctx(ctx), req)
+}
+
+// Steer is _session/steering: the session's running turn, like a prompt.
+func (a *connAgent) Steer(ctx context.Context, req *acp.SteeringRequest) (*acp.SteeringResponse, error) {
+	if err := a.s.use(ctx, a.id, req.SessionID); err != nil {
+		return nil, err
+	}
+	return a.m.Steer(a.ctx(ctx), req)
 }
 
 func (a *connAgent) Cancel(req *acp.SessionIDRequest) {
