@@ -81,7 +81,7 @@ func agentText(text string, replay bool) func(steerEvent) bool {
 	}
 }
 
-func finished(replay bool) func(steerEvent) bool {
+func steerFinished(replay bool) func(steerEvent) bool {
 	return func(e steerEvent) bool {
 		return e.Kind == "tool_call_update" && e.Replay == replay && e.Status == "completed"
 	}
@@ -204,7 +204,7 @@ func TestInterop_Steering(t *testing.T) {
 		require.GreaterOrEqual(t, st, 0)
 		assert.Equal(t, "injected", evs[st].Outcome)
 		require.NotEmpty(t, evs[st].MessageID)
-		done := index(evs, 0, finished(false))
+		done := index(evs, 0, steerFinished(false))
 		echo := index(evs, 0, userChunk("STEER-inject", false))
 		answer := index(evs, 0, agentText("done with the blue file", false))
 		require.True(t, done >= 0 && echo > done && answer > echo, "the steer shows after the tool's result and before the answer: %+v", evs)
@@ -221,7 +221,7 @@ func TestInterop_Steering(t *testing.T) {
 		assertCacheKept(t, reqs[0], reqs[1])
 
 		// session/load replays it where it landed.
-		rdone := index(evs, 0, finished(true))
+		rdone := index(evs, 0, steerFinished(true))
 		recho := index(evs, 0, userChunk("STEER-inject", true))
 		ranswer := index(evs, 0, agentText("done with the blue file", true))
 		require.True(t, rdone >= 0 && recho > rdone && ranswer > recho, "replayed in place: %+v", evs)
@@ -254,7 +254,7 @@ func TestInterop_Steering(t *testing.T) {
 		perm := index(evs, 0, func(e steerEvent) bool { return e.Ev == "permission" })
 		st := index(evs, 0, func(e steerEvent) bool { return e.Ev == "steer" })
 		answered := index(evs, 0, func(e steerEvent) bool { return e.Ev == "permission-answered" })
-		done := index(evs, 0, finished(false))
+		done := index(evs, 0, steerFinished(false))
 		echo := index(evs, 0, userChunk("STEER-permission", false))
 		require.True(t, perm >= 0 && st > perm && answered > st, "the steer was sent while the request waited: %+v", evs)
 		assert.Equal(t, "injected", evs[st].Outcome)
