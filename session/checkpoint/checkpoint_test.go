@@ -114,6 +114,34 @@ func TestRewindRestoresEverything(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
+// A turn that replaces a symlink with a folder holding files (and a file
+// with a folder) is rewound: the files the turn made in the folder go, and
+// the symlink and the file come back where the folder was.
+func TestRewindSymlinkReplacedByFolder(t *testing.T) {
+	ws := t.TempDir()
+	write(t, filepath.Join(ws, "target/x.txt"), "x\n", 0o644)
+	require.NoError(t, os.Symlink("target", filepath.Join(ws, "link")))
+	write(t, filepath.Join(ws, "plain"), "plain\n", 0o644)
+	before := snapshotDir(t, ws)
+
+	st, err := Open(t.TempDir())
+	require.NoError(t, err)
+	r := st.Begin("s1", 1, "make folders", []string{ws})
+	require.NoError(t, r.Tree())
+	require.NoError(t, os.Remove(filepath.Join(ws, "link")))
+	write(t, filepath.Join(ws, "link/a.txt"), "a\n", 0o644)
+	write(t, filepath.Join(ws, "link/deep/b.txt"), "b\n", 0o644)
+	require.NoError(t, os.Remove(filepath.Join(ws, "plain")))
+	write(t, filepath.Join(ws, "plain/c.txt"), "c\n", 0o644)
+	require.NoError(t, r.End())
+
+	plan, err := st.PlanRewind("s1", 1, []string{ws})
+	require.NoError(t, err)
+	require.Empty(t, plan.Conflicts())
+	require.NoError(t, st.Apply(plan, nil))
+	require.Equal(t, before, snapshotDir(t, ws))
+}
+
 // A big file edited one line per turn costs a chunk per version, not the
 // whole file, and every version reads back whole.
 func TestChunkedVersionsShareContent(t *testing.T) {

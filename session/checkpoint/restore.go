@@ -222,8 +222,11 @@ func (s *Store) Apply(p *Plan, keep map[string]bool) error {
 	}
 	var removeDirs []Change
 	var errs []error
-	// Directories first, parents before children; then files; then the
-	// paths to remove, children before parents.
+	// Directories first, parents before children; then the paths to
+	// remove, files and then folders, children before parents; then files
+	// and symlinks. Removing first empties a folder the turn put where a
+	// file or symlink was (its files are the turn's, to remove), so the
+	// file or symlink can take its place again.
 	changes := slices.Clone(p.Changes)
 	for _, c := range changes {
 		if keep[c.Path] || c.To.Type != TypeDir {
@@ -248,26 +251,19 @@ func (s *Store) Apply(p *Plan, keep map[string]bool) error {
 		}
 	}
 	for _, c := range changes {
-		if keep[c.Path] {
+		if keep[c.Path] || c.To.Type != TypeAbsent {
 			continue
 		}
 		r, err := open(c.root)
 		if err != nil {
 			return err
 		}
-		switch c.To.Type {
-		case TypeFile, TypeSymlink:
-			if err := restoreOne(p.pk, r, c); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
-			}
-		case TypeAbsent:
-			if c.Now.Type == TypeDir {
-				removeDirs = append(removeDirs, c)
-				continue
-			}
-			if err := r.Remove(filepath.FromSlash(c.rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, err)
-			}
+		if c.Now.Type == TypeDir {
+			removeDirs = append(removeDirs, c)
+			continue
+		}
+		if err := r.Remove(filepath.FromSlash(c.rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
 		}
 	}
 	slices.SortFunc(removeDirs, func(a, b Change) int { return strings.Compare(b.Path, a.Path) })
@@ -279,6 +275,18 @@ func (s *Store) Apply(p *Plan, keep map[string]bool) error {
 		// Only an empty folder goes: what is left in it was never the
 		// turn's (ignored, or over the size bound).
 		_ = r.Remove(filepath.FromSlash(c.rel))
+	}
+	for _, c := range changes {
+		if keep[c.Path] || (c.To.Type != TypeFile && c.To.Type != TypeSymlink) {
+			continue
+		}
+		r, err := open(c.root)
+		if err != nil {
+			return err
+		}
+		if err := restoreOne(p.pk, r, c); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.Path, err))
+		}
 	}
 	return errors.Join(errs...)
 }
