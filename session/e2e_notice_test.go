@@ -105,7 +105,7 @@ func TestE2E_ProviderRetryNotice(t *testing.T) {
 	require.NotNil(t, retry, "a retry notice")
 	assert.Equal(t, acp.SeverityInfo, retry.Severity)
 	assert.Contains(t, retry.Description, "answered 429")
-	assert.Contains(t, retry.Description, "attempt 1 is retried in 1s")
+	assert.Contains(t, retry.Description, "attempt 1 of 4 is retried in 1s")
 	assert.Equal(t, "hi", acptest.AgentText(d.cc.Updates(), sid))
 }
 

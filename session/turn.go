@@ -292,18 +292,23 @@ func (t *turn) appendAssistant(r streamResult, cs []*toolcall.Call) {
 	}
 }
 
-// watchRetries makes a provider's retry after a busy answer (429, 503,
-// 529: rate limit or overload) a notice, so the user knows why the answer
-// is late; other retries (a cut connection) stay in the log.
+// watchRetries makes every retry of a model request a notice, so the user
+// knows why the answer is late and when the next try is: a busy answer
+// (429, 503, 529: rate limit or overload) as the provider being busy, any
+// other failure (no answer within model.requestTimeout, a refused or cut
+// connection, a server error) as the request failing. Silence there can
+// last the request timeout times the attempts (8 minutes by default).
 func (s *Session) watchRetries(ctx context.Context) context.Context {
 	return model.WithRetryWatch(ctx, func(r model.Retry) {
+		wait := r.Wait.Round(100 * time.Millisecond)
 		switch r.Status {
 		case 429, 503, 529:
+			s.notify(ctx, notice.ProviderRetry, fmt.Sprintf("The model provider answered %d (%v); attempt %d of %d is retried in %s.",
+				r.Status, r.Err, r.Attempt, r.Attempts, wait))
 		default:
-			return
+			s.notify(ctx, notice.ModelRetry, fmt.Sprintf("Attempt %d of %d failed: %v; the next try is in %s.",
+				r.Attempt, r.Attempts, r.Err, wait))
 		}
-		s.notify(ctx, notice.ProviderRetry, fmt.Sprintf("The model provider answered %d (%v); attempt %d is retried in %s.",
-			r.Status, r.Err, r.Attempt, r.Wait.Round(100*time.Millisecond)))
 	})
 }
 

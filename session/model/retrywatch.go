@@ -14,6 +14,9 @@ type Retry struct {
 	Status int
 	// Attempt is the number of the attempt that failed (1 for the first).
 	Attempt int
+	// Attempts is how many attempts the request gets in all (the
+	// configured retries and the first).
+	Attempts int
 	// Wait is how long the provider waits before the next attempt.
 	Wait time.Duration
 }

@@ -185,7 +185,7 @@ func (s *Streamer) Stream(ctx context.Context, c Call, yield func(Event, error) 
 		}
 		wait := s.backoff(attempt, retryAfter(err))
 		s.logger.Warn("model request failed, retrying", "provider", s.opts.Name, "err", err, "attempt", attempt+1, "wait", wait)
-		WatchRetry(ctx, Retry{Err: err, Attempt: attempt + 1, Wait: wait})
+		WatchRetry(ctx, Retry{Err: err, Attempt: attempt + 1, Attempts: s.opts.MaxRetries + 1, Wait: wait})
 		if err := s.sleep(ctx, wait); err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()

@@ -47,8 +47,8 @@ const (
 	// BudgetNear: a token budget (model.maxTokensPerTurn,
 	// model.sessionTokenLimit) is 80% spent.
 	BudgetNear
-	// ProviderRetry: the model provider answered 429 or 529 (or another
-	// retryable failure) and the request is retried after a wait.
+	// ProviderRetry: the model provider answered 429, 503 or 529 (rate
+	// limited or overloaded) and the request is retried after a wait.
 	ProviderRetry
 	// SandboxUnconfined: the shell sandbox could not be set up on this
 	// kernel and commands run unconfined ([tools] sandbox = "auto").
@@ -64,6 +64,10 @@ const (
 	// LoopWarning: the loop guard sees the turn repeating itself and will
 	// stop it if it goes on.
 	LoopWarning
+	// ModelRetry: a model request failed otherwise (no answer within
+	// model.requestTimeout, a refused or cut connection, a server error)
+	// and is retried after a wait.
+	ModelRetry
 )
 
 // fallback is what a client without session.notices gets besides the log.
@@ -97,6 +101,7 @@ var rules = [...]rule{
 	MCPServerFailed:   {acp.SeverityError, "MCP server failed to start", agentText, true},
 	RewindConflict:    {acp.SeverityWarning, "Rewind conflict", logOnly, false},
 	LoopWarning:       {acp.SeverityWarning, "The turn looks stuck in a loop", logOnly, false},
+	ModelRetry:        {acp.SeverityInfo, "Model request failed; retrying", logOnly, false},
 }
 
 // Severity is the severity of notices of kind k.

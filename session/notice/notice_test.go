@@ -27,7 +27,7 @@ func (s *sink) send(_ context.Context, u acp.SessionUpdate) {
 }
 
 func TestEveryKindHasARule(t *testing.T) {
-	for k := InstructionFile; k <= LoopWarning; k++ {
+	for k := InstructionFile; k <= ModelRetry; k++ {
 		r, ok := ruleOf(k)
 		require.True(t, ok, "kind %d", k)
 		require.NotEmpty(t, r.title)
@@ -36,7 +36,7 @@ func TestEveryKindHasARule(t *testing.T) {
 	require.Equal(t, acp.SeverityWarning, Severity(AgentFile))
 	require.Equal(t, acp.SeverityInfo, Severity(ProviderRetry))
 	require.Equal(t, acp.SeverityError, Severity(SandboxFailed))
-	for _, k := range []Kind{0, -1, LoopWarning + 1} {
+	for _, k := range []Kind{0, -1, ModelRetry + 1} {
 		_, ok := ruleOf(k)
 		require.False(t, ok, "kind %d", k)
 		require.Empty(t, Title(k))
