@@ -68,6 +68,9 @@ type LoadOptions struct {
 	// WorkDir resolves relative paths given by env or flags; "" means the
 	// process's working directory.
 	WorkDir string
+	// NoModel is for a command that asks no model (acpd run --rewind):
+	// the rules that only matter to a model request are not checked.
+	NoModel bool
 }
 
 // Load resolves the configuration. Layers, lowest first: defaults; the user
@@ -175,7 +178,7 @@ func Load(opts LoadOptions) (Config, Sources, error) {
 		return Config{}, nil, errors.Join(errs...)
 	}
 
-	if err := finish(&cfg, src, getenv); err != nil {
+	if err := finish(&cfg, src, getenv, opts.NoModel); err != nil {
 		return Config{}, nil, err
 	}
 	return cfg, src, nil
@@ -183,7 +186,7 @@ func Load(opts LoadOptions) (Config, Sources, error) {
 
 // finish derives the values that depend on several layers and checks the
 // rules that span keys.
-func finish(cfg *Config, src Sources, getenv func(string) string) error {
+func finish(cfg *Config, src Sources, getenv func(string) string, noModel bool) error {
 	cfg.Model.MaxToolCallsPerTurnExplicit = src.Of("model.maxToolCallsPerTurn").Kind != SourceDefault
 	cfg.Model.MaxTokensPerTurnExplicit = src.Of("model.maxTokensPerTurn").Kind != SourceDefault
 	cfg.Model.SessionTokenLimitExplicit = src.Of("model.sessionTokenLimit").Kind != SourceDefault
@@ -239,7 +242,7 @@ func finish(cfg *Config, src Sources, getenv func(string) string) error {
 		}
 		return errAt(src.Of(key), key, fmt.Sprintf("%s is set but %s is not: TLS needs both the certificate and its key", key, other))
 	}
-	if cfg.Model.Provider == ProviderScript && cfg.Model.Script == "" {
+	if cfg.Model.Provider == ProviderScript && cfg.Model.Script == "" && !noModel {
 		return errAt(src.Of("model.provider"), "model.provider", `model.script is required when model.provider is "script"`)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"time"
 
@@ -190,11 +191,18 @@ func (h sessionHost) Rewind(ctx context.Context, n int, code, conversation bool)
 		return res, err
 	}
 	found := false
+	var ns []string
 	for _, ti := range turns {
 		found = found || ti.N == n
+		ns = append(ns, strconv.Itoa(ti.N))
 	}
 	if !found {
-		return res, fmt.Errorf("turn %d is not in the conversation (see /rewind for the turns)", n)
+		// Said without pointing at /rewind: the client may be acpd run,
+		// where the turns are listed by acpd checkpoints.
+		if len(ns) == 0 {
+			return res, fmt.Errorf("turn %d is not in the conversation, which has no turns to rewind", n)
+		}
+		return res, fmt.Errorf("turn %d is not in the conversation, whose turns are %s", n, strings.Join(ns, ", "))
 	}
 	cs, err := s.m.checkpoints()
 	if err != nil {

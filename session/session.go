@@ -292,9 +292,6 @@ func (s *Session) cancelTurn() {
 // queueing, or the turn a steering message started) it waits behind them,
 // in the order they came.
 func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock, queue bool) (*acp.PromptResponse, error) {
-	if s.getModel() == "" {
-		return nil, errModelNotConfigured()
-	}
 	msg, err := s.userMessage(blocks)
 	if err != nil {
 		return nil, err
@@ -359,6 +356,11 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock, queue b
 		if msg, err = s.userMessage(blocks); err != nil {
 			return nil, err
 		}
+	}
+	// Checked after the slash commands: /rewind, /context and the other
+	// commands that answer without the model work without one.
+	if s.getModel() == "" {
+		return nil, errModelNotConfigured()
 	}
 	if blocks, msg, err = s.mcpMentions(ctx, blocks, msg); err != nil {
 		return nil, err

@@ -43,6 +43,9 @@ type app struct {
 	cfgErr error          // the configuration error, for commands that report it themselves
 	flags  *pflag.FlagSet // the running command's flags, global ones included
 	args   []string       // the running command's positional arguments
+	// noModel is set before the configuration is loaded by a command
+	// that will ask no model (acpd run --rewind).
+	noModel bool
 }
 
 // exitStatus is a command's exit status carried through cobra as an error;
@@ -269,7 +272,7 @@ func (a *app) actionWith(run func(ctx context.Context, a *app) int, configErrOK 
 			}
 		})
 		configPath, _ := cmd.Flags().GetString("config")
-		a.cfg, a.src, a.cfgErr = config.Load(config.LoadOptions{ConfigPath: configPath, Flags: set, Getenv: a.deps.getenv})
+		a.cfg, a.src, a.cfgErr = config.Load(config.LoadOptions{ConfigPath: configPath, Flags: set, Getenv: a.deps.getenv, NoModel: a.noModel})
 		if a.cfgErr != nil && !configErrOK {
 			return a.configError(cmd, a.cfgErr)
 		}

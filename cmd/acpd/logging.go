@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/acpd/acpd/config"
 )
 
@@ -56,14 +58,11 @@ func openLog(cfg config.LogConfig, stderr io.Writer, prog string) (logger *slog.
 	}, true
 }
 
-// isTerminal reports whether w is a character device such as a tty.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+// isTerminal reports whether stream (a reader or a writer) is a terminal;
+// /dev/null, a character device too, is not.
+func isTerminal(stream any) bool {
+	f, ok := stream.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // logInfo is logger.Info without the caller's program counter, for the

@@ -70,6 +70,15 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	return exitCode(cmd, err, stderr)
 }
 
+// terminalHint is what acpd says when it is started on a terminal. It goes
+// on serving: a person may be pasting ACP messages to try it.
+const terminalHint = `acpd is an Agent Client Protocol agent: an editor starts it and speaks JSON-RPC
+to it on stdin and stdout, one message a line. It is waiting for such messages now
+(Ctrl-D or Ctrl-C ends it).
+  Run a prompt from this terminal:  acpd run "your prompt"
+  See every command:                acpd --help
+`
+
 // cmdServe serves ACP on stdio until the client disconnects or a signal
 // arrives.
 //
@@ -81,6 +90,10 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 // them on a thread of their own, which costs a thread start and a hand-over
 // or two (0.5 ms of 12 on a VM whose page faults are slow).
 func cmdServe(ctx context.Context, a *app) int {
+	if isTerminal(a.stdin) {
+		// Someone typed acpd in a terminal: an editor never gives it one.
+		fmt.Fprint(a.stderr, terminalHint)
+	}
 	logger, closeLog, ok := openLog(a.cfg.Log, a.stderr, "acpd")
 	if !ok {
 		return exitUsage

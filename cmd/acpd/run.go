@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session"
 	"github.com/acpd/acpd/session/headless"
+	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 )
 
@@ -50,6 +53,7 @@ func newRunCommand(a *app) *cobra.Command {
 	f.StringArrayVar(&o.answers, "answer", nil, "answer to a question the model asks (ask_user_question), repeatable, used in order: an option's label or number, several separated by commas, or free `text`")
 	_ = cmd.MarkFlagDirname("cwd")
 	addConfigFlags(f, groupAgent...)
+	cmd.PreRun = func(*cobra.Command, []string) { a.noModel = o.rewind != "" }
 	cmd.RunE = a.action(func(ctx context.Context, a *app) int { return cmdRun(ctx, a, o) })
 	return cmd
 }
@@ -115,7 +119,14 @@ Output (--output-format):
                outputTokens, reasoningTokens, summaries, subagents, cost),
                budget
   stream-json  each session/update notification's params as one JSON line as
-               it happens, then the json result object as the last line
+               it happens (notices of retries among them), a line
+               {"event":"waiting",...} when the agent has said nothing for 5,
+               15, 30, 60 s and each minute after, then the json result
+               object as the last line
+
+On a terminal, stderr also says what the turn waits for (the model, a tool)
+when it is silent, each retry of a model request, and compaction. Text
+output ends with the session's id and the command that continues it.
 
 Exit status:
   0    the turn ended normally (stopReason end_turn)
@@ -126,6 +137,8 @@ Exit status:
        max_turn_requests)
   5    the turn reached its token budget (model.maxTokensPerTurn)
   6    the request was larger than model.sessionTokenLimit
+  7    the turn ended, but tool calls it needed a person's yes for were
+       refused (nobody can answer in a headless run)
   130  interrupted: SIGINT cancels the turn, waits for it to answer
        "cancelled", then exits (SIGTERM likewise, exit 143)`
 
@@ -157,19 +170,18 @@ func parseRunOptions(a *app, rf *runFlags, cfg *config.Config) (headless.Options
 			return o, &usageError{msg: "--rewind takes no prompt: rewind first, then run the prompt with --session"}
 		}
 		a.args = []string{"/rewind " + n}
+		o.Rewind, _ = strconv.Atoi(n)
 	}
 	switch len(a.args) {
 	case 0:
 	case 1:
 		o.Prompt = a.args[0]
 	default:
-		return o, &usageError{msg: fmt.Sprintf("unexpected argument %q: give the prompt as one argument (quote it) and the flags before it", a.args[1])}
+		return o, &usageError{msg: fmt.Sprintf("unexpected argument %q: give the prompt as one argument (quote it)", a.args[1])}
 	}
 	if len(a.args) == 0 || o.Prompt == "-" {
-		if f, ok := a.stdin.(*os.File); ok {
-			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-				fmt.Fprintln(a.stderr, "acpd run: reading the prompt from stdin; end it with Ctrl-D")
-			}
+		if isTerminal(a.stdin) {
+			fmt.Fprintln(a.stderr, "acpd run: reading the prompt from stdin; end it with Ctrl-D")
 		}
 		b, err := io.ReadAll(a.stdin)
 		if err != nil {
@@ -213,19 +225,29 @@ func cmdRun(ctx context.Context, a *app, rf *runFlags) int {
 		return a.badUsage(err.Error())
 	}
 
-	logCfg := cfg.Log
-	if a.src["log.level"].Kind == config.SourceDefault && !logCfg.Trace {
-		// The turn's outcome is reported on stderr already; info and warn
-		// logs (session created, loop stopped) would only repeat or bury it.
-		logCfg.Level = "error"
-	}
-	logger, closeLog, ok := openLog(logCfg, a.stderr, "acpd run")
+	logger, closeLog, ok := openLog(cfg.Log, a.stderr, "acpd run")
 	if !ok {
 		return exitUsage
 	}
 	defer closeLog()
+	if a.src["log.level"].Kind == config.SourceDefault && !cfg.Log.Trace && cfg.Log.File == "" {
+		// What acpd run has to say is on stderr already, once: the turn's
+		// outcome or error, refusals, and the agent's notices (retries,
+		// budgets, an unconfined sandbox). A log line would say it twice;
+		// --log-level or --log-file asks for the log.
+		logger = slog.New(slog.DiscardHandler)
+	}
 
 	opts, err := sessionOptions(cfg, logger)
+	if err != nil && o.Rewind > 0 {
+		// A rewind asks no model anything: a model that cannot be set up
+		// (no script for provider script, no model at all) is no reason
+		// to refuse it.
+		nm := cfg
+		nm.Model.Provider, nm.Providers = config.ProviderOpenAI, nil
+		opts, err = sessionOptions(nm, logger)
+		opts.Provider = noModel{}
+	}
 	if err != nil {
 		fmt.Fprintf(a.stderr, "acpd run: configuration error: %v\n", err)
 		return exitUsage
@@ -249,8 +271,11 @@ func cmdRun(ctx context.Context, a *app, rf *runFlags) int {
 				o.SessionID = id
 			case errors.Is(err, store.ErrAmbiguousID):
 				return a.badUsage("--session: " + err.Error())
+			case !errors.Is(err, store.ErrNotFound):
+				return a.badUsage(fmt.Sprintf("--session %s: not a session id (%v); acpd sessions lists them", o.SessionID, err))
+			default:
+				return a.badUsage(fmt.Sprintf("--session %s: no such session in %s; acpd sessions lists them", o.SessionID, cfg.Session.DataDir))
 			}
-			// Not found or invalid: session/load says so, as before.
 		}
 	}
 	tel, stopTel, err := startTelemetry(ctx, cfg, logger)
@@ -265,6 +290,34 @@ func cmdRun(ctx context.Context, a *app, rf *runFlags) int {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	env := headless.Env{Stdout: a.stdout, Stderr: a.stderr, Logger: logger, Trace: cfg.Log.Trace, Signals: sigs}
+	o.Continue = "acpd run --session %s"
+	if rf.cwd != "" {
+		o.Continue += " --cwd " + shellQuote(o.Cwd)
+	}
+	if a.src.Of("session.dataDir").Kind == config.SourceFlag {
+		o.Continue += " --data-dir " + shellQuote(cfg.Session.DataDir)
+	}
+	o.Continue += " PROMPT"
+	env := headless.Env{Stdout: a.stdout, Stderr: a.stderr, Logger: logger, Trace: cfg.Log.Trace, Signals: sigs,
+		Live: isTerminal(a.stderr)}
 	return headless.Run(ctx, env, o, func(c acp.Client) headless.Agent { return session.NewManager(c, opts) })
+}
+
+// noModel is the model of a run that only rewinds: never asked.
+type noModel struct{}
+
+func (noModel) Stream(context.Context, model.Request) iter.Seq2[model.Event, error] {
+	return func(yield func(model.Event, error) bool) {
+		yield(model.Event{}, errors.New("acpd run --rewind has no model to ask"))
+	}
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@%+=,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -102,6 +102,15 @@ func (e *runEnv) run(t *testing.T, stdin string, args ...string) runOut {
 	return runOut{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String()}
 }
 
+// beforeSessionLine is text output's stderr without its last line, which
+// names the session and the command continuing it.
+func beforeSessionLine(t *testing.T, stderr string) string {
+	t.Helper()
+	i := strings.LastIndex(strings.TrimSuffix(stderr, "\n"), "\n") + 1
+	require.Regexp(t, `^acpd run: session \w+; continue it with: acpd run --session \w+ .*PROMPT\n$`, stderr[i:])
+	return stderr[:i]
+}
+
 // jsonResult mirrors the json output.
 type jsonResult struct {
 	SessionID  string `json:"sessionId"`
@@ -217,7 +226,7 @@ func TestRunCmd_ExitCodes(t *testing.T) {
 			}},
 		{name: "loop protection: hard cap", script: threeReads,
 			args: []string{"--max-tool-calls-per-turn", "2", "--output-format", "json", "hi"}, code: 3,
-			stderr: "loop protection stopped the turn (turn_tool_call_cap; explicit cap, 3 tool calls)",
+			stderr: "loop protection stopped the turn (turn_tool_call_cap: explicit cap of 2; 3 tool calls with the stopped batch)",
 			check: func(t *testing.T, r jsonResult) {
 				require.NotNil(t, r.Error)
 				assert.Equal(t, -32603, r.Error.Code)
@@ -230,7 +239,7 @@ func TestRunCmd_ExitCodes(t *testing.T) {
 			}},
 		{name: "loop protection in text mode", script: threeReads,
 			args: []string{"--max-tool-calls-per-turn", "2", "hi"}, code: 3,
-			stderr: "acpd run: loop protection stopped the turn (turn_tool_call_cap; explicit cap, 3 tool calls)"},
+			stderr: "acpd run: loop protection stopped the turn (turn_tool_call_cap: explicit cap of 2; 3 tool calls with the stopped batch)"},
 		{name: "max_tokens", script: `{"text":"cut sho","finish":"length"}`, args: []string{"--output-format", "json", "hi"}, code: 4,
 			check: func(t *testing.T, r jsonResult) { assert.Equal(t, "max_tokens", r.StopReason) }},
 		{name: "refusal", script: `{"text":"no","finish":"content_filter"}`, args: []string{"hi"}, code: 4,
@@ -248,9 +257,11 @@ func TestRunCmd_ExitCodes(t *testing.T) {
 		{name: "usage: cwd is a file", script: `{"text":"x"}`, args: []string{"--cwd", "script.jsonl", "hi"}, code: 2,
 			stderr: "not a directory"},
 		{name: "usage: unknown session", script: `{"text":"x"}`, args: []string{"--session", "sess_0", "hi"}, code: 2,
-			stderr: "acpd run: --session sess_0: error -32002: Resource not found: session:sess_0"},
+			stderr: "acpd run: --session sess_0: no such session in "},
+		{name: "usage: unknown session, the command that lists them", script: `{"text":"x"}`, args: []string{"--session", "sess_0", "hi"}, code: 2,
+			stderr: "; acpd sessions lists them; see 'acpd run --help'\n"},
 		{name: "usage: invalid session id", script: `{"text":"x"}`, args: []string{"--session", "../x", "hi"}, code: 2,
-			stderr: "acpd run: --session ../x: error -32602: invalid session id"},
+			stderr: "acpd run: --session ../x: not a session id ("},
 		{name: "config: bad script line", script: `{"txt":"x"}`, args: []string{"hi"}, code: 2,
 			stderr: "configuration error: model script:"},
 	}
@@ -316,7 +327,7 @@ func TestRunCmd_YoloRunsShell(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(e.ws, "made.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "made\n", string(b))
-	assert.Equal(t, "[tool] echo made > made.txt … completed\n", o.stderr)
+	assert.Equal(t, "[tool] echo made > made.txt … completed\n", beforeSessionLine(t, o.stderr))
 }
 
 // TestRunCmd_PrivateFetchAdvice: a web_fetch of a loopback site is asked
@@ -336,7 +347,7 @@ func TestRunCmd_PrivateFetchAdvice(t *testing.T) {
 	title := "Fetch " + site.URL + "/status"
 
 	o := e.run(t, "", e.scripted(script, "--yolo", "--output-format", "json", "look")...)
-	require.Equal(t, 0, o.code, o.stderr)
+	require.Equal(t, 7, o.code, "a refused call: the turn did not do all it was asked; %s", o.stderr)
 	assert.Contains(t, o.stderr, `acpd run: refused "`+title+`": it reaches a loopback or private network address, which acpd asks about every time, in every approval mode (--yolo too)`)
 	assert.Contains(t, o.stderr, "tools.webFetchAllowPrivate = true in the config file or ACPD_WEB_FETCH_ALLOW_PRIVATE=true")
 	assert.NotContains(t, o.stderr, "allow such calls with --yolo")
@@ -366,7 +377,7 @@ func TestRunCmd_LoopbackModel(t *testing.T) {
 	e.env = append(e.env, "OPENAI_API_KEY=test-key")
 	o := e.run(t, "please write out.txt\n", "run", "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "m1",
 		"--cwd", "ws", "--output-format", "json", "-")
-	require.Equal(t, 0, o.code, o.stderr)
+	require.Equal(t, 7, o.code, "the refused command: %s", o.stderr)
 	r := decodeResult(t, strings.TrimSpace(o.stdout))
 	assert.Equal(t, "end_turn", r.StopReason)
 	assert.Equal(t, "I will write it. Declined, fine.", r.Text)
@@ -505,7 +516,7 @@ func TestRunCmd_Subagents(t *testing.T) {
 	require.Equal(t, 0, o.code, o.stderr)
 	assert.Equal(t, "Delegating.\nBoth done.\n", o.stdout, "the subagents' text is not the assistant's")
 	assert.Equal(t, "[agent] Read x\n  [tool] Read x.txt … completed\n[tool] Read x … completed\n"+
-		"[agent] List files\n  [tool] List . … completed\n[tool] List files … completed\n", o.stderr)
+		"[agent] List files\n  [tool] List . … completed\n[tool] List files … completed\n", beforeSessionLine(t, o.stderr))
 
 	o = e.run(t, "", e.scripted(script, "--output-format", "json", "go")...)
 	require.Equal(t, 0, o.code, o.stderr)
@@ -569,7 +580,7 @@ func TestRunCmd_ControlCharactersShownEscaped(t *testing.T) {
 {"text":"done \u001b]52;c;ZXZpbA==\u0007 access\u202e level\n"}`)
 	o := e.run(t, "", e.scripted(script, "--yolo", "go")...)
 	require.Equal(t, 0, o.code, o.stderr)
-	assert.Equal(t, `[tool] touch evil # \r\x1b[2K[tool] ls -la … completed`+"\n", o.stderr)
+	assert.Equal(t, `[tool] touch evil # \r\x1b[2K[tool] ls -la … completed`+"\n", beforeSessionLine(t, o.stderr))
 	assert.Equal(t, `done \x1b]52;c;ZXZpbA==\x07 access\u202e level`+"\n", o.stdout)
 	assert.FileExists(t, filepath.Join(e.ws, "evil"), "the command itself ran as written")
 }

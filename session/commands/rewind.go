@@ -83,7 +83,10 @@ func rewindCmd(ctx context.Context, h Host, args string) (Result, error) {
 		return Result{}, nil
 	}
 	if err != nil {
-		return Result{Message: "Rewind failed: " + err.Error()}, nil
+		// An error, not a message: the prompt is answered with it, so a
+		// client (acpd run --rewind, a script) can tell that nothing was
+		// rewound.
+		return Result{}, fmt.Errorf("rewind failed: %w", err)
 	}
 	return Result{Message: describeRewind(n, code, res)}, nil
 }

@@ -7,9 +7,11 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session"
+	"github.com/acpd/acpd/session/compactwire"
 	"github.com/acpd/acpd/session/display"
 )
 
@@ -77,6 +79,21 @@ type Output struct {
 	usage      *UsageSummary
 	lastNL     bool // the last text printed to stdout ended with a newline
 	writeFail  error
+
+	// live: stderr is a terminal, where progress is shown as it happens.
+	live bool
+	// continueCmd continues the session (%s: its id); rewind is the turn
+	// a rewind-only run undoes.
+	continueCmd string
+	rewind      int
+	sessionID   string
+	// refused counts what the turn needed a person's yes for and did not
+	// get: it makes a turn that ended normally exit ExitRefused.
+	refused int
+	// lastActivity is when the agent last said something during the turn;
+	// waitedFor is how long the silence since has been reported for.
+	lastActivity time.Time
+	waitedFor    time.Duration
 }
 
 func NewOutput(stdout, stderr io.Writer, format, mode string) *Output {
@@ -95,10 +112,106 @@ func NewOutput(stdout, stderr io.Writer, format, mode string) *Output {
 	}
 }
 
-func (o *Output) startTurn() {
+func (o *Output) startTurn(sessionID string) {
 	o.mu.Lock()
-	o.inTurn = true
+	o.inTurn, o.sessionID = true, sessionID
+	o.activity()
 	o.mu.Unlock()
+}
+
+// activity notes that the agent said something. Callers hold mu.
+func (o *Output) activity() {
+	o.lastActivity, o.waitedFor = time.Now(), 0
+}
+
+func (o *Output) refusedCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.refused
+}
+
+// silenceSteps are the silences reported while a turn waits: a line at
+// each, then one a minute. A model request may take model.requestTimeout
+// (two minutes by default) before it is retried, so a quiet run would
+// otherwise look hung.
+var silenceSteps = []time.Duration{5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second}
+
+// nextSilence is the silence at which the next waiting line is due after
+// one reported for d (0: none yet).
+func nextSilence(d time.Duration) time.Duration {
+	for _, s := range silenceSteps {
+		if s > d {
+			return s
+		}
+	}
+	return d + time.Minute
+}
+
+// watchSilence reports, while the turn runs, every long silence of the
+// agent: what the turn waits for (the model, or a tool call still
+// running) and for how long — on stderr when it is a terminal, as an event
+// line in stream-json. It returns the function that stops it.
+func (o *Output) watchSilence() (stop func()) {
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				o.checkSilence(now)
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(done) }) }
+}
+
+// waitingEvent is stream-json's line for a silence: acpd run's own, told
+// apart from the agent's update lines by "event".
+type waitingEvent struct {
+	Event      string `json:"event"` // "waiting"
+	SessionID  string `json:"sessionId"`
+	WaitingFor string `json:"waitingFor"` // "model" or "tool"
+	ToolCallID string `json:"toolCallId,omitempty"`
+	Title      string `json:"title,omitempty"`
+	Seconds    int    `json:"seconds"`
+}
+
+func (o *Output) checkSilence(now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.inTurn || (!o.live && o.format != FormatStreamJSON) {
+		return
+	}
+	silent := now.Sub(o.lastActivity)
+	next := nextSilence(o.waitedFor)
+	if silent < next {
+		return
+	}
+	o.waitedFor = next
+	ev := waitingEvent{Event: "waiting", SessionID: o.sessionID, WaitingFor: "model", Seconds: int(next / time.Second)}
+	for _, c := range o.calls {
+		if c.Status == acp.StatusInProgress || c.Status == acp.StatusPending {
+			ev.WaitingFor, ev.ToolCallID, ev.Title = "tool", c.ToolCallID, c.Title
+		}
+	}
+	if o.format == FormatStreamJSON {
+		b, err := json.Marshal(ev)
+		if err == nil {
+			o.write(o.stdout, string(b)+"\n")
+		}
+	}
+	if o.live {
+		what := "the model"
+		if ev.WaitingFor == "tool" {
+			what = fmt.Sprintf("%q", ev.Title)
+		}
+		o.breakLine()
+		o.write(o.stderr, fmt.Sprintf("acpd run: waiting for %s: nothing for %d s\n", what, ev.Seconds))
+	}
 }
 
 // Permission answers a permission request: headless runs cannot ask anyone,
@@ -113,7 +226,13 @@ func (o *Output) Permission(params json.RawMessage) *acp.RequestPermissionRespon
 		title = *req.ToolCall.Title
 	}
 	o.mu.Lock()
+	o.activity()
 	o.breakLine()
+	if req.ToolCall.Kind != acp.KindSwitchMode {
+		// A plan-mode run keeps its plan by design; anything else refused
+		// is work the prompt asked for that was not done.
+		o.refused++
+	}
 	switch {
 	case req.ToolCall.Kind == acp.KindSwitchMode:
 		// exit_plan_mode: a headless run keeps the approval mode it was
@@ -164,6 +283,7 @@ func (o *Output) Update(params json.RawMessage) {
 	if !o.inTurn {
 		return
 	}
+	o.activity()
 	var kind struct {
 		Update struct {
 			Kind string `json:"sessionUpdate"`
@@ -216,6 +336,12 @@ func (o *Output) Update(params json.RawMessage) {
 			}
 		}
 		o.byID[tc.ToolCallID] = s
+		if tc.Name == compactwire.ToolName && s.Status == acp.StatusInProgress && o.live && o.format != FormatStreamJSON {
+			// Compaction holds the turn up for a model request of its
+			// own; its line comes when it ends.
+			o.breakLine()
+			o.write(o.stderr, "acpd run: compacting the conversation to fit the model's window…\n")
+		}
 		o.toolLine(s)
 	case acp.UpdateToolCallUpdate:
 		tu := u.ToolCallUpdate
@@ -240,7 +366,24 @@ func (o *Output) Update(params json.RawMessage) {
 		o.toolLine(s)
 	case acp.UpdateUsage:
 		o.usage = &UsageSummary{Used: u.Used, Size: u.Size, Cost: u.Cost}
+	case acp.UpdateNotice:
+		o.notice(u.Notice)
 	}
+}
+
+// notice prints a notice on stderr in text and json output (stream-json
+// has it as an update line): warnings and errors always, progress (info:
+// a retry) when stderr is a terminal. Callers hold mu.
+func (o *Output) notice(n *acp.Notice) {
+	if n == nil || o.format == FormatStreamJSON || (n.Severity == acp.SeverityInfo && !o.live) {
+		return
+	}
+	line := "acpd run: " + n.Title
+	if n.Description != "" {
+		line += ": " + n.Description
+	}
+	o.breakLine()
+	o.write(o.stderr, line+"\n")
 }
 
 // toolLine prints a tool call's line in text mode once its status is final.
@@ -319,14 +462,19 @@ func (o *Output) Finish(t Outcome) error {
 		}
 		switch {
 		case r.Error != nil:
-			o.write(o.stderr, "acpd run: "+prefix(t.During)+describeError(r.Error)+"\n")
+			o.write(o.stderr, "acpd run: "+prefix(t.During)+o.describeError(r.Error)+"\n")
 		case r.StopReason != acp.StopEndTurn:
 			o.write(o.stderr, fmt.Sprintf("acpd run: the turn stopped: %s\n", r.StopReason))
+		case o.refused > 0:
+			o.write(o.stderr, fmt.Sprintf("acpd run: the turn ended with %d tool call(s) refused (see above): exit status %d\n", o.refused, ExitRefused))
+		}
+		if r.SessionID != "" && o.continueCmd != "" {
+			o.write(o.stderr, fmt.Sprintf("acpd run: session %s; continue it with: %s\n", r.SessionID, fmt.Sprintf(o.continueCmd, r.SessionID)))
 		}
 		return o.writeFail
 	}
 	if r.Error != nil {
-		o.write(o.stderr, "acpd run: "+prefix(t.During)+describeError(r.Error)+"\n")
+		o.write(o.stderr, "acpd run: "+prefix(t.During)+o.describeError(r.Error)+"\n")
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -343,36 +491,82 @@ func prefix(s string) string {
 	return s + ": "
 }
 
+// describeError is the one-line stderr form of an error: for a loop stop
+// the rule that fired in plain words, for a failed rewind what to run to
+// see the turns.
+func (o *Output) describeError(e *ResultError) string {
+	if msg, ok := strings.CutPrefix(e.Message, "/rewind: "); ok && o.rewind > 0 {
+		return fmt.Sprintf("--rewind %d: %s; acpd checkpoints --session %s lists the turns and what each changed", o.rewind, msg, o.sessionID)
+	}
+	return describeError(e)
+}
+
+// loopData are the facts of a loop stop's error data.
+type loopData struct {
+	Code         string `json:"code"`
+	LoopType     string `json:"loopType"`
+	CapReason    string `json:"capReason"`
+	ToolCalls    *int   `json:"toolCalls"`
+	Max          int    `json:"maxToolCallsPerTurn"`
+	RepeatedTool string `json:"repeatedTool"`
+	RepeatCount  int    `json:"repeatCount"`
+}
+
+// why says which rule stopped the turn: the cap's rule with the cap in
+// force (the turn's count includes the batch that would have crossed it,
+// so it is more than an explicit cap), or the repeated call.
+func (d loopData) why() string {
+	calls := ""
+	if d.ToolCalls != nil {
+		calls = fmt.Sprintf("%d tool calls with the stopped batch", *d.ToolCalls)
+	}
+	repeated := ""
+	if d.RepeatedTool != "" {
+		repeated = fmt.Sprintf("%s repeated %d times", d.RepeatedTool, d.RepeatCount)
+	}
+	var parts []string
+	switch d.CapReason {
+	case "explicit":
+		parts = append(parts, fmt.Sprintf("explicit cap of %d", d.Max), calls)
+	case "stuck", "stuck_after_warning":
+		parts = append(parts, fmt.Sprintf("past the adaptive cap of %d with %s", d.Max, repeated), calls)
+		repeated = ""
+		if d.CapReason == "stuck_after_warning" {
+			parts = append(parts, "after a warning")
+		}
+	case "backstop":
+		parts = append(parts, fmt.Sprintf("backstop of %d tool calls", d.Max*10), calls)
+	case "":
+		parts = append(parts, repeated)
+		repeated = ""
+	default:
+		parts = append(parts, d.CapReason+" cap", calls)
+	}
+	if repeated != "" && d.CapReason != "explicit" && d.CapReason != "backstop" {
+		parts = append(parts, repeated)
+	}
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
 // describeError is the one-line stderr form of an error, naming the loop
 // type, the cap rule that fired and the turn's tool calls when loop
 // protection stopped the turn.
 func describeError(e *ResultError) string {
-	var d struct {
-		Code         string `json:"code"`
-		LoopType     string `json:"loopType"`
-		CapReason    string `json:"capReason"`
-		ToolCalls    *int   `json:"toolCalls"`
-		RepeatedTool string `json:"repeatedTool"`
-		RepeatCount  int    `json:"repeatCount"`
-	}
+	var d loopData
 	if len(e.Data) > 0 && json.Unmarshal(e.Data, &d) == nil && d.Code == "LOOP_DETECTED" {
-		if d.LoopType != "" {
-			var why []string
-			if d.CapReason != "" {
-				why = append(why, d.CapReason+" cap")
-			}
-			if d.ToolCalls != nil {
-				why = append(why, fmt.Sprintf("%d tool calls", *d.ToolCalls))
-			}
-			if d.RepeatedTool != "" {
-				why = append(why, fmt.Sprintf("%s repeated %d times", d.RepeatedTool, d.RepeatCount))
-			}
-			if len(why) > 0 {
-				return fmt.Sprintf("loop protection stopped the turn (%s; %s): %s", d.LoopType, strings.Join(why, ", "), e.Message)
-			}
-			return fmt.Sprintf("loop protection stopped the turn (%s): %s", d.LoopType, e.Message)
+		if d.LoopType == "" {
+			return "loop protection stopped the turn: " + e.Message
 		}
-		return "loop protection stopped the turn: " + e.Message
+		if why := d.why(); why != "" {
+			return fmt.Sprintf("loop protection stopped the turn (%s: %s): %s", d.LoopType, why, e.Message)
+		}
+		return fmt.Sprintf("loop protection stopped the turn (%s): %s", d.LoopType, e.Message)
 	}
 	if e.Code == acp.CodeInternalError {
 		return "error: " + e.Message

@@ -24,13 +24,18 @@ import (
 
 // Exit statuses of `acpd run`.
 const (
-	ExitOK          = 0
-	ExitError       = 1   // model or internal error
-	ExitUsage       = 2   // usage or configuration error
-	ExitLoop        = 3   // loop protection stopped the turn
-	ExitIncomplete  = 4   // the model stopped early: max_tokens, refusal, max_turn_requests
-	ExitTurnBudget  = 5   // the turn reached model.maxTokensPerTurn
-	ExitTokenLimit  = 6   // the request passed model.sessionTokenLimit
+	ExitOK         = 0
+	ExitError      = 1 // model or internal error
+	ExitUsage      = 2 // usage or configuration error
+	ExitLoop       = 3 // loop protection stopped the turn
+	ExitIncomplete = 4 // the model stopped early: max_tokens, refusal, max_turn_requests
+	ExitTurnBudget = 5 // the turn reached model.maxTokensPerTurn
+	ExitTokenLimit = 6 // the request passed model.sessionTokenLimit
+	// ExitRefused: the turn ended, but something it needed a person's yes
+	// for was refused (an edit or command in approval mode default, a
+	// fetch of a private address, replacing files a rewind found changed):
+	// the work the prompt asked for was not all done.
+	ExitRefused     = 7
 	ExitInterrupted = 130 // SIGINT (128+2); SIGTERM gives 143
 )
 
@@ -57,6 +62,11 @@ type Options struct {
 	ClientVersion string
 	// Answers answer the model's questions (--answer), in order.
 	Answers []string
+	// Continue is the command that continues the session, with %s for
+	// its id: text output ends with it ("acpd run --session %s").
+	Continue string
+	// Rewind is the turn a rewind-only run undoes (--rewind N), 0 for none.
+	Rewind int
 }
 
 // Agent is the agent a run drives: session.Manager, or a fake in tests.
@@ -72,6 +82,9 @@ type Env struct {
 	Trace          bool // log every JSON-RPC message of the agent's side
 	// Signals delivers SIGINT and SIGTERM; nil never does.
 	Signals <-chan os.Signal
+	// Live says stderr is a terminal: progress (waiting for the model,
+	// retries, compaction) is shown there as it happens.
+	Live bool
 }
 
 // Run starts the agent in process, drives one turn and reports it. It
@@ -90,6 +103,9 @@ func Run(ctx context.Context, env Env, o Options, newAgent func(acp.Client) Agen
 
 	out := NewOutput(env.Stdout, env.Stderr, o.Format, o.Mode)
 	out.answers.left = append([]string(nil), o.Answers...)
+	out.live, out.continueCmd, out.rewind = env.Live, o.Continue, o.Rewind
+	stopWatch := out.watchSilence()
+	defer stopWatch()
 	conn := client.NewConn(ctx, clientEnd, out, logger)
 
 	turnCtx, cancelTurn := context.WithCancel(ctx)
@@ -152,7 +168,11 @@ wait:
 	agent.Close()
 	_ = agentEnd.Close()
 
+	stopWatch()
 	code := res.ExitCode()
+	if code == ExitOK && out.refusedCount() > 0 {
+		code = ExitRefused
+	}
 	if signo != 0 {
 		if res.Resp == nil && res.RPCErr == nil {
 			// Interrupted before the prompt answered (or before it was sent).
@@ -263,8 +283,14 @@ func (c *runClient) run(ctx context.Context) Outcome {
 		ProtocolVersion: acp.ProtocolVersion,
 		ClientInfo:      &acp.Implementation{Name: "acpd-run", Version: c.opts.ClientVersion},
 		// The model may ask questions: they are answered from --answer,
-		// or fail saying so (Output.Elicit).
-		ClientCapabilities: acp.ClientCapabilities{Elicitation: &acp.ElicitationCapabilities{Form: &acp.Capability{}}},
+		// or fail saying so (Output.Elicit). Notices (retries, budgets,
+		// problems) are shown as they happen. Compaction is not asked for
+		// as compaction_update: its tool call frame is what acpd run has
+		// always shown (a line on stderr, a tool call in json).
+		ClientCapabilities: acp.ClientCapabilities{
+			Elicitation: &acp.ElicitationCapabilities{Form: &acp.Capability{}},
+			Session:     &acp.ClientSessionCapabilities{Notices: &acp.Capability{}},
+		},
 	})
 	if err != nil {
 		return failed("", "initialize", err)
@@ -305,7 +331,7 @@ func (c *runClient) run(ctx context.Context) Outcome {
 	c.mu.Unlock()
 	// Updates before this point replay a loaded session's history; only the
 	// new turn is reported.
-	c.out.startTurn()
+	c.out.startTurn(id)
 
 	c.sendMu.Lock()
 	p, err := c.conn.StartPrompt(ctx, &acp.PromptRequest{

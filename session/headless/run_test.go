@@ -234,7 +234,7 @@ func BenchmarkOutput_Update(b *testing.B) {
 	for _, format := range []string{FormatText, FormatJSON, FormatStreamJSON} {
 		b.Run(format, func(b *testing.B) {
 			o := NewOutput(io.Discard, io.Discard, format, "default")
-			o.startTurn()
+			o.startTurn("")
 			b.ReportAllocs()
 			for b.Loop() {
 				o.Update(params)
