@@ -385,6 +385,10 @@ func TestLoad_Errors(t *testing.T) {
 			msg: "session.dataDir: must be a path string, got integer 5"},
 		{name: "script provider needs a script", file: "[model]\n\tprovider = \"script\"\n", line: 2, col: 2,
 			msg: `model.script is required when model.provider is "script"`},
+		{name: "base URL with a misspelt scheme", file: "[model]\nbaseUrl = \"htp://localhost:8080/v1\"\n", line: 2, col: 11,
+			msg: `model.baseUrl: must be an http or https URL such as https://api.openai.com/v1, got "htp://localhost:8080/v1"`},
+		{name: "base URL without a host", file: "[model]\nbaseUrl = \"localhost:8080\"\n", line: 2, col: 11,
+			msg: `model.baseUrl: must be an http or https URL such as https://api.openai.com/v1, got "localhost:8080"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -83,8 +83,7 @@ var fields = []*field{
 	thinkingField(),
 	stringField("model", "name", func(c *Config) *string { return &c.Model.Name },
 		[]string{"OPENAI_MODEL"}, "model", "model name"),
-	stringField("model", "baseUrl", func(c *Config) *string { return &c.Model.BaseURL },
-		[]string{"OPENAI_BASE_URL"}, "base-url", "OpenAI-compatible API base URL"),
+	baseURLField(),
 	stringField("model", "apiKeyEnv", func(c *Config) *string { return &c.Model.APIKeyEnv },
 		nil, "", ""),
 	maxToolCallsField(),
@@ -793,6 +792,28 @@ func fileNamesField() *field {
 		for i, n := range c.Context.FileNames {
 			if n == "" || n == "." || n == ".." || strings.ContainsAny(n, `/\`) {
 				return fmt.Errorf("element %d: must be a file name without a folder, got %s", i, quote(n))
+			}
+		}
+		return nil
+	}
+	return f
+}
+
+// baseURLField is model.baseUrl: an http or https URL with a host. A typo
+// in the scheme (htp://) would otherwise pass every check until the first
+// request failed.
+func baseURLField() *field {
+	f := stringField("model", "baseUrl", func(c *Config) *string { return &c.Model.BaseURL },
+		[]string{"OPENAI_BASE_URL"}, "base-url", "the provider's API base URL")
+	decode := f.decode
+	f.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		if b := c.Model.BaseURL; b != "" {
+			u, err := url.Parse(b)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("must be an http or https URL such as https://api.openai.com/v1, got %s", quote(b))
 			}
 		}
 		return nil

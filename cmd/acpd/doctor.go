@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+
+	"golang.org/x/term"
 
 	"github.com/spf13/cobra"
 
@@ -32,6 +35,14 @@ fails.`,
 // cmdDoctor prints one line per check of package doctor.
 func cmdDoctor(ctx context.Context, a *app) int {
 	env := &doctor.Env{Config: a.cfg, Sources: a.src, ConfigErr: a.cfgErr}
+	if f, ok := a.stdout.(*os.File); ok && isTerminal(f) {
+		// A person reads it: lines wrapped to the terminal (grep and
+		// scripts get one line per check).
+		env.Width = 80
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil && w >= 40 {
+			env.Width = w
+		}
+	}
 	if a.cfgErr == nil {
 		env.Sandbox = newSandboxPolicy(a.cfg)
 	}

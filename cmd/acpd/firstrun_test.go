@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -32,7 +33,7 @@ func TestDoctorCmd_ScriptedServer(t *testing.T) {
 	e.env = append(e.env, "OPENAI_API_KEY=sk-test", "ACPD_TELEMETRY=true", "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL())
 	o := e.run(t, "", "doctor")
 	require.Equal(t, 0, o.code, "stdout:\n%s\nstderr:\n%s", o.stdout, o.stderr)
-	lines := strings.Split(strings.TrimRight(o.stdout, "\n"), "\n")
+	lines := checkLines(o.stdout)
 	require.Len(t, lines, 9, o.stdout)
 	for _, l := range lines {
 		if strings.Contains(l, "  server  ") {
@@ -91,7 +92,75 @@ func TestDoctorCmd_BadConfig(t *testing.T) {
 	o := e.run(t, "", "doctor", "--config", bad)
 	require.Equal(t, 1, o.code, o.stdout+o.stderr)
 	assert.Regexp(t, `^FAIL  configuration  .*bad.toml:2`, o.stdout)
-	assert.Equal(t, 9, strings.Count(o.stdout, "\n"), "one line per check, the sandbox's, telemetry's, the providers' and the server's included")
+	assert.Len(t, checkLines(o.stdout), 9, "one line per check, the sandbox's, telemetry's, the providers' and the server's included")
+	fails := 0
+	for _, l := range checkLines(o.stdout) {
+		if strings.HasPrefix(l, "FAIL") {
+			fails++
+		}
+	}
+	assert.Equal(t, 1, fails, "the other checks skip: one cause, reported once\n%s", o.stdout)
+}
+
+// checkLines are doctor's lines, a check's wrapped lines joined into one.
+func checkLines(stdout string) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(stdout, "\n"), "\n") {
+		if strings.HasPrefix(l, " ") && len(lines) > 0 {
+			lines[len(lines)-1] += " " + strings.TrimSpace(l)
+			continue
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// TestDoctorCmd_FirstRun: a fresh home, nothing configured: the missing
+// model fails once, the key and endpoint skip (no probe of an endpoint
+// nobody chose), every line fits 80 columns, and a misspelt --base-url is
+// a configuration error named as such.
+func TestDoctorCmd_FirstRun(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	o := e.run(t, "", "doctor")
+	require.Equal(t, 1, o.code, o.stdout+o.stderr)
+	assert.Regexp(t, `(?m)^FAIL  model +no model configured`, o.stdout)
+	assert.Regexp(t, `(?m)^skip  api key +no model or endpoint configured`, o.stdout)
+	assert.Regexp(t, `(?m)^skip  endpoint +no model or endpoint configured`, o.stdout)
+	assert.NotContains(t, o.stdout, "api.openai.com")
+	assert.Equal(t, 1, strings.Count(o.stdout, "FAIL"), o.stdout)
+	assert.Greater(t, len(checkLines(o.stdout)[6]), 200, "piped, the sandbox's check is one line, for grep")
+
+	// On a terminal (80 columns) every line fits.
+	o = e.runTerminal(t, true, "doctor")
+	require.Equal(t, 1, o.code, o.stderr)
+	assert.Len(t, checkLines(strings.TrimSuffix(o.stderr, "acpd doctor: some checks failed\n")), 9, o.stderr)
+	for _, l := range strings.Split(o.stderr, "\n") {
+		if !strings.HasPrefix(l, " ") || len(strings.Fields(l)) > 1 {
+			// (a continued line of one word — a long path — is left whole)
+			assert.LessOrEqual(t, len([]rune(l)), 80, "%q", l)
+		}
+	}
+	assert.Regexp(t, `(?m)^ok    shell sandbox  \S.*\n {21}\S`, o.stderr, "the sandbox's detail goes on under itself")
+
+	o = e.run(t, "", "doctor", "--base-url", "htp://localhost:8080/v1", "--model", "m1")
+	require.Equal(t, 1, o.code)
+	assert.Regexp(t, `^FAIL  configuration  flag --base-url: model.baseUrl: must be an http or https URL`, o.stdout)
+	assert.Equal(t, 1, strings.Count(o.stdout, "FAIL"), o.stdout)
+}
+
+// TestDoctorCmd_ServerFromFlags: acpd doctor takes acpd serve's flags and
+// checks the server set up by them, as acpd serve would start it.
+func TestDoctorCmd_ServerFromFlags(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	token := filepath.Join(e.dir, "token")
+	require.NoError(t, os.WriteFile(token, []byte("0123456789abcdef0123456789abcdef\n"), 0o600))
+	o := e.run(t, "", "doctor", "--listen", "127.0.0.1:8123", "--token-file", token)
+	joined := strings.Join(checkLines(o.stdout), "\n")
+	assert.Regexp(t, `(?m)^ok    server +127.0.0.1:8123 \(loopback, no TLS\); token file `+regexp.QuoteMeta(token)+` \(owner only\)`, joined)
+	o = e.run(t, "", "doctor", "--listen", "0.0.0.0:8123", "--token-file", token)
+	assert.Regexp(t, `(?m)^FAIL  server +refusing to listen on 0.0.0.0:8123`, strings.Join(checkLines(o.stdout), "\n"))
 }
 
 // TestRunCmd_FreshHomeWithoutModel: `acpd run` in a home without any

@@ -26,6 +26,12 @@ import (
 // at a terminal runs it, and returns what it wrote there (the terminal's
 // \r\n turned back into \n).
 func (e *runEnv) runOnTerminal(t *testing.T, args ...string) runOut {
+	return e.runTerminal(t, false, args...)
+}
+
+// runTerminal is runOnTerminal, with stdout on the terminal too when
+// stdoutToo (the result's stderr then holds both).
+func (e *runEnv) runTerminal(t *testing.T, stdoutToo bool, args ...string) runOut {
 	t.Helper()
 	bin := acpdBinary(t)
 	ptm, tty, err := pty.Open()
@@ -37,6 +43,9 @@ func (e *runEnv) runOnTerminal(t *testing.T, args ...string) runOut {
 	cmd.Env, cmd.Dir = e.env, e.dir
 	var out bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(""), &out, tty
+	if stdoutToo {
+		cmd.Stdout = tty
+	}
 	require.NoError(t, cmd.Start())
 	tty.Close()
 	var term bytes.Buffer

@@ -61,6 +61,10 @@ type Env struct {
 	// Getenv reads the server token's variable; nil means os.Getenv. (The
 	// OTLP exporters read their variables from the environment themselves.)
 	Getenv func(string) string
+	// Width, when positive, wraps each check's line at that column, its
+	// detail going on under itself, for a person at a terminal; 0 keeps
+	// one line per check, for grep and scripts.
+	Width int
 }
 
 // timeout bounds one network check.
@@ -96,7 +100,8 @@ func Checks() []Check {
 	}
 }
 
-// Run runs checks in order, printing one line per check to w, and reports
+// Run runs checks in order, printing one line per check to w (wrapped at
+// env.Width, continued lines indented under the detail), and reports
 // whether none failed.
 func Run(ctx context.Context, env *Env, checks []Check, w io.Writer) bool {
 	width := 0
@@ -109,12 +114,57 @@ func Run(ctx context.Context, env *Env, checks []Check, w io.Writer) bool {
 		if r.Status == Fail {
 			ok = false
 		}
-		// Details are one line: a multi-line error (several config
-		// mistakes) is joined with "; ".
+		// A multi-line error (several config mistakes) is joined with "; ".
 		detail := strings.Join(strings.Fields(strings.ReplaceAll(r.Detail, "\n", " ; ")), " ")
-		fmt.Fprintf(w, "%-4s  %-*s  %s\n", r.Status, width, c.Name, detail)
+		head := fmt.Sprintf("%-4s  %-*s  ", r.Status, width, c.Name)
+		if env.Width <= 0 {
+			fmt.Fprintln(w, head+detail)
+			continue
+		}
+		fmt.Fprint(w, wrap(head, detail, env.Width))
 	}
 	return ok
+}
+
+// wrap prints detail after head, broken at spaces so no line passes width
+// (a word longer than the room is left whole), the continued lines
+// indented to head's width.
+func wrap(head, detail string, width int) string {
+	indent := strings.Repeat(" ", len(head))
+	room := max(width-len(head), 20)
+	var b strings.Builder
+	b.WriteString(head)
+	n := 0
+	for i, word := range strings.Fields(detail) {
+		l := len([]rune(word))
+		switch {
+		case i == 0:
+		case n+1+l > room:
+			b.WriteString("\n" + indent)
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += l
+	}
+	b.WriteByte('\n')
+	return b.String()
+}
+
+// noModel reports that neither a model nor an endpoint is configured: a
+// first run. The model check says so once; the key and endpoint checks,
+// which would fail for the same reason (and probe an endpoint nobody
+// chose), skip.
+func noModel(env *Env) bool {
+	m := env.Config.Model
+	return m.Provider != config.ProviderScript && m.Name == "" && len(env.Config.Providers) == 0 &&
+		env.Sources.Of("model.baseUrl").Kind == config.SourceDefault
+}
+
+func skipNoModel() Result {
+	return Result{Status: Skip, Detail: "no model or endpoint configured (see model above)"}
 }
 
 func skipNoConfig() Result {
@@ -162,7 +212,11 @@ func checkAPIKey(_ context.Context, env *Env) Result {
 	if m.Provider == config.ProviderScript {
 		return Result{Status: Skip, Detail: "not needed for a scripted model"}
 	}
-	if m.APIKey == "" && localEndpoint(m.BaseURL) {
+	if noModel(env) {
+		return skipNoModel()
+	}
+	keyEnvSet := env.Sources.Of("model.apiKeyEnv").Kind != config.SourceDefault
+	if m.APIKey == "" && localEndpoint(m.BaseURL) && !keyEnvSet {
 		// Ollama, llama.cpp, LM Studio and vLLM on this machine or the LAN
 		// take requests without a key, and acpd run sends none then; the
 		// endpoint check finds out whether this one does.
@@ -170,6 +224,11 @@ func checkAPIKey(_ context.Context, env *Env) Result {
 	}
 	if m.APIKeyEnv == "" {
 		return Result{Status: Fail, Detail: "model.apiKeyEnv is empty: set it to the environment variable holding the key"}
+	}
+	if m.APIKey == "" && keyEnvSet {
+		// Naming a variable says a key is wanted, even for a local
+		// endpoint: an empty one is a mistake, not "none needed".
+		return Result{Status: Fail, Detail: fmt.Sprintf("environment variable %s is empty or unset (model.apiKeyEnv names it, %s)", m.APIKeyEnv, env.Sources.Of("model.apiKeyEnv"))}
 	}
 	if m.APIKey == "" {
 		return Result{Status: Fail, Detail: fmt.Sprintf("environment variable %s is empty or unset (model.apiKeyEnv names it; a local endpoint such as Ollama needs none)", m.APIKeyEnv)}
@@ -206,6 +265,9 @@ func checkEndpoint(ctx context.Context, env *Env) Result {
 	m := env.Config.Model
 	if m.Provider == config.ProviderScript {
 		return Result{Status: Skip, Detail: "a scripted model has no endpoint"}
+	}
+	if noModel(env) {
+		return skipNoModel()
 	}
 	if len(env.Config.Providers) > 0 && len(env.Config.LegacyModels()) == 0 {
 		return Result{Status: Skip, Detail: "[model] serves no model of its own; the providers check covers [modelProviders]"}
@@ -329,7 +391,23 @@ func probe(ctx context.Context, env *Env, protocol, baseURL, key, keyEnv, mdl, f
 	if slices.Contains(ids, mdl) {
 		return Result{Status: OK, Detail: fmt.Sprintf("%s reachable, model %s listed", url, mdl)}
 	}
-	return Result{Status: Fail, Detail: fmt.Sprintf("%s reachable, but model %s is not among its %d models", url, mdl, len(ids))}
+	return Result{Status: Fail, Detail: fmt.Sprintf("%s reachable, but model %s is not among its %d models: %s", url, mdl, len(ids), offered(ids))}
+}
+
+// offeredMax bounds the models a mismatch lists: a router offers hundreds.
+const offeredMax = 20
+
+// offered lists the models an endpoint offers, sorted, the first offeredMax
+// of them and how many more.
+func offered(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	ids = slices.Sorted(slices.Values(ids))
+	if len(ids) <= offeredMax {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:offeredMax], ", "), len(ids)-offeredMax)
 }
 
 // emptiness says whether the key acpd sent was empty, for a 401/403.

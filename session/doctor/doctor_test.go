@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -33,11 +34,22 @@ func okConfig(t *testing.T, baseURL string) config.Config {
 	return cfg
 }
 
+// run runs the checks and returns their lines, each check's wrapped
+// lines joined back into one.
 func run(t *testing.T, env *Env) (bool, []string) {
 	t.Helper()
+	env.Width = 80
 	var out bytes.Buffer
 	ok := Run(context.Background(), env, Checks(), &out)
-	return ok, strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(out.String(), "\n"), "\n") {
+		if strings.HasPrefix(l, " ") && len(lines) > 0 {
+			lines[len(lines)-1] += " " + strings.TrimSpace(l)
+			continue
+		}
+		lines = append(lines, l)
+	}
+	return ok, lines
 }
 
 // line returns the output line of the named check.
@@ -178,13 +190,90 @@ func TestDoctor_MissingModelAndKey(t *testing.T) {
 	srv := modeltest.NewServer(t)
 	cfg := okConfig(t, srv.BaseURL())
 	cfg.Model.Name, cfg.Model.APIKey = "", ""
-	ok, lines := run(t, &Env{Config: cfg})
+	ok, lines := run(t, &Env{Config: cfg, Sources: config.Sources{"model.baseUrl": {Kind: config.SourceFlag, Name: "base-url"}}})
 	assert.False(t, ok)
 	m := line(t, lines, "model")
 	for _, want := range []string{"FAIL", "[model] name", "OPENAI_MODEL", "--model"} {
 		assert.Contains(t, m, want)
 	}
 	assert.Regexp(t, `^ok +api key +none set, none needed by a local endpoint`, line(t, lines, "api key"))
+}
+
+// TestDoctor_FirstRunOneCause: with nothing configured the missing model
+// is said once; the key and the endpoint, which fail for that reason, skip,
+// and no endpoint nobody chose (api.openai.com) is asked.
+func TestDoctor_FirstRunOneCause(t *testing.T) {
+	cfg := config.Default()
+	cfg.Session.DataDir = filepath.Join(t.TempDir(), "data")
+	asked := false
+	client := &http.Client{Transport: roundTrip(func(*http.Request) (*http.Response, error) {
+		asked = true
+		return nil, errors.New("no network in this test")
+	})}
+	ok, lines := run(t, &Env{Config: cfg, Sources: config.Sources{}, HTTP: client})
+	assert.False(t, ok)
+	fails := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "FAIL") {
+			fails++
+		}
+	}
+	assert.Equal(t, 1, fails, "one cause, one failure:\n%s", strings.Join(lines, "\n"))
+	assert.Regexp(t, `^FAIL +model +no model configured`, line(t, lines, "model"))
+	assert.Regexp(t, `^skip +api key +no model or endpoint configured`, line(t, lines, "api key"))
+	assert.Regexp(t, `^skip +endpoint +no model or endpoint configured`, line(t, lines, "endpoint"))
+	assert.False(t, asked, "no endpoint was probed")
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestDoctor_NamedKeyVariableEmpty: model.apiKeyEnv set (in a file) to a
+// variable that is empty fails even for a local endpoint: naming it says a
+// key is wanted.
+func TestDoctor_NamedKeyVariableEmpty(t *testing.T) {
+	srv := modeltest.NewServer(t)
+	srv.SetModels("m1")
+	cfg := okConfig(t, srv.BaseURL())
+	cfg.Model.APIKey, cfg.Model.APIKeyEnv = "", "LOCAL_LLM_KEY"
+	src := config.Sources{"model.apiKeyEnv": {Kind: config.SourceFile, File: "/etc/acpd.toml", Line: 3}}
+	ok, lines := run(t, &Env{Config: cfg, Sources: src})
+	assert.False(t, ok)
+	assert.Regexp(t, `^FAIL +api key +environment variable LOCAL_LLM_KEY is empty or unset \(model.apiKeyEnv names it, /etc/acpd.toml:3\)`, line(t, lines, "api key"))
+}
+
+// TestDoctor_MismatchListsOfferedModels: a model the endpoint does not
+// offer fails with the models it does offer, sorted, at most 20.
+func TestDoctor_MismatchListsOfferedModels(t *testing.T) {
+	srv := modeltest.NewServer(t)
+	srv.SetModels("qwen3-coder-plus", "qwen-max", "deepseek-v3")
+	cfg := okConfig(t, srv.BaseURL())
+	cfg.Model.Name = "qwen3-coder"
+	_, lines := run(t, &Env{Config: cfg, Sources: config.Sources{}})
+	assert.Regexp(t, `^FAIL +endpoint +.* reachable, but model qwen3-coder is not among its 3 models: deepseek-v3, qwen-max, qwen3-coder-plus$`, line(t, lines, "endpoint"))
+
+	var many []string
+	for i := range 25 {
+		many = append(many, fmt.Sprintf("m%02d", i))
+	}
+	assert.Equal(t, strings.Join(many[:20], ", ")+" and 5 more", offered(many))
+}
+
+// TestDoctor_LinesWrapped: a long detail (the sandbox's) is wrapped at the
+// width, its continued lines indented under the detail column.
+func TestDoctor_LinesWrapped(t *testing.T) {
+	const Width = 80
+	got := wrap("ok    shell sandbox  ", strings.Repeat("word ", 40)+"/a/very/long/path/that/cannot/be/broken/anywhere/at/all/xxxxxxxxxxxxxxxxxxxxxxxxxx", Width)
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	require.Greater(t, len(lines), 2)
+	for i, l := range lines[:len(lines)-1] {
+		assert.LessOrEqual(t, len(l), Width, "line %d: %q", i, l)
+		if i > 0 {
+			assert.True(t, strings.HasPrefix(l, strings.Repeat(" ", len("ok    shell sandbox  "))+"word"), l)
+		}
+	}
+	assert.Contains(t, lines[len(lines)-1], "/a/very/long/path", "a word longer than the room is left whole")
 }
 
 // TestDoctor_KeylessLocalEndpoint: an Ollama-style server on this machine
