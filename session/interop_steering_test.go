@@ -167,6 +167,12 @@ func TestInterop_Steering(t *testing.T) {
 		modeltest.Response{Match: "SCN-three", Text: "three done"},
 		modeltest.Response{Match: "SCN-command", ToolCalls: shell("sleep 2")},
 		modeltest.Response{Match: "SCN-command", Text: "blue it is"},
+		// The side question's answer comes with a call the model was
+		// told it cannot make: it must not run.
+		modeltest.Response{Match: "SCN-btw", ToolCalls: shell("sleep 2")},
+		modeltest.Response{Match: "SCN-btw", Text: "BTW-answer: the blue one", ToolCalls: shell("touch btw-tool-ran")},
+		modeltest.Response{Match: "SCN-btw", Text: "btw turn done"},
+		modeltest.Response{Match: "SCN-btw", Text: "BTW-idle-answer"},
 		modeltest.Response{Match: "SCN-race", Text: "first answer", Delay: 1500 * time.Millisecond},
 		modeltest.Response{Match: "SCN-race", Text: "race done"},
 	)
@@ -174,10 +180,11 @@ func TestInterop_Steering(t *testing.T) {
 	cmds := filepath.Join(workspace, ".acpd", "commands")
 	require.NoError(t, os.MkdirAll(cmds, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(cmds, "blue.md"), []byte("Switch to the blue file: $ARGUMENTS\n"), 0o644))
+	dataDir := t.TempDir()
 	out, _ := acptest.RunInteropScript(t, node, clientDir, "steering.mjs", workspace,
 		[]string{"XDG_CONFIG_HOME=" + t.TempDir(), "OPENAI_API_KEY=test-key"},
 		acpdBin, "--config", os.DevNull, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted",
-		"--data-dir", t.TempDir(), "--log-level", "warn")
+		"--data-dir", dataDir, "--log-level", "warn")
 	var sum steerSummary
 	require.NoError(t, json.Unmarshal(out, &sum))
 	assert.Empty(t, sum.SDKErrors)
@@ -323,6 +330,86 @@ func TestInterop_Steering(t *testing.T) {
 		assert.Equal(t, []string{"Switch to the blue file: now please"}, texts)
 		assert.True(t, afterTool)
 		assert.GreaterOrEqual(t, index(evs, 0, userChunk("Switch to the blue file: now please", false)), 0, "the echo shows what the model read")
+	})
+
+	t.Run("/btw answers while the turn runs, on its prefix, without tools, and is never kept", func(t *testing.T) {
+		sc := sum.Scenarios["btw"]
+		evs := scenario("btw")
+		var btws []string
+		for _, e := range evs {
+			if e.Ev == "btw" {
+				btws = append(btws, e.StopReason)
+			}
+		}
+		assert.Equal(t, []string{"end_turn", "end_turn"}, btws)
+		answer := index(evs, 0, agentText("BTW-answer: the blue one", false))
+		first := index(evs, 0, func(e steerEvent) bool { return e.Ev == "btw" })
+		turnEnd := index(evs, 0, func(e steerEvent) bool { return e.Ev == "prompt" })
+		require.True(t, answer >= 0 && first > answer && turnEnd > first,
+			"the side answer came, and its prompt answered, while the turn ran: %+v", evs)
+		assert.JSONEq(t, `{"source":"side_answer"}`, string(evs[answer].Meta), "marked as a side answer")
+		assert.Equal(t, "end_turn", evs[turnEnd].StopReason)
+		idle := index(evs, 0, agentText("BTW-idle-answer", false))
+		require.Greater(t, idle, turnEnd)
+		assert.JSONEq(t, `{"source":"side_answer"}`, string(evs[idle].Meta))
+
+		for _, e := range evs {
+			assert.NotContains(t, e.Text, "btw-tool-ran", "no tool of the side answer was shown")
+		}
+		assert.NoFileExists(t, filepath.Join(workspace, "btw-tool-ran"), "the call in the side answer never ran")
+
+		reqs := requestsOf(srv, "SCN-btw")
+		require.Len(t, reqs, 4, "turn, side question, turn, side question")
+		side, next, idleSide := reqs[1], reqs[2], reqs[3]
+		// The side request is the turn's request as sent, then the question.
+		ph, pt := messagesSplit(t, reqs[0].Body)
+		sh, st := messagesSplit(t, side.Body)
+		assert.True(t, bytes.HasPrefix(sh, ph), "the side request repeats the session's request byte for byte:\nsession: %s\nside:    %s", ph, sh)
+		require.Len(t, side.Messages, len(reqs[0].Messages)+1)
+		last := side.Messages[len(side.Messages)-1]
+		assert.Equal(t, "user", last.Role)
+		assert.Equal(t, "BTW-question: which file?", last.Text())
+		var sideTail, turnTail map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(append([]byte(`{"x":[`), st...), &sideTail))
+		require.NoError(t, json.Unmarshal(append([]byte(`{"x":[`), pt...), &turnTail))
+		assert.JSONEq(t, string(turnTail["tools"]), string(sideTail["tools"]), "the same tool list")
+		assert.JSONEq(t, `"none"`, string(sideTail["tool_choice"]), "tool use off")
+		assert.NotContains(t, turnTail, "tool_choice")
+
+		// The turn goes on as if nothing was asked, its cache kept.
+		assert.NotContains(t, string(next.Body), "BTW-")
+		assertCacheKept(t, reqs[0], next)
+
+		// Idle: the whole conversation, as the next prompt would send it.
+		nh, _ := messagesSplit(t, next.Body)
+		ih, _ := messagesSplit(t, idleSide.Body)
+		assert.True(t, bytes.HasPrefix(ih, nh), "the idle side request repeats the conversation")
+		require.Len(t, idleSide.Messages, len(next.Messages)+2)
+		assert.Equal(t, "btw turn done", idleSide.Messages[len(next.Messages)].Text())
+		assert.Equal(t, "BTW-idle: and now?", idleSide.Messages[len(next.Messages)+1].Text())
+		assert.NotContains(t, string(idleSide.Body), "BTW-answer", "an earlier side answer is not in the conversation")
+
+		// Not in the transcript: neither the replay nor the file holds it.
+		for _, e := range evs {
+			if e.Replay {
+				assert.NotContains(t, e.Text, "BTW", "replayed: %+v", e)
+			}
+		}
+		require.NotEmpty(t, sc.SessionID)
+		var found bool
+		require.NoError(t, filepath.WalkDir(dataDir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.Contains(path, sc.SessionID) {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			found = found || bytes.Contains(b, []byte("SCN-btw"))
+			assert.NotContains(t, string(b), "BTW", "%s holds the side question", path)
+			return nil
+		}))
+		assert.True(t, found, "the session's transcript was found")
 	})
 
 	t.Run("a steer racing the end of the turn starts no unowned turn with promptRequired", func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
+	"github.com/acpd/acpd/session/side"
 	"github.com/acpd/acpd/session/steer"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/toolcall"
@@ -111,6 +112,11 @@ type Session struct {
 	// steers holds the messages the user adds to the running turn
 	// (package steer).
 	steers steer.Queue
+	// sidePrefix is the session's last model request, which a side
+	// question repeats (package side); asides are the side questions
+	// being answered, cancelled with the turn.
+	sidePrefix side.Prefix
+	asides     []*promptHandle
 	// closed is set by session/close, session/delete and Manager.Close: a
 	// prompt that finds it set is refused, so none can start after the
 	// close cancelled the admitted ones.
@@ -279,7 +285,7 @@ func (s *Session) release() { <-s.turns }
 func (s *Session) cancelTurn() {
 	s.steers.Shut()
 	s.mu.Lock()
-	ps := append([]*promptHandle(nil), s.prompts...)
+	ps := append(append([]*promptHandle(nil), s.prompts...), s.asides...)
 	s.mu.Unlock()
 	for _, p := range ps {
 		p.cancel()
@@ -295,6 +301,11 @@ func (s *Session) prompt(ctx context.Context, blocks []acp.ContentBlock, queue b
 	msg, err := s.userMessage(blocks)
 	if err != nil {
 		return nil, err
+	}
+	if cmd, args := s.besideCommand(blocks); cmd != nil {
+		// A side question neither waits for the running turn nor cancels
+		// it (btw.go).
+		return s.runBeside(ctx, cmd, args)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,7 +183,9 @@ func (t *turn) loop(ctx context.Context, hadLoopContext bool) (*acp.PromptRespon
 				// ACP: after a refusal, the prompt and everything after it
 				// is left out of the next prompt. The transcript rebuilds
 				// the history the same way (store.Transcript.Messages).
-				s.history = s.history[:t.start]
+				// Clipped: the next message starts a new array, so the
+				// messages a side question still reads stay as they were.
+				s.history = slices.Clip(s.history[:t.start])
 				s.cm.acct.Reset()
 				s.pendingLoopContext = hadLoopContext
 				return &acp.PromptResponse{StopReason: acp.StopRefusal}, nil
@@ -312,17 +315,15 @@ func (s *Session) watchRetries(ctx context.Context) context.Context {
 	})
 }
 
-// stream runs one model request, forwarding text and reasoning as chunks.
-// On a retry marker the attempt's calls and text are discarded before they
-// are ever counted (§7.2).
-func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
-	s := t.s
-	req := model.Request{
+// modelRequest is the session's next model request: its conversation as
+// it stands, with maxTokens for the answer. Callers hold the turn.
+func (s *Session) modelRequest(maxTokens int) model.Request {
+	return model.Request{
 		Model:       s.getModel(),
 		System:      s.systemPrompt(),
 		Messages:    s.history,
 		Tools:       s.toolSpecs(),
-		MaxTokens:   t.maxTokens(),
+		MaxTokens:   maxTokens,
 		Temperature: s.m.opts.Temperature,
 		Cache:       &s.msgCache,
 		// A subagent thinks at its session's level.
@@ -332,7 +333,19 @@ func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
 		// is where the last compaction's summary ends.
 		CacheHints: model.CacheHints{Key: s.id, Stable: min(s.cm.stable, len(s.history))},
 	}
+}
+
+// stream runs one model request, forwarding text and reasoning as chunks.
+// On a retry marker the attempt's calls and text are discarded before they
+// are ever counted (§7.2).
+func (t *turn) streamModel(ctx context.Context) (streamResult, error) {
+	s := t.s
+	req := s.modelRequest(t.maxTokens())
 	t.capped = req.MaxTokens > 0 && req.MaxTokens != s.m.opts.MaxTokens
+	if s.parent == nil {
+		// What the provider will cache: a side question (/btw) repeats it.
+		s.sidePrefix.Store(req)
+	}
 	s.used() // the accounting knows what this request carries
 	s.cm.acct.Sent()
 	r := streamResult{msgID: newMessageID()}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/acpd/acpd/acp"
@@ -43,6 +44,8 @@ import (
 //     -32800, after session/cancel (unless the client also sent
 //     $/cancel_request for that request);
 //   - plans: a plan update is the complete list, not a delta;
+//   - side questions: a session/prompt holding acpd's /btw runs beside the
+//     session's turn; its answer settles none of the turn's tool calls;
 //   - steering (the _session/steering extension): the outcome is one of
 //     injected, startedNewTurn and promptRequired, the last only when the
 //     request asked for it; a turn a steering message started may send
@@ -73,6 +76,18 @@ type clientReq struct {
 	value           json.RawMessage
 	cancelRequested bool // the client sent $/cancel_request for it
 	promptRequired  bool // a _session/steering request asking for promptRequired
+	// aside: a session/prompt holding acpd's side question (/btw), which
+	// runs beside the session's turn and owns none of its tool calls.
+	aside bool
+}
+
+// isSideQuestion reports whether a prompt is acpd's /btw command.
+func isSideQuestion(prompt []acp.ContentBlock) bool {
+	if len(prompt) == 0 || prompt[0].Type != "text" {
+		return false
+	}
+	t := strings.TrimSpace(prompt[0].Text)
+	return t == "/btw" || strings.HasPrefix(t, "/btw ") || strings.HasPrefix(t, "/btw\n")
 }
 
 type agentReq struct {
@@ -154,6 +169,7 @@ func (t *Transcript) ClientLine(line []byte) {
 		Value              json.RawMessage        `json:"value"`
 		RequestID          json.RawMessage        `json:"requestId"`
 		ClientCapabilities acp.ClientCapabilities `json:"clientCapabilities"`
+		Prompt             []acp.ContentBlock     `json:"prompt"`
 		Meta               struct {
 			Steering struct {
 				IdleBehavior string `json:"idleBehavior"`
@@ -166,7 +182,8 @@ func (t *Transcript) ClientLine(line []byte) {
 	switch {
 	case env.Method != "" && env.ID != nil: // request
 		t.sent[rawID(env.ID)] = &clientReq{method: env.Method, session: p.SessionID, modeID: p.ModeID, configID: p.ConfigID, value: p.Value,
-			promptRequired: p.Meta.Steering.IdleBehavior == acp.SteerIdlePromptRequired}
+			promptRequired: p.Meta.Steering.IdleBehavior == acp.SteerIdlePromptRequired,
+			aside:          env.Method == acp.MethodSessionPrompt && isSideQuestion(p.Prompt)}
 		switch env.Method {
 		case acp.MethodInitialize:
 			t.clientCaps = p.ClientCapabilities
@@ -697,7 +714,9 @@ func (t *Transcript) response(req *clientReq, m *agentMsg) error {
 		if !ok && rpcErr.Code == acp.CodeRequestCancelled && s.cancelled && !req.cancelRequested {
 			errs = append(errs, fmt.Errorf("session/prompt answered error -32800 after session/cancel; it must answer stopReason `cancelled`"))
 		}
-		errs = append(errs, t.settleTurn(req.session, s, ok && res.StopReason == string(acp.StopCancelled)))
+		if !req.aside {
+			errs = append(errs, t.settleTurn(req.session, s, ok && res.StopReason == string(acp.StopCancelled)))
+		}
 		errs = append(errs, modeSync(s))
 		if s.prompts == 0 {
 			s.cancelled = false

@@ -31,7 +31,7 @@ var _ = addCommand(newRunCommand)
 // runFlags are acpd run's own flags.
 type runFlags struct {
 	cwd, session, rewind string
-	yolo                 bool
+	yolo, btw            bool
 	format               outputFormat
 	answers              []string
 }
@@ -49,6 +49,7 @@ func newRunCommand(a *app) *cobra.Command {
 	f.StringVar(&o.session, "session", "", "continue the stored session with this `id` (a unique prefix works; acpd sessions lists them) instead of starting a new one")
 	f.StringVar(&o.rewind, "rewind", "", "with --session and no prompt: undo turn `N` and the turns after it, files and conversation (/rewind N); files changed since are kept")
 	f.BoolVar(&o.yolo, "yolo", false, "run every tool without asking (same as --approval-mode yolo)")
+	f.BoolVar(&o.btw, "btw", false, "ask PROMPT as a side question (/btw): answered from the conversation (with --session, the stored one) without tools, and not kept in it")
 	outputFormatFlags(f, &o.format)
 	f.StringArrayVar(&o.answers, "answer", nil, "answer to a question the model asks (ask_user_question), repeatable, used in order: an option's label or number, several separated by commas, or free `text`")
 	_ = cmd.MarkFlagDirname("cwd")
@@ -107,6 +108,10 @@ Tools that would ask for permission are refused in approval mode "default"
 edits, or --yolo to allow everything. Questions the model asks the user are
 answered from --answer flags, one per question in order; without one left the
 question fails and the model is told acpd run cannot ask.
+
+With --btw, PROMPT is a side question: one model request on the
+conversation (with --session, the stored one) plus the question, tool use
+off; the answer is printed and the session is left as it was.
 
 Output (--output-format):
   text         the assistant's text on stdout as it streams; one line per
@@ -191,6 +196,12 @@ func parseRunOptions(a *app, rf *runFlags, cfg *config.Config) (headless.Options
 	}
 	if strings.TrimSpace(o.Prompt) == "" {
 		return o, &usageError{msg: "empty prompt: give it as an argument or on stdin"}
+	}
+	if rf.btw {
+		if rf.rewind != "" {
+			return o, &usageError{msg: "--btw conflicts with --rewind"}
+		}
+		o.Prompt = "/btw " + strings.TrimSpace(o.Prompt)
 	}
 
 	cwd := rf.cwd

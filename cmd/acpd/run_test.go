@@ -584,3 +584,49 @@ func TestRunCmd_ControlCharactersShownEscaped(t *testing.T) {
 	assert.Equal(t, `done \x1b]52;c;ZXZpbA==\x07 access\u202e level`+"\n", o.stdout)
 	assert.FileExists(t, filepath.Join(e.ws, "evil"), "the command itself ran as written")
 }
+
+// acpd run --btw --session ID asks a side question on the stored
+// conversation: one request, the conversation then the question, tool use
+// off; the answer is printed and the session is left as it was (the next
+// prompt's request holds neither).
+func TestRunCmd_SideQuestion(t *testing.T) {
+	t.Parallel()
+	srv := modeltest.NewServer(t, modeltest.Response{Text: "first answer"}, modeltest.Response{Text: "BTW-answer"},
+		modeltest.Response{Text: "second answer"})
+	e := newRunEnv(t)
+	e.env = append(e.env, "OPENAI_API_KEY=test-key")
+	args := []string{"run", "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "m1", "--cwd", e.ws, "--output-format", "json"}
+
+	o := e.run(t, "", append(args, "first question")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	first := decodeResult(t, strings.TrimSpace(o.stdout))
+
+	o = e.run(t, "", append(args, "--session", first.SessionID, "--btw", "BTW-question?")...)
+	require.Equal(t, 0, o.code, o.stderr)
+	side := decodeResult(t, strings.TrimSpace(o.stdout))
+	assert.Equal(t, "end_turn", side.StopReason)
+	assert.Equal(t, "BTW-answer", side.Text)
+
+	o = e.run(t, "", append(args, "--session", first.SessionID, "second question")...)
+	require.Equal(t, 0, o.code, o.stderr)
+
+	reqs := srv.Requests()
+	require.Len(t, reqs, 3)
+	convo := func(r modeltest.Request) []string {
+		var out []string
+		for _, m := range r.Messages {
+			if m.Role != "system" {
+				out = append(out, m.Role+": "+m.Text())
+			}
+		}
+		return out
+	}
+	assert.Equal(t, []string{"user: first question", "assistant: first answer", "user: BTW-question?"}, convo(reqs[1]))
+	assert.Contains(t, string(reqs[1].Body), `"tool_choice":"none"`)
+	assert.Equal(t, len(reqs[0].Tools), len(reqs[1].Tools), "the same tools, not callable")
+	assert.Equal(t, []string{"user: first question", "assistant: first answer", "user: second question"}, convo(reqs[2]),
+		"the side question is not in the conversation")
+
+	o = e.run(t, "", append(args, "--btw", "--rewind", "1", "--session", first.SessionID)...)
+	assert.Equal(t, 2, o.code, "--btw with --rewind is a usage error")
+}

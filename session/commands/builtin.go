@@ -27,6 +27,10 @@ type Host interface {
 	Compact(ctx context.Context, focus string) (Compaction, error)
 	// Agents are the subagents the agent tool can start.
 	Agents() Agents
+	// SideQuestion answers question from the conversation without tools
+	// and shows the answer; neither is kept in the conversation (/btw).
+	// It may run while a turn runs.
+	SideQuestion(ctx context.Context, question string) error
 }
 
 // Agents is the /agents report's data.
@@ -123,6 +127,8 @@ func Builtins() []*Command {
 			Hint: "[N [code|conversation]]", Source: SourceBuiltin, Run: rewindCmd},
 		{Name: "fork", Description: "Copy the conversation, or its turns up to N, into a new session", Hint: "[N]",
 			Source: SourceBuiltin, Run: forkCmd},
+		{Name: "btw", Description: "Ask a side question about the conversation, even while a turn runs: answered without tools and not kept in the conversation",
+			Hint: "QUESTION", Source: SourceBuiltin, Run: btwCmd, Beside: true},
 		{Name: "help", Description: "List the available commands", Source: SourceBuiltin, Run: helpCmd},
 	}
 }
@@ -325,6 +331,16 @@ func agentsCmd(_ context.Context, h Host, _ string) (Result, error) {
 		}
 	}
 	return Result{Message: b.String()}, nil
+}
+
+func btwCmd(ctx context.Context, h Host, args string) (Result, error) {
+	if args == "" {
+		return Result{Message: "Usage: /btw QUESTION — a side question about the conversation, answered without tools and not kept in it."}, nil
+	}
+	if err := h.SideQuestion(ctx, args); err != nil {
+		return Result{}, err
+	}
+	return Result{Shown: true}, nil
 }
 
 func helpCmd(_ context.Context, h Host, _ string) (Result, error) {

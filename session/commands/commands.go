@@ -36,6 +36,9 @@ type Result struct {
 	Message string
 	Prompt  string
 	Blocks  []acp.ContentBlock
+	// Shown is set when the handler showed its answer itself (a side
+	// question streams it): nothing more is shown.
+	Shown bool
 }
 
 // Handler runs a built-in command for the session h with the raw argument
@@ -52,6 +55,10 @@ type Command struct {
 
 	// Run is set for built-ins.
 	Run Handler
+	// Beside is set for a built-in that runs beside the session's turn: a
+	// prompt holding it neither waits for the running turn nor cancels it,
+	// and its handler never touches the conversation (/btw).
+	Beside bool
 	// Template and Path are set for file commands: the prompt text, and the
 	// file it came from.
 	Template string

@@ -200,6 +200,11 @@ type Request struct {
 	// configuration lists ("low", "medium", "high", …); each protocol maps
 	// it to its own setting (budget tokens, effort, thinking level).
 	ThinkingLevel string
+	// NoToolUse sends Tools but lets the model call none of them
+	// (tool_choice "none" or the protocol's equivalent): a side question
+	// keeps the conversation's tool list, so the provider's cached prefix
+	// still matches, and is answered in text.
+	NoToolUse bool
 }
 
 // CacheHints describe a request's prefix for prompt caching.

@@ -22,10 +22,17 @@ type wireRequest struct {
 	System       []contentBlock `json:"system,omitempty"`
 	Messages     []wireMsg      `json:"messages"`
 	Tools        []wireTool     `json:"tools,omitempty"`
+	ToolChoice   *toolChoice    `json:"tool_choice,omitempty"`
 	Stream       bool           `json:"stream"`
 	Thinking     *thinkingParam `json:"thinking,omitempty"`
 	OutputConfig *outputConfig  `json:"output_config,omitempty"`
 	Temperature  *float64       `json:"temperature,omitempty"`
+}
+
+// toolChoice is {"type":"none"} for a request that offers the tools but
+// takes no call (model.Request.NoToolUse); nil leaves the default, auto.
+type toolChoice struct {
+	Type string `json:"type"`
 }
 
 type thinkingParam struct {
@@ -159,6 +166,9 @@ func (c *Client) build(req model.Request) (body, error) {
 			return body{}, err
 		}
 		out.Tools = append(out.Tools, wireTool{Name: t.Name, Description: t.Description, InputSchema: params})
+	}
+	if req.NoToolUse && len(out.Tools) > 0 {
+		out.ToolChoice = &toolChoice{Type: "none"}
 	}
 
 	// The digest chain starts from the system prompt and tools: a block

@@ -18,6 +18,7 @@ type chatRequest struct {
 	Model         string         `json:"model,omitempty"`
 	Messages      []chatMessage  `json:"messages"`
 	Tools         []chatTool     `json:"tools,omitempty"` // some providers reject tools:[]
+	ToolChoice    string         `json:"tool_choice,omitempty"`
 	Stream        bool           `json:"stream"`
 	StreamOptions *streamOptions `json:"stream_options,omitempty"`
 	MaxTokens     int            `json:"max_tokens,omitempty"` // DashScope refuses max_completion_tokens
@@ -129,10 +130,11 @@ type headKey struct {
 	hasTemp     bool
 	temperature float64
 	tools       []model.ToolSpec
+	noToolUse   bool
 }
 
 func newHeadKey(req model.Request) headKey {
-	k := headKey{valid: true, model: req.Model, maxTokens: req.MaxTokens, tools: make([]model.ToolSpec, len(req.Tools))}
+	k := headKey{valid: true, model: req.Model, maxTokens: req.MaxTokens, tools: make([]model.ToolSpec, len(req.Tools)), noToolUse: req.NoToolUse}
 	if req.Temperature != nil {
 		k.hasTemp, k.temperature = true, *req.Temperature
 	}
@@ -144,7 +146,7 @@ func newHeadKey(req model.Request) headKey {
 }
 
 func (k headKey) same(req model.Request) bool {
-	if !k.valid || k.model != req.Model || k.maxTokens != req.MaxTokens ||
+	if !k.valid || k.model != req.Model || k.maxTokens != req.MaxTokens || k.noToolUse != req.NoToolUse ||
 		k.hasTemp != (req.Temperature != nil) || (k.hasTemp && k.temperature != *req.Temperature) ||
 		len(k.tools) != len(req.Tools) {
 		return false
@@ -384,6 +386,9 @@ func buildRequest(req model.Request, cache *MessageCache, markers bool) (request
 		}
 		if markers && len(out.Tools) > 0 {
 			out.Tools[len(out.Tools)-1].CacheControl = ephemeral
+		}
+		if req.NoToolUse && len(out.Tools) > 0 {
+			out.ToolChoice = "none"
 		}
 		return segjson.Marshal(out)
 	})

@@ -220,6 +220,9 @@ func buildRequest(req model.Request, in buildInput) ([]byte, error) {
 		out.Tools = []wireTools{{FunctionDeclarations: decls}}
 		out.ToolConfig = &wireToolConfig{}
 		out.ToolConfig.FunctionCallingConfig.Mode = "AUTO"
+		if req.NoToolUse {
+			out.ToolConfig.FunctionCallingConfig.Mode = "NONE"
+		}
 	}
 	// appendTo adds parts to the conversation, merged into the last content
 	// when it has the same role: Gemini wants a step's function responses

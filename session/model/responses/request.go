@@ -104,6 +104,9 @@ func buildRequest(req model.Request, in buildInput) ([]byte, error) {
 	}
 	if len(out.Tools) > 0 {
 		out.ToolChoice = "auto"
+		if req.NoToolUse {
+			out.ToolChoice = "none"
+		}
 	}
 	add := func(v any) error {
 		b, err := json.Marshal(v)

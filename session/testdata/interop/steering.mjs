@@ -89,6 +89,7 @@ const app = acp
     if (textOf(u) !== undefined) e.text = textOf(u);
     if (u.toolCallId) e.toolCallId = u.toolCallId;
     if (u.status) e.status = u.status;
+    if (u._meta) e.meta = u._meta;
     if (sc.loading) e.replay = true;
     sc.events.push(e);
     sc.onUpdate?.(u);
@@ -219,6 +220,26 @@ const scenarios = {
     });
     await prompt(sc, "SCN-command: run the slow command");
     await steered;
+  },
+  // A side question (/btw) while the turn runs a slow tool, and another
+  // once it ended; then the session is loaded again.
+  async btw() {
+    const sc = await open("btw", "yolo");
+    const asked = running(sc).then(async () => {
+      const r = await agent.request("session/prompt", {
+        sessionId: sc.sessionId,
+        prompt: [{ type: "text", text: "/btw BTW-question: which file?" }],
+      });
+      sc.events.push({ ev: "btw", stopReason: r.stopReason });
+    });
+    await prompt(sc, "SCN-btw: run the slow command");
+    await asked;
+    const r = await agent.request("session/prompt", {
+      sessionId: sc.sessionId,
+      prompt: [{ type: "text", text: "/btw BTW-idle: and now?" }],
+    });
+    sc.events.push({ ev: "btw", stopReason: r.stopReason });
+    await replay(sc);
   },
   // A steer during the model's last answer is read in the same turn; one
   // after the answer, with promptRequired, starts nothing.
