@@ -83,8 +83,11 @@ func classifySegment(s Segment) Class {
 	return c
 }
 
-// harmlessAssignment reports a VAR=value that only changes how output
-// looks: the locale, the time zone, the terminal's size and colours.
+// HarmlessAssignment reports a VAR=value that only changes how output
+// looks: the locale, the time zone, the terminal's size and colours. A
+// permission rule that allows a command sees past it, and past no other.
+func HarmlessAssignment(a string) bool { return harmlessAssignment(a) }
+
 func harmlessAssignment(a string) bool {
 	name, _, _ := strings.Cut(a, "=")
 	switch name {
@@ -343,6 +346,37 @@ func classifyWords(w []string) Class {
 	}
 	return Unknown
 }
+
+// Unwrap returns the command that the wrapper command w runs (nice,
+// nohup, timeout and its duration, time, command, xargs, env with
+// harmless assignments): the words after the wrapper and its options;
+// false when w is not such a wrapper, or gives it an option this package
+// does not know or an assignment that may change what runs.
+func Unwrap(w []string) ([]string, bool) {
+	if len(w) == 0 {
+		return nil, false
+	}
+	name := path.Base(w[0])
+	o, ok := wrapperOptions()[name]
+	if !ok || (name == "command" && len(w) > 1 && (w[1] == "-v" || w[1] == "-V")) {
+		return nil, false
+	}
+	rest, ok := wrapped(o, w[1:], name == "env")
+	if ok && name == "timeout" {
+		if len(rest) == 0 || !isDuration(rest[0]) {
+			return nil, false
+		}
+		rest = rest[1:]
+	}
+	if !ok || len(rest) == 0 {
+		return nil, false
+	}
+	return rest, true
+}
+
+// IsWrapper reports a command that runs the command given after it (sudo,
+// env, xargs, watch, …), whether or not Unwrap knows its options.
+func IsWrapper(name string) bool { return wrapperCommands()[path.Base(name)] }
 
 // wrapped returns the command a wrapper runs: the words after its
 // options (and, for env, its VAR=value assignments); false when an option

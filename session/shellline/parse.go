@@ -21,6 +21,11 @@ type Segment struct {
 	WriteRedirect bool
 	// Hidden: $(…), `…` or <(…), content the classifier cannot see.
 	Hidden bool
+	// Targets are the files the segment's '>' and '>>' redirects write,
+	// as written (quotes removed); a '>' without a target word adds none
+	// but still sets WriteRedirect. Inputs are the files its '<'
+	// redirects read. A permission rule judges them as writes and reads.
+	Targets, Inputs []string
 }
 
 // Command splits the segment's words into its leading VAR=value
@@ -64,7 +69,9 @@ func Parse(line string) Line {
 		inWord   bool
 		redirect bool // the next word is a '>' target
 		input    bool // the next word is a '<' source or a here-string
-		pending  []hereDoc
+		// hereString: the input word is a here-string's data, not a file.
+		hereString bool
+		pending    []hereDoc
 	)
 	hidden := func() { cur.Hidden, out.Opaque = true, true }
 	endWord := func() {
@@ -79,9 +86,15 @@ func Parse(line string) Line {
 			redirect = false
 			if w != "/dev/null" {
 				cur.WriteRedirect = true
+				cur.Targets = append(cur.Targets, w)
 			}
 		case input:
 			input = false
+			if hereString {
+				hereString = false
+			} else {
+				cur.Inputs = append(cur.Inputs, w)
+			}
 		default:
 			cur.Words = append(cur.Words, w)
 		}
@@ -92,7 +105,7 @@ func Parse(line string) Line {
 			cur.WriteRedirect = true
 			redirect = false
 		}
-		input = false
+		input, hereString = false, false
 		if cur.WriteRedirect {
 			out.Opaque = true
 		}
@@ -187,7 +200,7 @@ func Parse(line string) Line {
 			switch {
 			case strings.HasPrefix(line[i:], "<<<"):
 				i += 2
-				input = true // a here-string: data, not an argument
+				input, hereString = true, true // a here-string: data, not an argument
 			case strings.HasPrefix(line[i:], "<<"):
 				h := hereDoc{dash: strings.HasPrefix(line[i:], "<<-")}
 				i++
@@ -444,72 +457,87 @@ func AlwaysLabel(line string) (string, bool) { return Parse(line).AlwaysLabel() 
 
 // AlwaysLabel is the package function's answer for a parsed line.
 func (p Line) AlwaysLabel() (string, bool) {
-	if p.Opaque {
+	roots, ok := p.AlwaysRoots()
+	if !ok {
 		return "", false
 	}
-	var roots []string
+	labels := make([]string, len(roots))
+	for i, r := range roots {
+		labels[i] = strings.Join(r, " ")
+	}
+	return strings.Join(labels, ", "), true
+}
+
+// AlwaysRoots are the command roots AlwaysLabel names, each as its words
+// (a persisted "always allow" rule quotes them itself); false when no
+// "always" may cover the line.
+func (p Line) AlwaysRoots() ([][]string, bool) {
+	if p.Opaque {
+		return nil, false
+	}
+	var roots [][]string
 	seen := map[string]bool{}
 	for _, s := range p.Segments {
 		if s.Hidden || s.WriteRedirect {
-			return "", false
+			return nil, false
 		}
 		root, ok := segmentRoot(s.Words)
 		if !ok {
-			return "", false
+			return nil, false
 		}
-		if root != "" && !seen[root] {
-			seen[root] = true
+		if key := strings.Join(root, " "); len(root) > 0 && !seen[key] {
+			seen[key] = true
 			roots = append(roots, root)
 		}
 	}
 	if len(roots) == 0 {
-		return "", false
+		return nil, false
 	}
-	return strings.Join(roots, ", "), true
+	return roots, true
 }
 
-// segmentRoot is the label of one simple command; "" for a segment that
-// names none; false when it cannot be labelled faithfully.
-func segmentRoot(words []string) (string, bool) {
+// segmentRoot is the root of one simple command, as its words; none for
+// a segment that names none; false when it cannot be labelled faithfully.
+func segmentRoot(words []string) ([]string, bool) {
 	assigns, w := splitCommand(words)
 	if len(w) == 0 {
-		return "", true
+		return nil, true
 	}
 	if strings.ContainsAny(w[0], "$`*?[~") {
-		return "", false // the command is decided when the line runs
+		return nil, false // the command is decided when the line runs
 	}
-	root := w[0]
-	name := path.Base(root)
+	root := []string{w[0]}
+	name := path.Base(w[0])
 	switch {
 	case wrapperCommands()[name]:
 		rest := w[1:]
 		if name == "env" {
 			for len(rest) > 0 && isAssignment(rest[0]) {
-				root += " " + rest[0]
+				root = append(root, rest[0])
 				rest = rest[1:]
 			}
 		}
 		if name == "timeout" && len(rest) > 0 && isDuration(rest[0]) {
-			root += " " + rest[0]
+			root = append(root, rest[0])
 			rest = rest[1:]
 		}
 		if len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
-			return "", false // an option may take the next word: no faithful label
+			return nil, false // an option may take the next word: no faithful label
 		}
 		if len(rest) > 0 {
 			inner, ok := segmentRoot(rest)
-			if !ok || inner == "" {
-				return "", false
+			if !ok || len(inner) == 0 {
+				return nil, false
 			}
-			root += " " + inner
+			root = append(root, inner...)
 		}
 	case subcommandTools()[name]:
 		if len(w) > 1 && !strings.HasPrefix(w[1], "-") {
-			root += " " + w[1]
+			root = append(root, w[1])
 		}
 	}
 	if len(assigns) > 0 {
-		root = strings.Join(assigns, " ") + " " + root
+		root = append(append([]string(nil), assigns...), root...)
 	}
 	return root, true
 }

@@ -199,3 +199,52 @@ func TestAlwaysLabel(t *testing.T) {
 		})
 	}
 }
+
+// The files a line's redirects write and read are kept for the permission
+// rules, which judge them as edits and reads.
+func TestParse_RedirectFiles(t *testing.T) {
+	l := Parse(`go test ./... > out.txt 2>&1; sort < in.txt >> "my log" && cat <<< data > /dev/null`)
+	assert.Equal(t, []string{"out.txt"}, l.Segments[0].Targets)
+	assert.Equal(t, []string{"in.txt"}, l.Segments[1].Inputs)
+	assert.Equal(t, []string{"my log"}, l.Segments[1].Targets)
+	assert.Empty(t, l.Segments[2].Inputs, "a here-string is data, not a file")
+	assert.Empty(t, l.Segments[2].Targets, "/dev/null is no write")
+	assert.True(t, Parse("echo x >").Segments[0].WriteRedirect)
+	assert.Empty(t, Parse("echo x >").Segments[0].Targets)
+}
+
+func TestAlwaysRoots(t *testing.T) {
+	roots, ok := Parse("npm test -- --watch && git push origin && npm test").AlwaysRoots()
+	assert.True(t, ok)
+	assert.Equal(t, [][]string{{"npm", "test"}, {"git", "push"}}, roots)
+	roots, ok = Parse(`timeout 5 go test ./...`).AlwaysRoots()
+	assert.True(t, ok)
+	assert.Equal(t, [][]string{{"timeout", "5", "go", "test"}}, roots)
+	_, ok = Parse("echo $(id)").AlwaysRoots()
+	assert.False(t, ok)
+}
+
+func TestUnwrap(t *testing.T) {
+	tests := []struct {
+		cmd  string
+		want []string
+	}{
+		{"timeout 5 npm test", []string{"npm", "test"}},
+		{"timeout -s KILL 5 rm x", []string{"rm", "x"}},
+		{"nice -n 5 sh -c 'rm x'", []string{"sh", "-c", "rm x"}},
+		{"env LC_ALL=C ls", []string{"ls"}},
+		{"env LD_PRELOAD=x ls", nil},
+		{"xargs -0 rm", []string{"rm"}},
+		{"command -v ls", nil},
+		{"sudo rm x", nil},
+		{"timeout 5", nil},
+		{"nohup", nil},
+	}
+	for _, tt := range tests {
+		got, ok := Unwrap(Parse(tt.cmd).Segments[0].Words)
+		assert.Equal(t, tt.want != nil, ok, tt.cmd)
+		assert.Equal(t, tt.want, got, tt.cmd)
+	}
+	assert.True(t, IsWrapper("/usr/bin/sudo"))
+	assert.False(t, IsWrapper("npm"))
+}
