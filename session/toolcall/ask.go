@@ -138,6 +138,13 @@ func (t *Turn) ask(ctx context.Context, c *Call, conf tools.Confirmation, q *Que
 	opts := q.Options
 	if opts == nil {
 		opts = PermissionOptions(conf)
+		if !conf.NoAlways {
+			for _, dc := range t.Deciders {
+				if o, ok := dc.(Offerer); ok {
+					opts = o.Offer(c, opts)
+				}
+			}
+		}
 	}
 	title := display.Line(c.Title)
 	var reqMeta acp.Meta

@@ -182,7 +182,8 @@ func (a Approval) Grant(ctx context.Context, c *Call, ans Answer) {
 		if m, ok := planExitModes[ans.Option.OptionID]; ok {
 			a.SetMode(ctx, m)
 		}
-	case c.Confirm.Kind == tools.ConfirmEdit && ans.Option.Kind == acp.AllowAlways:
+	case c.Confirm.Kind == tools.ConfirmEdit && ans.Option.Kind == acp.AllowAlways && ans.Option.OptionID == OptProceedAlways:
+		// "Allow All Edits"; another "always" (an Offerer's) is its own.
 		a.SetMode(ctx, ModeAutoEdit)
 	}
 }

@@ -3,6 +3,8 @@ package toolcall
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/acpd/acpd/acp"
 )
 
 // Verdict is a decider's answer about one call. The verdicts are ordered
@@ -94,6 +96,14 @@ type Decider interface {
 // written to a file).
 type Granter interface {
 	Grant(ctx context.Context, c *Call, a Answer)
+}
+
+// An Offerer adds options of its own to the permission request about a
+// call, when the request offers the default options: an "always" it can
+// keep, such as a rule written to a file. The option it adds reaches the
+// Granters like any other when chosen.
+type Offerer interface {
+	Offer(c *Call, opts []acp.PermissionOption) []acp.PermissionOption
 }
 
 // A Reviewer looks at a call after it ran to its result (a PostToolUse
