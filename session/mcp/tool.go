@@ -149,6 +149,11 @@ func (t *Tool) ServerName() string { return t.srv.name }
 // MCPName is the tool's name on its server.
 func (t *Tool) MCPName() string { return t.def.name }
 
+// RuleNames are the server and tool names as a permission rule spells
+// them (mcp__server__tool): sanitised as in the model-facing name, never
+// shortened, so a rule matches a tool whose name was.
+func (t *Tool) RuleNames() (server, tool string) { return sanitize(t.srv.name), sanitize(t.def.name) }
+
 // Spec offers the server's description and input schema to the model.
 func (t *Tool) Spec() model.ToolSpec {
 	return model.ToolSpec{Name: t.name, Description: t.def.description, Parameters: t.def.params}

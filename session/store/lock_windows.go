@@ -40,3 +40,8 @@ func tryLockExclusive(f *os.File) (bool, error) {
 		return false, err
 	}
 }
+
+// LockFile waits for an exclusive lock on f, held until f is closed: what
+// keeps two acpd processes from writing one state file at once (the
+// permission rules files).
+func LockFile(f *os.File) error { return lockExclusive(f) }

@@ -187,6 +187,10 @@ func (s *Store) Dir() string { return s.dir }
 
 func (s *Store) path(id string) string { return filepath.Join(s.sessDir, id+fileExt) }
 
+// Path is the transcript file of session id (what hooks are told as
+// transcript_path).
+func (s *Store) Path(id string) string { return s.path(id) }
+
 // Exists reports whether a transcript file exists for id.
 func (s *Store) Exists(id string) bool {
 	if ValidateID(id) != nil {
