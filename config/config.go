@@ -7,7 +7,22 @@ package config
 import (
 	"log/slog"
 	"time"
+
+	"github.com/acpd/acpd/session/hooks"
+	"github.com/acpd/acpd/session/rules"
 )
+
+// PermissionsConfig is the [permissions] table: permission rules in Claude
+// Code's syntax (package session/rules) and whether Claude Code's user
+// settings are read too.
+type PermissionsConfig struct {
+	// Rules are the allow, ask and deny rules of every configuration file,
+	// each with its file.
+	Rules []rules.Rule
+	// ClaudeUserSettings reads the rules and hooks of the user's
+	// ~/.claude/settings.json as the user's own.
+	ClaudeUserSettings bool
+}
 
 // DefaultMaxToolCallsPerTurn is the adaptive soft cap used when no layer sets
 // model.maxToolCallsPerTurn (qwen-code's DEFAULT_MAX_TOOL_CALLS_PER_TURN).
@@ -52,6 +67,10 @@ type Config struct {
 	// Providers are the [modelProviders.<id>] entries, by id.
 	Providers []ProviderConfig
 	Tools     ToolsConfig
+	// Permissions is the [permissions] table: allow, ask and deny rules.
+	Permissions PermissionsConfig
+	// Hooks are the [hooks] table's commands, every file's, by event.
+	Hooks     hooks.Config
 	Context   ContextConfig
 	Session   SessionConfig
 	Log       LogConfig

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/hooks"
+	"github.com/acpd/acpd/session/rules"
 )
 
 // field describes one configuration key. A single table of fields drives
@@ -53,6 +55,7 @@ func (f *field) key() string { return f.table + "." + f.name }
 type resolver struct {
 	base string // directory relative paths are taken from
 	home string // for a leading "~/"
+	file string // the file being read ("" for env and flags)
 }
 
 func (r resolver) path(p string) (string, error) {
@@ -71,7 +74,7 @@ func (r resolver) path(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-var tables = []string{"model", "tools", "context", "session", "log", "telemetry", "guard", "server", modelProvidersTable}
+var tables = []string{"model", "tools", "permissions", "hooks", "context", "session", "log", "telemetry", "guard", "server", modelProvidersTable}
 
 // fields lists every key; the order is the order of `acpd config` output.
 var fields = []*field{
@@ -147,6 +150,21 @@ var fields = []*field{
 		[]string{"ACPD_WEB_FETCH_ALLOW_PRIVATE"}, "", ""),
 	intField("tools", "subagentConcurrency", 1, func(c *Config) *int { return &c.Tools.SubagentConcurrency },
 		[]string{"ACPD_SUBAGENT_CONCURRENCY"}, "", ""),
+
+	rulesField(rules.Allow),
+	rulesField(rules.Ask),
+	rulesField(rules.Deny),
+	boolField("permissions", "claudeUserSettings", func(c *Config) *bool { return &c.Permissions.ClaudeUserSettings },
+		nil, "", ""),
+	hookField(hooks.PreToolUse),
+	hookField(hooks.PostToolUse),
+	hookField(hooks.UserPromptSubmit),
+	hookField(hooks.Stop),
+	hookField(hooks.SubagentStop),
+	hookField(hooks.SessionStart),
+	hookField(hooks.SessionEnd),
+	hookField(hooks.PreCompact),
+	hookField(hooks.Notification),
 
 	fileNamesField(),
 	boolField("context", "environment", func(c *Config) *bool { return &c.Context.Environment },
@@ -252,7 +270,7 @@ func (g FlagGroup) Title() string {
 // tableGroups are the groups of the tables' flags, unless a field says
 // otherwise.
 var tableGroups = map[string]FlagGroup{
-	"model": GroupModel, "tools": GroupTools, "context": GroupTools, "session": GroupGlobal, "log": GroupGlobal,
+	"model": GroupModel, "tools": GroupTools, "permissions": GroupTools, "hooks": GroupTools, "context": GroupTools, "session": GroupGlobal, "log": GroupGlobal,
 	"telemetry": GroupTelemetry, "guard": GroupGuard, "server": GroupServer,
 }
 
@@ -1145,4 +1163,81 @@ func hostsField() *field {
 		return nil
 	}
 	return f
+}
+
+// rulesField is [permissions] allow, ask or deny: rules in Claude Code's
+// syntax (package session/rules), each kept with the file it came from.
+// Decision: the files' rules add up rather than replace each other, as
+// Claude Code merges the rules of all its scopes, so a deny of the user
+// file still holds when --config names another file.
+func rulesField(k rules.Kind) *field {
+	return &field{
+		table: "permissions", name: k.String(),
+		decode: func(c *Config, raw any, _ bool, r resolver) error {
+			list, ok := raw.([]any)
+			if !ok {
+				return typeErr("an array of rules such as \"Bash(npm test:*)\"", raw)
+			}
+			for i, el := range list {
+				text, ok := el.(string)
+				if !ok {
+					return fmt.Errorf("element %d: %w", i, typeErr("a string", el))
+				}
+				rl, err := rules.Parse(text, k, rules.Source{Scope: rules.ScopeConfig, File: r.file})
+				if err != nil {
+					return fmt.Errorf("element %d: %w", i, err)
+				}
+				if !slices.ContainsFunc(c.Permissions.Rules, func(o rules.Rule) bool { return o.Kind == k && o.Text == text }) {
+					c.Permissions.Rules = append(c.Permissions.Rules, rl)
+				}
+			}
+			return nil
+		},
+		encode: func(c *Config) (string, bool) {
+			var q []string
+			for _, rl := range c.Permissions.Rules {
+				if rl.Kind == k {
+					q = append(q, quote(rl.Text))
+				}
+			}
+			return "[" + strings.Join(q, ", ") + "]", true
+		},
+	}
+}
+
+// hookField is one event's [[hooks.EVENT]] entries in Claude Code's nested
+// shape; like the rules, every file's hooks add up.
+func hookField(event string) *field {
+	return &field{
+		table: "hooks", name: event,
+		decode: func(c *Config, raw any, _ bool, r resolver) error {
+			hs, err := hooks.DecodeEvent(event, raw, hooks.Source{File: r.file})
+			if err != nil {
+				return fullError{msg: err.Error()}
+			}
+			c.Hooks = append(c.Hooks, hs...)
+			return nil
+		},
+		encode: func(c *Config) (string, bool) {
+			var q []string
+			for _, h := range c.Hooks {
+				if h.Event != event {
+					continue
+				}
+				m := ""
+				if h.Matcher != "" {
+					m = "matcher = " + quote(h.Matcher) + ", "
+				}
+				t := ""
+				if h.Timeout > 0 {
+					t = ", timeout = " + strconv.FormatFloat(h.Timeout.Seconds(), 'g', -1, 64)
+				}
+				q = append(q, fmt.Sprintf(`{%shooks = [{type = "command", command = %s%s}]}`, m, quote(h.Command), t))
+			}
+			if len(q) == 0 {
+				return "", false
+			}
+			return "[" + strings.Join(q, ", ") + "]", true
+		},
+	}
 }

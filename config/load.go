@@ -433,7 +433,7 @@ func applyFile(cfg *Config, src Sources, path string, data []byte, home string) 
 		}
 		return &Error{File: path, Line: 1, Col: 1, Msg: "cannot decode: " + err.Error(), Err: err}
 	}
-	res := resolver{base: filepath.Dir(path), home: home}
+	res := resolver{base: filepath.Dir(path), home: home, file: path}
 
 	// where locates key k (value position if it has one, else that of the
 	// first descendant in document order, for implicit tables).

@@ -205,6 +205,9 @@ func (s *Session) Compact(ctx context.Context, focus string) (CompactionInfo, er
 		return CompactionInfo{}, ctx.Err()
 	}
 	t := &turn{s: s, start: -1}
+	if reason, blocked := t.preCompact(ctx, "manual", focus); blocked {
+		return CompactionInfo{}, fmt.Errorf("a PreCompact hook blocked the compaction: %s", reason)
+	}
 	info, err := t.compact(ctx, compactRequest{trigger: "manual", focus: focus, cur: -1})
 	if err == nil && t.recErr != nil {
 		err = storeError(s.id, t.recErr)
@@ -296,6 +299,9 @@ func (t *turn) compact(ctx context.Context, r compactRequest) (CompactionInfo, e
 		plan.SummarisedTokens() >= max(2*s.cm.summarySize, minSummaryGain)
 	if r.ahead && !aheadSummary && len(plan.Stubs()) == 0 {
 		return CompactionInfo{Method: "none", Trigger: r.trigger, Before: before, After: before, At: time.Now()}, nil
+	}
+	if !manual {
+		t.preCompact(ctx, r.trigger, "")
 	}
 
 	id := s.newToolCallID("compact")

@@ -107,6 +107,7 @@ func (m *Manager) activate(ctx context.Context, id, cwd string, extra []string, 
 	}
 	s := m.newSession(id, cwd, extra)
 	s.w = w
+	s.resumed = true
 	for _, wn := range tr.Warnings {
 		s.log.Warn("session transcript damaged; skipped", "line", wn.Line, "msg", wn.Msg)
 	}
@@ -378,6 +379,7 @@ func (s *Session) free() error {
 		if err := s.sandbox.Close(); err != nil {
 			s.log.Warn("removing the sandbox temp folder", "err", err)
 		}
+		s.sessionEnd()
 		if s.w != nil {
 			if err := s.w.Close(); err != nil {
 				s.log.Error("closing session transcript failed", "err", err)

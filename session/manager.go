@@ -27,6 +27,7 @@ import (
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
+	"github.com/acpd/acpd/session/policy"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/telemetry"
 	"github.com/acpd/acpd/session/toolcall"
@@ -104,6 +105,9 @@ type Options struct {
 
 	// ApprovalMode is the initial mode of new sessions (default "default").
 	ApprovalMode string
+	// Policy is the permission rules, hooks and workspace trust (package
+	// policy); nil: none, the approval mode alone decides.
+	Policy *policy.Engine
 	// Deciders take part in deciding about every tool call of every
 	// session, after plan mode and before the session's "always" grants
 	// (package toolcall); none by default.
@@ -429,6 +433,13 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 		s.tools.Remove(tools.NameAskUserQuestion)
 	}
 	s.newPrep()
+	if m.opts.Policy != nil {
+		transcript := ""
+		if m.opts.Store != nil {
+			transcript = m.opts.Store.Path(id)
+		}
+		s.pol = m.opts.Policy.Workspace(cwd).Session(id, transcript, s.roots)
+	}
 	if m.opts.Sandbox.Enabled() {
 		s.sandbox = m.opts.Sandbox.NewSession(s.roots)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
+	"github.com/acpd/acpd/session/policy"
 	"github.com/acpd/acpd/session/side"
 	"github.com/acpd/acpd/session/steer"
 	"github.com/acpd/acpd/session/store"
@@ -86,6 +87,15 @@ type Session struct {
 	// toolCallId of the agent call it runs for.
 	parent *Session
 	runID  string
+	// agentName is the subagent a run's session works as.
+	agentName string
+
+	// pol is the session's permission rules and hooks (package policy);
+	// nil without a policy. Subagent runs use their base's.
+	pol *policy.Session
+	// hooksStarted: the SessionStart hooks ran (at the first prompt);
+	// resumed: the session was loaded or resumed, not created.
+	hooksStarted, resumed bool
 
 	// w appends to the session's transcript; nil when the Manager has no
 	// store. Set before the session is published and safe for concurrent use.
@@ -402,3 +412,15 @@ func (s *Session) closeMCP() {
 		s.log.Warn("stopping MCP servers", "err", err)
 	}
 }
+
+// startSource is what SessionStart hooks are told of how the session
+// began: startup, or resume for a loaded one.
+func (s *Session) startSource() string {
+	if s.resumed {
+		return "resume"
+	}
+	return "startup"
+}
+
+// agentType is the subagent a run's session works as ("" for a session).
+func (s *Session) agentType() string { return s.agentName }

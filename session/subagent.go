@@ -191,6 +191,8 @@ func (s *Session) child(a *agents.Agent, runID string) *Session {
 		parent:  s,
 		runID:   runID,
 		model:   a.Model,
+		// The run's hooks are told the agent it runs as.
+		agentName: a.Name,
 	}
 	if c.model == "" {
 		c.model = s.getModel()

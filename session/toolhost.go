@@ -23,6 +23,7 @@ import (
 // after plan mode and before the session's "always" grants.
 func (t *turn) deciders() []toolcall.Decider {
 	ds := []toolcall.Decider{toolcall.PlanMode{}}
+	ds = append(ds, t.policyDeciders()...)
 	ds = append(ds, t.s.m.opts.Deciders...)
 	return append(ds, &t.s.base().grants, toolcall.Approval{SetMode: t.switchMode})
 }
@@ -63,6 +64,9 @@ func (t *turn) Update(ctx context.Context, u acp.SessionUpdate) { t.s.update(ctx
 func (t *turn) RequestPermission(ctx context.Context, r *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
 	r.SessionID = t.s.id
 	r.ToolCall.Meta = t.s.runMeta(r.ToolCall.Meta)
+	if r.ToolCall.Title != nil {
+		t.notifyHook(ctx, *r.ToolCall.Title)
+	}
 	return t.s.m.client.RequestPermission(ctx, r)
 }
 

@@ -39,6 +39,8 @@ type turn struct {
 	final string
 	// permStop is set when a cancelled permission request ended the turn.
 	permStop bool
+	// stopContinues counts the times Stop hooks kept the turn going.
+	stopContinues int
 	// tc is the turn's tool calls: their lifecycle, the deciders and what
 	// the turn remembers of the calls answered (package toolcall).
 	tc *toolcall.Turn
@@ -80,6 +82,15 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 	// turn end below, with the final answer.
 	ctx, tspan := s.m.opts.Telemetry.StartTurn(ctx, s.id, s.getModel(), msg.Content)
 	defer func() { tspan.End(t.telemetryEnd(resp, err)) }()
+	held := &heldRecords{t: t}
+	hookText := ""
+	if s.parent == nil && s.pol != nil {
+		var blocked bool
+		if hookText, blocked = t.beforePrompt(ctx, held, msg.Content); blocked {
+			held.flush()
+			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
+		}
+	}
 	if s.w != nil {
 		// A prompt that cannot be recorded is refused before anything runs,
 		// so the conversation in memory and on disk stay the same.
@@ -105,6 +116,8 @@ func (s *Session) runTurn(ctx context.Context, blocks []acp.ContentBlock, msg mo
 	}
 	t.start = len(s.history)
 	s.history = append(s.history, msg)
+	held.flush()
+	t.hookContext(hookText)
 	defer func() { resp = t.withUsage(resp) }()
 	if s.title == "" {
 		// Editors list sessions by title: announce the one session/list
@@ -189,6 +202,9 @@ func (t *turn) loop(ctx context.Context, hadLoopContext bool) (*acp.PromptRespon
 				s.cm.acct.Reset()
 				s.pendingLoopContext = hadLoopContext
 				return &acp.PromptResponse{StopReason: acp.StopRefusal}, nil
+			}
+			if t.stopHook(ctx, res.text) {
+				continue
 			}
 			return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
 		}

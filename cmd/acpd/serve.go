@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/acpd/acpd/session/agents"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/providers"
+	"github.com/acpd/acpd/session/policy"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/tools"
 	sessionusage "github.com/acpd/acpd/session/usage"
@@ -187,6 +189,7 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 		WebFetchAllowPrivate: cfg.Tools.WebFetchAllowPrivate,
 		NoAgentTool:          slices.Contains(exclude, agents.ToolName),
 		AgentConcurrency:     cfg.Tools.SubagentConcurrency,
+		Policy:               newPolicy(cfg, logger),
 		Version:              versionString(),
 		Logger:               logger,
 	}, nil
@@ -316,4 +319,19 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// newPolicy is the permission rules, hooks and workspace trust of the
+// configuration: its rules and hooks, the "always" answers and the trust
+// store in the state folder, and Claude Code's user settings when opted in.
+func newPolicy(cfg config.Config, logger *slog.Logger) *policy.Engine {
+	home, _ := os.UserHomeDir()
+	claudeDir := os.Getenv("CLAUDE_CONFIG_DIR")
+	if claudeDir == "" && home != "" {
+		claudeDir = filepath.Join(home, ".claude")
+	}
+	return policy.New(policy.Options{
+		StateDir: cfg.Session.DataDir, Rules: cfg.Permissions.Rules, Hooks: cfg.Hooks,
+		ClaudeUser: cfg.Permissions.ClaudeUserSettings, ClaudeDir: claudeDir, Home: home, Logger: logger,
+	})
 }
