@@ -129,6 +129,11 @@ func (c ClientCapabilities) ElicitForm() bool {
 	return c.Elicitation != nil && c.Elicitation.Form != nil
 }
 
+// ElicitURL reports whether the client serves elicitation/create in URL mode.
+func (c ClientCapabilities) ElicitURL() bool {
+	return c.Elicitation != nil && c.Elicitation.URL != nil
+}
+
 // SessionConfigOptionsCapabilities lists the config option kinds a client accepts.
 type SessionConfigOptionsCapabilities struct {
 	Boolean *Capability `json:"boolean,omitempty"`

@@ -306,3 +306,103 @@ func testMCPFeatures(t *testing.T, srv acp.MCPServer) {
 		return stats == "running=0 cancelled=1"
 	})
 }
+
+// TestE2E_MCPElicitation runs the built daemon against each kind of MCP
+// server with an editor that offers form and URL elicitations: a form
+// answered by the editor reaches the server, a URL elicitation is shown
+// to the editor (tied to the call) and completed, and a -32042 answer is
+// elicited and the call retried. An editor without elicitation gets none:
+// the server's question fails.
+func TestE2E_MCPElicitation(t *testing.T) {
+	for _, v := range mcpVariants {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			testMCPElicitation(t, v.server(t))
+		})
+	}
+}
+
+func testMCPElicitation(t *testing.T, srv acp.MCPServer) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var asked []acp.CreateElicitationRequest
+	var completed []string
+	fc := &acptest.FakeClient{
+		CreateElicitationFunc: func(_ context.Context, r *acp.CreateElicitationRequest) (*acp.CreateElicitationResponse, error) {
+			mu.Lock()
+			asked = append(asked, *r)
+			mu.Unlock()
+			if r.Mode == "form" {
+				return &acp.CreateElicitationResponse{Action: acp.ElicitAccept, Content: map[string]json.RawMessage{
+					"name": json.RawMessage(`"Ada"`), "color": json.RawMessage(`"green"`)}}, nil
+			}
+			return &acp.CreateElicitationResponse{Action: acp.ElicitAccept}, nil
+		},
+		OnElicitationComplete: func(n acp.CompleteElicitationNotification) {
+			mu.Lock()
+			completed = append(completed, n.ElicitationID)
+			mu.Unlock()
+		},
+	}
+	caps := acp.ClientCapabilities{
+		FS: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true,
+		Elicitation: &acp.ElicitationCapabilities{Form: &acp.Capability{}, URL: &acp.Capability{}},
+	}
+	d, sid := mcpSession(t, ctx, fc, srv, &caps)
+	run := func(tool string) *acp.ToolCallUpdate {
+		t.Helper()
+		d.model.Add(mcpCall(tool, `{}`), modeltest.Response{Text: "ok"})
+		n := len(d.cc.Updates())
+		var r acp.PromptResponse
+		require.NoError(t, d.cc.Call(ctx, acp.MethodSessionPrompt, acp.PromptRequest{SessionID: sid, Prompt: []acp.ContentBlock{acp.TextBlock(tool)}}, &r))
+		done := finished(d.cc.Updates()[n:])
+		require.Len(t, done, 1)
+		return done[0]
+	}
+	last := func() acp.CreateElicitationRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, asked)
+		return asked[len(asked)-1]
+	}
+
+	u := run("mcp__srv__ask_form")
+	assert.Equal(t, "form: action=accept name=Ada color=green", u.Content[0].Content.Text, "the editor's answer reached the server")
+	q := last()
+	assert.Equal(t, sid, q.SessionID)
+	assert.Equal(t, u.ToolCallID, q.ToolCallID, "tied to the running tool call")
+	assert.Equal(t, `MCP server "srv": Who are you?`, q.Message)
+	assert.Equal(t, []string{"name"}, q.RequestedSchema.Required)
+	assert.Equal(t, []string{"red", "green"}, q.RequestedSchema.Properties["color"].Enum)
+
+	u = run("mcp__srv__ask_url")
+	assert.Equal(t, "url: action=accept", u.Content[0].Content.Text)
+	q = last()
+	assert.Equal(t, "url", q.Mode)
+	assert.Equal(t, "https://example.com/consent?flow=1", q.URL)
+	assert.Equal(t, u.ToolCallID, q.ToolCallID)
+	waitFor(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(completed, q.ElicitationID)
+	})
+
+	u = run("mcp__srv__needs_url")
+	assert.Equal(t, acp.StatusCompleted, u.Status)
+	assert.Equal(t, "needs_url: done after consent", u.Content[0].Content.Text, "-32042 elicited, then retried")
+	q = last()
+	assert.Equal(t, "https://example.com/archive-login", q.URL)
+	assert.Equal(t, u.ToolCallID, q.ToolCallID)
+
+	// An editor without elicitation: the server may not ask, and its call
+	// fails saying so.
+	d2, sid2 := mcpSession(t, ctx, nil, srv, nil)
+	d2.model.Add(mcpCall("mcp__srv__ask_form", `{}`), modeltest.Response{Text: "ok"})
+	_, err := d2.cc.Prompt(ctx, sid2, "ask")
+	require.NoError(t, err)
+	done := finished(d2.cc.Updates())
+	require.Len(t, done, 1)
+	assert.Equal(t, acp.StatusFailed, done[0].Status)
+	assert.Contains(t, strings.ToLower(done[0].Content[0].Content.Text), "elicitation")
+}

@@ -37,9 +37,31 @@ func (m *Manager) connectMCP(ctx context.Context, s *Session, servers []acp.MCPS
 	s.syncMCPTools()
 }
 
-// mcpOptions configures the session's MCP servers.
+// mcpOptions configures the session's MCP servers: the servers may ask
+// the user through the editor in the elicitation modes it advertised.
 func (m *Manager) mcpOptions(s *Session) mcp.Options {
-	return mcp.Options{Logger: s.log, ClientVersion: m.opts.Version, Changed: s.mcpChanged}
+	o := mcp.Options{Logger: s.log, ClientVersion: m.opts.Version, Changed: s.mcpChanged}
+	caps := s.clientCaps()
+	el, ok := m.client.(acp.Elicitor)
+	if !ok || (!caps.ElicitForm() && !caps.ElicitURL()) {
+		return o
+	}
+	o.Elicit = &mcp.Elicitation{
+		Form: caps.ElicitForm(),
+		URL:  caps.ElicitURL(),
+		Create: func(ctx context.Context, req *acp.CreateElicitationRequest) (*acp.CreateElicitationResponse, error) {
+			req.SessionID = s.id
+			return el.CreateElicitation(ctx, req)
+		},
+		Complete: func(ctx context.Context, id string) {
+			if c, ok := m.client.(acp.ElicitationCompleter); ok {
+				if err := c.CompleteElicitation(ctx, &acp.CompleteElicitationNotification{ElicitationID: id}); err != nil {
+					s.log.Warn("elicitation/complete failed", "err", err)
+				}
+			}
+		},
+	}
+	return o
 }
 
 // mcpChanged applies a server's listing change as soon as no turn runs

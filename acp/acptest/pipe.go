@@ -36,6 +36,11 @@ type FakeClient struct {
 	WaitForTerminalExitFunc func(ctx context.Context, req *acp.TerminalRequest) (*acp.TerminalExitStatus, error)
 	KillTerminalFunc        func(ctx context.Context, req *acp.TerminalRequest) error
 	ReleaseTerminalFunc     func(ctx context.Context, req *acp.TerminalRequest) error
+	// Default: -32601 method not found (advertise elicitation with
+	// InitializeWith when setting it).
+	CreateElicitationFunc func(ctx context.Context, req *acp.CreateElicitationRequest) (*acp.CreateElicitationResponse, error)
+	// OnElicitationComplete sees every elicitation/complete notification.
+	OnElicitationComplete func(n acp.CompleteElicitationNotification)
 }
 
 func (f *FakeClient) handle(ctx context.Context, method string, params json.RawMessage) (any, error) {
@@ -94,6 +99,14 @@ func (f *FakeClient) handle(ctx context.Context, method string, params json.RawM
 		}
 		if f.CreateTerminalFunc != nil {
 			return f.CreateTerminalFunc(ctx, &p)
+		}
+	case acp.MethodElicitationCreate:
+		var p acp.CreateElicitationRequest
+		if err := dec(&p); err != nil {
+			return nil, err
+		}
+		if f.CreateElicitationFunc != nil {
+			return f.CreateElicitationFunc(ctx, &p)
 		}
 	case acp.MethodTerminalOutput, acp.MethodTerminalWaitForExit, acp.MethodTerminalKill, acp.MethodTerminalRelease:
 		var p acp.TerminalRequest
@@ -295,6 +308,15 @@ func (cc *ClientConn) handleLine(line []byte) {
 		cc.mu.Unlock()
 		if cc.fc.OnSessionUpdate != nil {
 			cc.fc.OnSessionUpdate(n)
+		}
+	case env.Method == acp.MethodElicitationComplete:
+		var n acp.CompleteElicitationNotification
+		if err := json.Unmarshal(env.Params, &n); err != nil {
+			cc.t.Errorf("acptest: decode elicitation/complete: %v", err)
+			return
+		}
+		if cc.fc.OnElicitationComplete != nil {
+			cc.fc.OnElicitationComplete(n)
 		}
 	case env.Method == acp.MethodCancelRequest:
 		var p struct {

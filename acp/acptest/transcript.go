@@ -525,9 +525,16 @@ func (t *Transcript) agentRequest(m *agentMsg) error {
 		if !caps.Terminal {
 			return fmt.Errorf("%s without the client capability terminal", m.Method)
 		}
-	case "elicitation/create":
-		if e := caps.Elicitation; e == nil || (e.Form == nil && e.URL == nil) {
-			return fmt.Errorf("%s without the client capability elicitation.form or elicitation.url", m.Method)
+	case acp.MethodElicitationCreate:
+		var e struct {
+			Mode string `json:"mode"`
+		}
+		_ = json.Unmarshal(m.Params, &e)
+		switch {
+		case e.Mode == "url" && !caps.ElicitURL():
+			return fmt.Errorf("%s in url mode without the client capability elicitation.url", m.Method)
+		case e.Mode != "url" && !caps.ElicitForm():
+			return fmt.Errorf("%s in %s mode without the client capability elicitation.form", m.Method, e.Mode)
 		}
 	}
 	t.agentReqs[rawID(json.RawMessage(m.ID))] = &agentReq{method: m.Method, session: p.SessionID}

@@ -22,6 +22,7 @@ import (
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session"
 	"github.com/acpd/acpd/session/headless"
+	"github.com/acpd/acpd/session/mcp"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/store"
 )
@@ -31,6 +32,7 @@ var _ = addCommand(newRunCommand)
 // runFlags are acpd run's own flags.
 type runFlags struct {
 	cwd, session, rewind string
+	mcpConfig            string
 	yolo, btw            bool
 	format               outputFormat
 	answers              []string
@@ -51,6 +53,8 @@ func newRunCommand(a *app) *cobra.Command {
 	f.BoolVar(&o.yolo, "yolo", false, "run every tool without asking (same as --approval-mode yolo)")
 	f.BoolVar(&o.btw, "btw", false, "ask PROMPT as a side question (/btw): answered from the conversation (with --session, the stored one) without tools, and not kept in it")
 	outputFormatFlags(f, &o.format)
+	f.StringVar(&o.mcpConfig, "mcp-config", "", "MCP servers for the session from a JSON `file`: {\"mcpServers\": {NAME: {\"command\", \"args\", \"env\"} or {\"type\": \"http\", \"url\", \"headers\"}}}, as other agents take it")
+	_ = cmd.MarkFlagFilename("mcp-config", "json")
 	f.StringArrayVar(&o.answers, "answer", nil, "answer to a question the model asks (ask_user_question), repeatable, used in order: an option's label or number, several separated by commas, or free `text`")
 	_ = cmd.MarkFlagDirname("cwd")
 	addConfigFlags(f, groupAgent...)
@@ -107,7 +111,8 @@ Tools that would ask for permission are refused in approval mode "default"
 (the model is told the user declined); use --approval-mode auto-edit to allow
 edits, or --yolo to allow everything. Questions the model asks the user are
 answered from --answer flags, one per question in order; without one left the
-question fails and the model is told acpd run cannot ask.
+question fails and the model is told acpd run cannot ask. Questions from the
+MCP servers of --mcp-config are declined, with a line on stderr.
 
 With --btw, PROMPT is a side question: one model request on the
 conversation (with --session, the stored one) plus the question, tool use
@@ -155,6 +160,13 @@ func parseRunOptions(a *app, rf *runFlags, cfg *config.Config) (headless.Options
 		Format:        rf.format.v,
 		ClientVersion: versionString(),
 		Answers:       rf.answers,
+	}
+	if rf.mcpConfig != "" {
+		servers, err := mcp.LoadConfig(rf.mcpConfig)
+		if err != nil {
+			return o, fmt.Errorf("--mcp-config: %v", err)
+		}
+		o.MCPServers = servers
 	}
 	if rf.yolo {
 		if s := a.src["tools.approvalMode"]; s.Kind == config.SourceFlag && cfg.Tools.ApprovalMode != config.ApprovalYolo {

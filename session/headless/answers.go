@@ -34,6 +34,15 @@ func (o *Output) Elicit(params json.RawMessage) (*acp.CreateElicitationResponse,
 	if err := json.Unmarshal(params, &req); err != nil || req.Mode != "form" {
 		return nil, &jsonrpc2.Error{Code: acp.CodeInvalidParams, Message: "acpd run answers only form elicitations"}
 	}
+	if req.Meta["source"] == "mcp" {
+		// An MCP server's question is the user's to answer, not the
+		// --answer flags' (they answer the model): declined, and said so.
+		o.mu.Lock()
+		o.breakLine()
+		fmt.Fprintf(o.stderr, "acpd run: declined a question from MCP server %v, since a headless run cannot ask the user: %s\n", req.Meta["server"], req.Message)
+		o.mu.Unlock()
+		return &acp.CreateElicitationResponse{Action: acp.ElicitDecline}, nil
+	}
 	fields := fieldOrder(req.RequestedSchema)
 	content := map[string]json.RawMessage{}
 	o.answers.mu.Lock()

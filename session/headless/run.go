@@ -67,6 +67,8 @@ type Options struct {
 	Continue string
 	// Rewind is the turn a rewind-only run undoes (--rewind N), 0 for none.
 	Rewind int
+	// MCPServers are given to the session (--mcp-config).
+	MCPServers []acp.MCPServer
 }
 
 // Agent is the agent a run drives: session.Manager, or a fake in tests.
@@ -253,6 +255,14 @@ type runClient struct {
 	prompting bool
 }
 
+// mcpServers are the run's MCP servers (never null on the wire).
+func (c *runClient) mcpServers() []acp.MCPServer {
+	if c.opts.MCPServers == nil {
+		return []acp.MCPServer{}
+	}
+	return c.opts.MCPServers
+}
+
 func (c *runClient) getSessionID() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -305,7 +315,7 @@ func (c *runClient) run(ctx context.Context) Outcome {
 			return Outcome{Status: ExitUsage, Err: fmt.Errorf("--session %s: this build cannot continue sessions (the agent does not advertise loadSession)", id)}
 		}
 		_, err := c.conn.LoadSession(ctx, &acp.LoadSessionRequest{
-			SessionID: id, Cwd: c.opts.Cwd, MCPServers: []acp.MCPServer{},
+			SessionID: id, Cwd: c.opts.Cwd, MCPServers: c.mcpServers(),
 		})
 		if err != nil {
 			o := failed(id, "session/load", err)
@@ -318,7 +328,7 @@ func (c *runClient) run(ctx context.Context) Outcome {
 		}
 	} else {
 		created, err := c.conn.NewSession(ctx, &acp.NewSessionRequest{
-			Cwd: c.opts.Cwd, MCPServers: []acp.MCPServer{},
+			Cwd: c.opts.Cwd, MCPServers: c.mcpServers(),
 		})
 		if err != nil {
 			return failed("", "session/new", err)

@@ -696,3 +696,37 @@ func TestChildEnv_PathKeepsAbsoluteEntries(t *testing.T) {
 		assert.Equal(t, "/", neutralDir())
 	}
 }
+
+func TestLoadConfig(t *testing.T) {
+	t.Parallel()
+	write := func(body string) string {
+		p := filepath.Join(t.TempDir(), "mcp.json")
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	sh, err := exec.LookPath("sh")
+	require.NoError(t, err)
+	sh, err = filepath.Abs(sh)
+	require.NoError(t, err)
+	servers, err := LoadConfig(write(`{"mcpServers":{
+		"web":{"type":"http","url":"https://example.com/mcp","headers":{"X-B":"2","X-A":"1"}},
+		"files":{"command":"sh","args":["-c","true"],"env":{"B":"2","A":"1"}},
+		"old":{"type":"sse","url":"http://127.0.0.1:9/sse"}}}`))
+	require.NoError(t, err)
+	assert.Equal(t, []acp.MCPServer{
+		{Name: "files", Command: sh, Args: []string{"-c", "true"}, Env: []acp.EnvVariable{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}}},
+		{Name: "old", Type: "sse", URL: "http://127.0.0.1:9/sse"},
+		{Name: "web", Type: "http", URL: "https://example.com/mcp", Headers: []acp.HTTPHeader{{Name: "X-A", Value: "1"}, {Name: "X-B", Value: "2"}}},
+	}, servers)
+	for body, msg := range map[string]string{
+		`{"mcpServers":{"a":{"command":"./bin/server"}}}`:            `command "./bin/server" is relative`,
+		`{"mcpServers":{"a":{"command":"no-such-server-anywhere"}}}`: `executable file not found`,
+		`{"mcpServers":{"a":{"type":"http","url":"ftp://x"}}}`:       `url must be an absolute http or https URL`,
+		`{"servers":{}}`: `unknown field "servers"`,
+		`{}`:             `no "mcpServers" object`,
+		`[`:              `unexpected EOF`,
+	} {
+		_, err := LoadConfig(write(body))
+		assert.ErrorContains(t, err, msg, body)
+	}
+}
