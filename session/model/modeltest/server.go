@@ -356,7 +356,12 @@ func NewServer(t testing.TB, responses ...Response) *Server {
 	t.Helper()
 	s := &Server{}
 	s.Add(responses...)
-	s.URL, s.closing = scripttest.Listen(t, s.handle)
+	url, closing := scripttest.Listen(t, s.handle)
+	// Under mu, which handle takes before reading closing: a request may
+	// come from another process, which the race detector cannot see.
+	s.mu.Lock()
+	s.URL, s.closing = url, closing
+	s.mu.Unlock()
 	return s
 }
 
