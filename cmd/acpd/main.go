@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acpd/acpd/config"
-	_ "github.com/acpd/acpd/internal/prefault" // maps start-up's memory in bulk: see its doc
 )
 
 // Exit statuses.
@@ -29,9 +28,6 @@ const (
 )
 
 func main() {
-	if startupFloor() {
-		return
-	}
 	sandboxHelper() // the hidden `acpd __sandbox-exec`: never returns there
 	inheritNoFiles()
 	// Only the protocol may reach stdout: keep the real file for serve and

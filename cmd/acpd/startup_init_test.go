@@ -7,9 +7,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/acpd/acpd/internal/prefault"
-	sbx "github.com/acpd/acpd/session/tools/sandbox"
 )
 
 // TestOwnPackageInits_Small keeps acpd's own package initialisation cheap:
@@ -48,11 +45,4 @@ func TestOwnPackageInits_Small(t *testing.T) {
 	if sum > total {
 		t.Errorf("acpd's own package inits allocate %d bytes in all (more than %d)", sum, total)
 	}
-}
-
-// TestPrefault_KnowsTheSandboxHelper: the prefault package leaves the
-// sandbox helper alone by its subcommand, spelled there without importing
-// the sandbox package (which would move its init far later).
-func TestPrefault_KnowsTheSandboxHelper(t *testing.T) {
-	require.Equal(t, sbx.Subcommand, prefault.HelperSubcommand)
 }
