@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,8 +75,13 @@ func spawnEnv(b *testing.B, acpd string) []string {
 
 // spawnToInitialize starts cmd, writes initialize and returns the time
 // until the answer's line is read; the shutdown after it is not timed.
+// The reference starts itself again as a child (and that one a grandchild)
+// to raise node's heap limit: cmd gets a process group of its own, and the
+// whole group is killed and waited for, so none of it still runs while the
+// next program is timed.
 func spawnToInitialize(b *testing.B, cmd *exec.Cmd, env []string) time.Duration {
 	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -103,7 +109,15 @@ func spawnToInitialize(b *testing.B, cmd *exec.Cmd, env []string) time.Duration 
 	}
 	took := time.Since(began)
 	stdin.Close()
-	_ = cmd.Process.Kill() // the reference would take its time to exit
+	pgid := cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGKILL) // the reference would take its time to exit
 	_ = cmd.Wait()
+	// The children, orphaned now, are reaped by init; wait until they are.
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(-pgid, 0) == nil; {
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: its process group outlived SIGKILL by 10 s", cmd.Path)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	return took
 }
