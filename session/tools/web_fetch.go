@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/acp"
-	"github.com/acpd/acpd/session/tools/htmlmd"
+	"github.com/acpd/acpd/session/tools/htmlconv"
 	"github.com/acpd/acpd/session/tools/netguard"
 )
 
@@ -226,11 +226,18 @@ func (c *webFetchCall) Execute(ctx context.Context, env *Env) Result {
 	}
 	mt, _, _ := mime.ParseMediaType(ctype)
 	var text string
+	var page htmlconv.Result
 	switch kind := textKind(mt); {
 	case kind == "html":
-		text = htmlmd.Convert(htmlmd.DecodeHTML(body, ctype), final)
+		// Twice the output limit of text: the Markdown is cut to the limit
+		// below, and converting the rest of a long page would only cost.
+		page, err = htmlconv.Convert(ctx, body, ctype, final, htmlconv.Limits{MaxText: 2 * maxOutput(env)})
+		if err != nil {
+			return c.fetchError(ctx, err, timeout)
+		}
+		text = page.Markdown
 	case kind == "text" && !looksBinary(body):
-		text = htmlmd.DecodeText(body, ctype)
+		text = htmlconv.DecodeText(body, ctype)
 	default:
 		err := fmt.Errorf("%s is binary content (%s), which web_fetch does not return; only HTML, text and JSON are", final, mt)
 		return failure(ErrTypeExecutionFailed, err)
@@ -244,6 +251,12 @@ func (c *webFetchCall) Execute(ctx context.Context, env *Env) Result {
 	fmt.Fprintf(&b, ".\nRequested: %s\n", c.prompt)
 	if capped {
 		fmt.Fprintf(&b, "[download stopped at %d bytes; the rest of the body was not read]\n", maxBytes)
+	}
+	if page.Cut {
+		b.WriteString("[the page is long: only its beginning was converted]\n")
+	}
+	if page.Flattened > 0 {
+		fmt.Fprintf(&b, "[quotes, lists or elements nested deeper than %d levels are shown at that depth]\n", htmlconv.DefaultMaxNesting)
 	}
 	b.WriteString("\n")
 	b.WriteString(text)
