@@ -89,6 +89,25 @@ func TestWebFetch_HTMLBecomesMarkdown(t *testing.T) {
 	assert.Len(t, d.attempts(), 1)
 }
 
+// The second attack's page through the tool: 2 MiB of paragraphs in 99
+// nested quotes comes back as its converted beginning, eight levels deep,
+// saying both.
+func TestWebFetch_NestedQuotesPageBounded(t *testing.T) {
+	page := strings.Repeat("<blockquote>", 99) +
+		strings.Repeat("<p>Lorem ipsum dolor sit amet, consectetur adipiscing elit.</p>\n", 2<<20/64)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(page))
+	}))
+	defer srv.Close()
+	res := fetch(t, fetchEnv(t, &dialRecorder{}, nil), srv.URL)
+	require.NoError(t, res.Err, res.LLMContent)
+	assert.Contains(t, res.LLMContent, "[the page is long: only its beginning was converted]\n")
+	assert.Contains(t, res.LLMContent, "[quotes, lists or elements nested deeper than 8 levels are shown at that depth]\n")
+	assert.Contains(t, res.LLMContent, strings.Repeat("> ", 8)+"Lorem ipsum")
+	assert.NotContains(t, res.LLMContent, strings.Repeat("> ", 9))
+}
+
 func TestWebFetch_TextAndJSONPassThroughBinaryRefused(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
