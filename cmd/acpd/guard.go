@@ -50,6 +50,13 @@ Limits (as for acpd's own turns):
   --loop-detection              also stop the 6th repeat of one call
   --stuck-window W              judge "stuck" on the last W calls only
 
+The agent's permission requests are answered from acpd's permission rules
+and PreToolUse hooks ([permissions], [hooks], the workspace's "always allow"
+rules and trusted settings; see acpd permissions): a deny picks the agent's
+reject option, an allow its allow-once option, the rest goes to the editor,
+and the editor's "always allow" is kept as a rule. PostToolUse hooks run on
+completed calls.
+
 Each guarded turn is recorded under session.dataDir/guard for "acpd stats",
 with the agent's name; --telemetry exports the turns over OpenTelemetry.
 The agent's stderr goes to stderr, or with --log-file into the log.
@@ -108,6 +115,7 @@ func cmdGuard(ctx context.Context, a *app) int {
 			Telemetry:         tel,
 			AgentName:         filepath.Base(a.args[0]),
 			Cwd:               cwd,
+			Policy:            newPolicy(cfg, logger),
 			Logger:            logger,
 		},
 		Command:       a.args,

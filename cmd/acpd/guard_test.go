@@ -134,6 +134,8 @@ type guarded struct {
 
 	mu      sync.Mutex
 	updates []json.RawMessage
+	// onPermission answers the permission requests (nil: proceed_once).
+	onPermission func(json.RawMessage) *acp.RequestPermissionResponse
 }
 
 func (g *guarded) Update(params json.RawMessage) {
@@ -154,7 +156,13 @@ func (g *guarded) warningsShown() int {
 	return n
 }
 
-func (g *guarded) Permission(json.RawMessage) *acp.RequestPermissionResponse {
+func (g *guarded) Permission(params json.RawMessage) *acp.RequestPermissionResponse {
+	g.mu.Lock()
+	answer := g.onPermission
+	g.mu.Unlock()
+	if answer != nil {
+		return answer(params)
+	}
 	return &acp.RequestPermissionResponse{Outcome: acp.PermissionOutcome{Outcome: "selected", OptionID: "proceed_once"}}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/acp/proxy"
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/policy"
 	"github.com/acpd/acpd/session/store"
 	"github.com/acpd/acpd/session/telemetry"
 	"github.com/acpd/acpd/session/turnguard"
@@ -57,7 +58,10 @@ type Options struct {
 	// command's base name).
 	AgentName string
 	// Cwd stands in for a session's folder the guard did not see created.
-	Cwd    string
+	Cwd string
+	// Policy answers the agent's permission requests from acpd's rules and
+	// hooks (nil: every request goes to the editor).
+	Policy *policy.Engine
 	Logger *slog.Logger
 }
 
@@ -99,6 +103,9 @@ type guardedSession struct {
 	turn    *turn // the running prompt turn, nil between turns
 	w       *store.Writer
 	noStore bool // recording failed once; not retried
+	// pol is the session's rules and hooks (nil until the first request
+	// the policy judges).
+	pol *policy.Session
 }
 
 // turn is one prompt turn.
@@ -120,6 +127,9 @@ type turn struct {
 	ctx   context.Context
 	span  *telemetry.Turn
 	tools map[string]*telemetry.Tool
+	// decisions are who decided about a call other than the editor (a
+	// rule, a hook), by its id, for its transcript record.
+	decisions map[string][]store.Decision
 }
 
 // permission is an agent's permission request forwarded to the editor.
@@ -128,6 +138,10 @@ type permission struct {
 	t       *turn
 	callID  string
 	options map[string]string // optionId -> kind
+	// foreign and pol: the call as the policy read it, for an "always"
+	// answer (pol nil without a policy).
+	foreign policy.Foreign
+	pol     *policy.Session
 }
 
 // NewEngine returns an engine; Bind gives it its proxy.
@@ -206,6 +220,8 @@ func (e *Engine) FromEditor(m *proxy.Message) proxy.Verdict {
 				if c := p.t.obs.Get(p.callID); c != nil {
 					c.Rejected = true
 				}
+			} else {
+				e.granted(m, p)
 			}
 		}
 	}
@@ -510,13 +526,20 @@ func (e *Engine) observe(t *turn, f turnguard.Frame) {
 			span.End(errType)
 			delete(t.tools, c.ID)
 		}
+		if ev.Ended == "completed" && e.opts.Policy != nil {
+			e.postToolUse(t, c)
+		}
 		resultHash = e.result(t, c, ev.Ended == "failed")
 		stop = e.failure(t, c, ev.Ended)
 	}
 	e.recordReady(t)
-	if resultHash != "" {
+	ds := t.decisions[c.ID]
+	if ev.Ended != "" {
+		delete(t.decisions, c.ID)
+	}
+	if resultHash != "" || (ev.Ended != "" && len(ds) > 0) {
 		e.record(t.s, store.Record{Kind: store.KindToolResult, Tool: &store.ToolCallRecord{
-			ToolCallID: c.ID, Name: c.Name, Status: acp.ToolCallStatus(ev.Ended), ResultHash: resultHash}})
+			ToolCallID: c.ID, Name: c.Name, Status: acp.ToolCallStatus(ev.Ended), ResultHash: resultHash, Decisions: ds}})
 	}
 	if w := t.g.TakeWarning(); w != "" && !stop {
 		// model.loopRecovery = "warn": the guard cannot speak to the
@@ -628,6 +651,9 @@ func (e *Engine) permissionRequest(m *proxy.Message) proxy.Verdict {
 		for _, o := range opts {
 			p.options[o.OptionID] = o.Kind
 		}
+	}
+	if e.opts.Policy != nil && e.checkPermission(m, t, p, f) {
+		return proxy.Verdict{Action: proxy.Drop}
 	}
 	e.perms[proxy.IDKey(m.ID)] = p
 	return proxy.Verdict{}

@@ -50,6 +50,10 @@ func (k Kind) String() string {
 	return "none"
 }
 
+// HasSpecifier reports a rule about a call's content (Bash(go test:*)),
+// not a whole tool (Bash, Bash(*)).
+func (r *Rule) HasSpecifier() bool { return r.hasSpec }
+
 // ParseKind reads a kind as String spells it.
 func ParseKind(s string) (Kind, bool) {
 	for k := Allow; k <= Deny; k++ {

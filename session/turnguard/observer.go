@@ -204,6 +204,18 @@ func (o *Observer) Finalize(c *Call) bool {
 // rawInput (an empty {} placeholder does not count).
 func (c *Call) HasInput() bool { return len(c.input) > 0 }
 
+// Shown is what the call's frames showed so far: its title, ACP kind,
+// latest raw input and locations, and its latest rawOutput, else content,
+// until Result digests them (what `acpd guard`'s hooks are told of
+// another agent's call).
+func (c *Call) Shown() (title, kind string, input, locations, output json.RawMessage) {
+	output = c.output
+	if len(output) == 0 {
+		output = c.content
+	}
+	return c.title, c.kind, c.input, c.locations, output
+}
+
 // Ready returns the calls whose keys are final, in first-seen order, that
 // it has not returned before; it stops at the first call still open, so a
 // transcript records calls in the order they were counted.
