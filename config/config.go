@@ -6,6 +6,9 @@ package config
 
 import (
 	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/acpd/acpd/session/hooks"
@@ -270,6 +273,16 @@ type ToolsConfig struct {
 	SandboxWritable []string
 	// SandboxNetwork false denies confined commands the network.
 	SandboxNetwork bool
+	// SandboxPassEnv names variables commands inherit although acpd would
+	// drop them (credentials, ACPD_*, secret-looking names).
+	SandboxPassEnv []string
+	// SandboxDenyRead adds absolute paths confined commands may not read
+	// to DenyReadDefaults; an entry "!PATH" removes PATH from the defaults.
+	SandboxDenyRead []string
+	// DenyReadDefaults are the paths denied without configuration: the
+	// user's credentials and acpd's own folders, found at Load from HOME,
+	// the XDG folders and the resolved [session], [server] and [log] paths.
+	DenyReadDefaults []string
 	// WebFetchAllowPrivate lets web_fetch reach loopback and private
 	// network addresses as it reaches public ones; false (the default)
 	// asks the user every time, in every approval mode.
@@ -353,6 +366,8 @@ func Default() Config {
 			Sandbox:                  "auto",
 			SandboxWritable:          []string{},
 			SandboxNetwork:           true,
+			SandboxPassEnv:           []string{},
+			SandboxDenyRead:          []string{},
 			SubagentConcurrency:      4,
 		},
 		Context:   ContextConfig{FileNames: []string{}, Environment: true, Instructions: true},
@@ -373,4 +388,100 @@ func Default() Config {
 			AuthFailuresPerMinute:    10,
 		},
 	}
+}
+
+// CredentialEnv lists the environment variables this configuration reads a
+// credential from: model.apiKeyEnv, every [modelProviders] apiKeyEnv and
+// server.tokenEnv. Commands acpd runs never inherit them (see the shell
+// sandbox's environment policy), whatever their names.
+func (c Config) CredentialEnv() []string {
+	var out []string
+	add := func(n string) {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	add(c.Model.APIKeyEnv)
+	for _, p := range c.Providers {
+		add(p.APIKeyEnv)
+	}
+	add(c.Server.TokenEnv)
+	return out
+}
+
+// DenyRead is the effective list of paths confined commands may not read:
+// the defaults without the ones tools.sandboxDenyRead removes ("!PATH"),
+// then the ones it adds.
+func (t ToolsConfig) DenyRead() []string {
+	var out []string
+	removed := func(p string) bool { return slices.Contains(t.SandboxDenyRead, "!"+p) }
+	for _, p := range t.DenyReadDefaults {
+		if !removed(p) && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	for _, p := range t.SandboxDenyRead {
+		if !strings.HasPrefix(p, "!") && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// credentialPaths are the files and folders under the home folder that
+// hold the user's credentials, denied to confined commands by default. The
+// list is what attackers of developer machines take (SSH and cloud keys,
+// package-registry and git tokens, browser profiles with their cookies,
+// password stores) and what other agents' own credentials are kept in;
+// paths under ~/.config are also looked up under $XDG_CONFIG_HOME.
+var credentialPaths = []string{
+	// Keys and cloud accounts.
+	".ssh", ".gnupg", ".aws", ".azure", ".oci", ".config/gcloud", ".kube", ".docker/config.json",
+	".config/containers/auth.json", ".config/rclone", ".s3cfg", ".boto", ".vault-token",
+	".terraform.d/credentials.tfrc.json",
+	// Git hosts and package registries.
+	".git-credentials", ".config/git/credentials", ".config/gh", ".config/hub", ".config/github-copilot",
+	".netrc", ".npmrc", ".yarnrc.yml", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
+	// Databases.
+	".pgpass", ".my.cnf",
+	// Password stores and keyrings.
+	".password-store", ".local/share/keyrings", ".config/op",
+	// Browser profiles (cookies, saved passwords, session tokens).
+	".mozilla", ".thunderbird", ".config/google-chrome", ".config/chromium", ".config/BraveSoftware", ".config/microsoft-edge",
+	// Other agents' credentials.
+	".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json", ".qwen/oauth_creds.json",
+	".local/share/opencode/auth.json",
+}
+
+// denyReadDefaults lists the paths denied by default for this configuration:
+// the credential paths under home (and $XDG_CONFIG_HOME), and acpd's own
+// configuration folder, data folder (transcripts of every session,
+// checkpoints, the default serve token), token file, log file and cache
+// folder (the tool caches of every workspace; each session's own is
+// granted back).
+func denyReadDefaults(cfg *Config, getenv func(string) string) []string {
+	var out []string
+	add := func(p string) {
+		if p != "" && filepath.IsAbs(p) && !slices.Contains(out, filepath.Clean(p)) {
+			out = append(out, filepath.Clean(p))
+		}
+	}
+	home := getenv("HOME")
+	configHome := xdgDir(getenv, "XDG_CONFIG_HOME", ".config")
+	for _, p := range credentialPaths {
+		if home != "" {
+			add(filepath.Join(home, p))
+		}
+		if rest, ok := strings.CutPrefix(p, ".config/"); ok && configHome != "" {
+			add(filepath.Join(configHome, rest))
+		}
+	}
+	add(UserDir(getenv))
+	add(cfg.Session.DataDir)
+	add(cfg.Server.TokenFile)
+	add(cfg.Log.File)
+	if d := xdgDir(getenv, "XDG_CACHE_HOME", ".cache"); d != "" {
+		add(filepath.Join(d, "acpd"))
+	}
+	return out
 }

@@ -223,6 +223,8 @@ repeatedToolFailureGuard = "warn"
 sandbox = "required"
 sandboxWritable = ["cache", "~/.npm"]
 sandboxNetwork = false
+sandboxPassEnv = ["GH_TOKEN"]
+sandboxDenyRead = ["secrets", "!~/.npmrc"]
 webFetchAllowPrivate = true
 subagentConcurrency = 2
 [context]
@@ -270,6 +272,7 @@ authFailuresPerMinute = 5
 				Tools: ToolsConfig{ApprovalMode: ApprovalYolo, Exclude: []string{"web_fetch", "run_shell_command"},
 					ShellTimeout: 90 * time.Second, MaxOutputBytes: 1024, RepeatedToolFailureGuard: GuardWarn,
 					Sandbox: "required", SandboxWritable: []string{filepath.Join(dir, "cache"), filepath.Join(fx.home, ".npm")}, SandboxNetwork: false,
+					SandboxPassEnv: []string{"GH_TOKEN"}, SandboxDenyRead: []string{filepath.Join(dir, "secrets"), "!" + filepath.Join(fx.home, ".npmrc")},
 					WebFetchAllowPrivate: true, SubagentConcurrency: 2},
 				Context: ContextConfig{FileNames: []string{"CONVENTIONS.md", "AGENTS.md"}},
 				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state"), CheckpointMaxBytes: 2 << 30},
@@ -313,6 +316,8 @@ authFailuresPerMinute = 5
 			}
 			cfg, src, err := fx.load(opts)
 			require.NoError(t, err)
+			// Derived from HOME and the resolved folders: TestDenyRead.
+			cfg.Tools.DenyReadDefaults = nil
 			tt.check(t, fx, cfg, src)
 		})
 	}
@@ -504,7 +509,42 @@ func TestFormatTOML(t *testing.T) {
 	fx2.env["OPENAI_API_KEY"] = "sk-very-secret"
 	back, _, err := fx2.load(LoadOptions{ConfigPath: fx2.write(t, "out.toml", out)})
 	require.NoError(t, err, out)
+	// The deny list's defaults follow each fixture's own home folder.
+	assert.Contains(t, out, "# built-in deny list")
+	assert.Contains(t, out, "#   "+filepath.Join(fx.home, ".ssh")+"\n")
+	cfg.Tools.DenyReadDefaults, back.Tools.DenyReadDefaults = nil, nil
 	assert.Equal(t, cfg, back)
+}
+
+// TestDenyRead: the default deny list follows HOME, XDG_CONFIG_HOME and
+// the resolved data, token, log and cache folders; tools.sandboxDenyRead
+// adds paths and removes defaults with "!".
+func TestDenyRead(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	fx.env["XDG_CONFIG_HOME"] = filepath.Join(fx.root, "xdg-config")
+	fx.env["XDG_CACHE_HOME"] = filepath.Join(fx.root, "xdg-cache")
+	path := fx.write(t, "p/acpd.toml", "[tools]\nsandboxDenyRead = [\"~/private\", \"!~/.npmrc\", \"!~/not-a-default\"]\n[log]\nfile = \"/var/log/acpd.log\"\n[server]\ntokenFile = \"/etc/acpd/token\"\n")
+	cfg, _, err := fx.load(LoadOptions{ConfigPath: path, Flags: map[string]string{"data-dir": "/srv/acpd"}})
+	require.NoError(t, err)
+	defaults := cfg.Tools.DenyReadDefaults
+	for _, p := range []string{
+		filepath.Join(fx.home, ".ssh"), filepath.Join(fx.home, ".aws"), filepath.Join(fx.home, ".config", "gh"),
+		filepath.Join(fx.root, "xdg-config", "gh"), filepath.Join(fx.home, ".netrc"), filepath.Join(fx.home, ".docker", "config.json"),
+		filepath.Join(fx.home, ".npmrc"),
+		filepath.Join(fx.root, "xdg-config", "acpd"), "/srv/acpd", "/etc/acpd/token", "/var/log/acpd.log",
+		filepath.Join(fx.root, "xdg-cache", "acpd"),
+	} {
+		assert.Contains(t, defaults, p)
+	}
+	got := cfg.Tools.DenyRead()
+	assert.Contains(t, got, filepath.Join(fx.home, "private"))
+	assert.Contains(t, got, filepath.Join(fx.home, ".ssh"))
+	assert.NotContains(t, got, filepath.Join(fx.home, ".npmrc"), "removed with !")
+	assert.NotContains(t, got, "!"+filepath.Join(fx.home, "not-a-default"))
+
+	_, _, err = fx.load(LoadOptions{ConfigPath: fx.write(t, "q/acpd.toml", "[tools]\nsandboxDenyRead = [\"/\"]\n")})
+	require.ErrorContains(t, err, "would deny every file")
 }
 
 func TestFormatTOML_CapModes(t *testing.T) {

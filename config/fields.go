@@ -146,6 +146,8 @@ var fields = []*field{
 	pathListField("tools", "sandboxWritable", func(c *Config) *[]string { return &c.Tools.SandboxWritable }),
 	boolField("tools", "sandboxNetwork", func(c *Config) *bool { return &c.Tools.SandboxNetwork },
 		[]string{"ACPD_SANDBOX_NETWORK"}, "", ""),
+	passEnvField(),
+	denyReadField(),
 	boolField("tools", "webFetchAllowPrivate", func(c *Config) *bool { return &c.Tools.WebFetchAllowPrivate },
 		[]string{"ACPD_WEB_FETCH_ALLOW_PRIVATE"}, "", ""),
 	intField("tools", "subagentConcurrency", 1, func(c *Config) *int { return &c.Tools.SubagentConcurrency },
@@ -1116,6 +1118,61 @@ func tokenEnvField() *field {
 		}
 		if n := c.Server.TokenEnv; n != "" && !envNameRE().MatchString(n) {
 			return fmt.Errorf("must name an environment variable (letters, digits, _), got %s", quote(n))
+		}
+		return nil
+	}
+	return f
+}
+
+// denyReadField is tools.sandboxDenyRead: paths confined commands may not
+// read, added to the defaults; "!PATH" removes PATH from the defaults. Each
+// is resolved like a path field. "/" is refused: a command that can read
+// nothing cannot run.
+func denyReadField() *field {
+	acc := func(c *Config) *[]string { return &c.Tools.SandboxDenyRead }
+	list := stringListField("tools", "sandboxDenyRead", acc, nil, "", "")
+	decode := list.decode
+	list.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		for i, p := range *acc(c) {
+			neg := strings.HasPrefix(p, "!")
+			p = strings.TrimPrefix(p, "!")
+			if p == "" {
+				return fmt.Errorf("element %d: must not be empty", i)
+			}
+			abs, err := r.path(p)
+			if err != nil {
+				return fmt.Errorf("element %d: %w", i, err)
+			}
+			if abs == "/" && !neg {
+				return fmt.Errorf("element %d: \"/\" would deny every file, and no command could start", i)
+			}
+			if neg {
+				abs = "!" + abs
+			}
+			(*acc(c))[i] = abs
+		}
+		return nil
+	}
+	return list
+}
+
+// passEnvField is tools.sandboxPassEnv: names of variables commands
+// inherit deliberately, each a variable name.
+func passEnvField() *field {
+	f := stringListField("tools", "sandboxPassEnv", func(c *Config) *[]string { return &c.Tools.SandboxPassEnv },
+		[]string{"ACPD_SANDBOX_PASS_ENV"}, "", "")
+	decode := f.decode
+	f.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		for i, n := range c.Tools.SandboxPassEnv {
+			if !envNameRE().MatchString(n) {
+				return fmt.Errorf("element %d: must name an environment variable (letters, digits, _), got %s", i, quote(n))
+			}
 		}
 		return nil
 	}

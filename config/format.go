@@ -52,6 +52,12 @@ func FormatTOML(cfg Config, src Sources) string {
 				comment += " (" + capMode(cfg.Model) + ")"
 			}
 			fmt.Fprintf(&b, "%s = %s  # %s\n", f.name, lit, comment)
+			if f.key() == "tools.sandboxDenyRead" {
+				b.WriteString("# built-in deny list (tools.sandboxDenyRead adds to it; \"!PATH\" removes an entry):\n")
+				for _, p := range cfg.Tools.DenyReadDefaults {
+					fmt.Fprintf(&b, "#   %s\n", p)
+				}
+			}
 			if f.key() == "model.apiKeyEnv" {
 				if cfg.Model.APIKey != "" {
 					fmt.Fprintf(&b, "# apiKey = \"<redacted>\"  # %s\n", src.Of("model.apiKey"))

@@ -245,6 +245,7 @@ func finish(cfg *Config, src Sources, getenv func(string) string, noModel bool) 
 	if cfg.Model.Provider == ProviderScript && cfg.Model.Script == "" && !noModel {
 		return errAt(src.Of("model.provider"), "model.provider", `model.script is required when model.provider is "script"`)
 	}
+	cfg.Tools.DenyReadDefaults = denyReadDefaults(cfg, getenv)
 	return nil
 }
 

@@ -440,7 +440,8 @@ func (m *Manager) newSession(id, cwd string, extra []string) *Session {
 		}
 		s.pol = m.opts.Policy.Workspace(cwd).Session(id, transcript, s.roots)
 	}
-	if m.opts.Sandbox.Enabled() {
+	if m.opts.Sandbox != nil {
+		// In mode off too: it filters the commands' environment.
 		s.sandbox = m.opts.Sandbox.NewSession(s.roots)
 	}
 	return s

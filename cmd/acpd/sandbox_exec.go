@@ -32,11 +32,17 @@ func inheritNoFiles() { _ = sbx.InheritNoFiles() }
 // sandbox, sandboxWritable, sandboxNetwork), for the daemon and for `acpd
 // doctor` alike: what doctor reports is what commands get.
 func newSandboxPolicy(cfg config.Config) *sbx.Policy {
+	env := sbx.EnvPolicy{Drop: cfg.CredentialEnv(), Pass: cfg.Tools.SandboxPassEnv}
+	// The configured key and token variables, which package helper's init
+	// could not know, leave acpd's /proc/PID/environ too.
+	sbx.ScrubEnviron(sbx.EnvPolicy{Drop: env.Drop})
 	return sbx.NewPolicy(sbx.Settings{
 		Mode:     cfg.Tools.Sandbox,
 		Writable: cfg.Tools.SandboxWritable,
 		Network:  cfg.Tools.SandboxNetwork,
 		DataDir:  cfg.Session.DataDir,
+		Env:      env,
+		DenyRead: cfg.Tools.DenyRead(),
 	})
 }
 

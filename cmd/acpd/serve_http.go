@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -96,6 +97,12 @@ func cmdServeHTTP(ctx context.Context, a *app) int {
 	}
 	if err != nil {
 		return serveFailed(a, err)
+	}
+	if tcp, ok := srv.Addr().(*net.TCPAddr); ok {
+		// The shell sandbox's commands may not connect to this port: with
+		// the network open, acpd's own API is the one server on this
+		// machine that holds more authority than they do.
+		opts.Sandbox.DenyConnect(uint16(tcp.Port))
 	}
 	logger.Info("acpd starting", "version", versionString(), "pid", os.Getpid(),
 		"model", a.cfg.Model.Name, "provider", a.cfg.Model.Provider)

@@ -239,7 +239,13 @@ func TestTerminal_RunsInEditorTerminal(t *testing.T) {
 	require.NoError(t, res.Err)
 
 	req := <-tf.created
-	assert.Equal(t, &acp.CreateTerminalRequest{SessionID: "s1", Command: "sh", Args: []string{"-c", "make test"}, Cwd: w.root, OutputByteLimit: ptr(uint64(4096))}, req)
+	// What this process's environment holds that commands must not get
+	// is sent empty (none in CI; a developer's machine may differ).
+	var blanks []acp.EnvVariable
+	for _, n := range env.Sandbox.DroppedEnv(os.Environ()) {
+		blanks = append(blanks, acp.EnvVariable{Name: n})
+	}
+	assert.Equal(t, &acp.CreateTerminalRequest{SessionID: "s1", Command: "sh", Args: []string{"-c", "make test"}, Env: blanks, Cwd: w.root, OutputByteLimit: ptr(uint64(4096))}, req)
 	u := <-tf.updates
 	assert.Equal(t, []acp.ToolCallContent{acp.TerminalContent("term-1")}, u.Content)
 	assert.NoError(t, <-tf.releaseCtxErr)

@@ -273,7 +273,7 @@ func (c *runShellCommandCall) result(env *Env, o shellOutcome, content []acp.Too
 func (c *runShellCommandCall) runLocal(ctx context.Context, env *Env, plan sandbox.Plan) (Result, string) {
 	rctx, cancel := context.WithTimeout(ctx, c.effectiveTimeout(env))
 	defer cancel()
-	environ := append(absolutePATH(os.Environ()), "PAGER=cat", "GIT_PAGER=cat")
+	environ := append(absolutePATH(env.Sandbox.CommandEnv(os.Environ())), "PAGER=cat", "GIT_PAGER=cat")
 	environ = append(environ, plan.Env...)
 	if env.Unasked {
 		environ = append(withoutGitConfig(environ), readOnlyGitEnv()...)
@@ -472,7 +472,7 @@ func (c *runShellCommandCall) runInTerminal(ctx context.Context, env *Env, plan 
 		SessionID:       env.SessionID,
 		Command:         plan.Argv[0],
 		Args:            plan.Argv[1:],
-		Env:             envVars(terminalEnv(plan.Env, env.Unasked)),
+		Env:             envVars(terminalEnv(plan, env.Sandbox.DroppedEnv(os.Environ()), env.Unasked)),
 		Cwd:             c.dir.Path(),
 		OutputByteLimit: &limit,
 	})
@@ -581,9 +581,24 @@ func onlyAbsolute(list string) string {
 // terminalEnv is what a command in the editor's terminal gets on top of
 // the terminal's environment: the plan's variables, and acpd's PATH
 // without its relative entries when it has any (the editor started acpd,
-// so its terminals usually share that PATH).
-func terminalEnv(planEnv []string, unasked bool) []string {
-	out := planEnv
+// so its terminals usually share that PATH). ACP can only add variables
+// to a terminal's environment, so each one acpd's environment holds and
+// commands must not inherit (dropped) is set empty: the editor started
+// acpd, so its terminals usually hold the same ones. A confined command's
+// helper also removes them, by name and pattern, from whatever the editor
+// gave it.
+func terminalEnv(plan sandbox.Plan, dropped []string, unasked bool) []string {
+	out := slices.Clone(plan.Env)
+	var helperEnv []string
+	if plan.Confined {
+		helperEnv = plan.HelperEnv
+	}
+	for _, n := range dropped {
+		if !slices.ContainsFunc(helperEnv, func(kv string) bool { return strings.HasPrefix(kv, n+"=") }) {
+			out = append(out, n+"=")
+		}
+	}
+	out = append(out, helperEnv...)
 	if p, ok := os.LookupEnv("PATH"); ok && onlyAbsolute(p) != p {
 		out = append([]string{"PATH=" + onlyAbsolute(p)}, out...)
 	}

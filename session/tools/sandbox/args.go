@@ -26,11 +26,21 @@ type helperArgs struct {
 	// outerNS is the daemon's mount namespace, which the spawn server
 	// checks it is not in before it mounts.
 	outerNS string
-	argv    []string
+	// envDrop and envPass are the command's environment policy (see
+	// EnvPolicy), applied by the helper to its own environment before it
+	// execs the command.
+	envDrop, envPass []string
+	// denyRead are the paths the command may not read (see readdeny.go).
+	denyRead []string
+	// denyPorts are TCP ports the command may not connect to; portFD, when
+	// ≥ 0, is a Landlock ruleset the daemon built for them.
+	denyPorts []uint16
+	portFD    int
+	argv      []string
 }
 
 func parseHelperArgs(args []string) (helperArgs, error) {
-	h := helperArgs{statusFD: -1}
+	h := helperArgs{statusFD: -1, portFD: -1}
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; a {
 		case "--":
@@ -41,7 +51,7 @@ func parseHelperArgs(args []string) (helperArgs, error) {
 			return h, nil
 		case "--no-net":
 			h.noNet = true
-		case "--rw", "--exec", "--status-file", "--status-fd", "--serve", "--shm", "--outer-ns":
+		case "--rw", "--exec", "--status-file", "--status-fd", "--serve", "--shm", "--outer-ns", "--env-drop", "--env-pass", "--deny-read", "--deny-port", "--port-ruleset":
 			if i+1 >= len(args) {
 				return h, fmt.Errorf("%s needs a value", a)
 			}
@@ -62,13 +72,33 @@ func parseHelperArgs(args []string) (helperArgs, error) {
 			case "--outer-ns":
 				h.outerNS = args[i]
 				continue
+			case "--env-drop":
+				h.envDrop = append(h.envDrop, args[i])
+				continue
+			case "--env-pass":
+				h.envPass = append(h.envPass, args[i])
+				continue
+			case "--deny-read":
+				h.denyRead = append(h.denyRead, args[i])
+				continue
+			case "--deny-port":
+				n, err := strconv.ParseUint(args[i], 10, 16)
+				if err != nil || n == 0 {
+					return h, fmt.Errorf("--deny-port %q: not a port", args[i])
+				}
+				h.denyPorts = append(h.denyPorts, uint16(n))
+				continue
 			}
 			n, err := strconv.Atoi(args[i])
 			if err != nil || n < 0 {
 				return h, fmt.Errorf("%s %q: not a file descriptor", a, args[i])
 			}
-			if a == "--serve" {
+			switch a {
+			case "--serve":
 				h.serve, h.serveFD = true, n
+				continue
+			case "--port-ruleset":
+				h.portFD = n
 				continue
 			}
 			h.statusFD = n

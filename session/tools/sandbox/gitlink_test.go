@@ -171,7 +171,7 @@ func TestSession_CacheDir(t *testing.T) {
 	require.NoError(t, os.MkdirAll(a, 0o755))
 	require.NoError(t, os.MkdirAll(b, 0o755))
 	require.NoError(t, os.Symlink(a, filepath.Join(base, "link")))
-	p := &Policy{CacheDir: filepath.Join(base, "cache")}
+	p := &Policy{Mode: ModeAuto, CacheDir: filepath.Join(base, "cache")}
 	dir := func(p *Policy, roots ...string) string { return p.NewSession(roots).CacheDir() }
 	ab := dir(p, a, b)
 	assert.Equal(t, ab, dir(p, filepath.Join(base, "link"), b), "by real path")
@@ -179,10 +179,11 @@ func TestSession_CacheDir(t *testing.T) {
 	for name, other := range map[string]string{
 		"another workspace":   dir(p, b),
 		"fewer roots":         dir(p, a),
-		"another writable":    dir(&Policy{CacheDir: p.CacheDir, Writable: []string{base}}, a, b),
-		"without the network": dir(&Policy{CacheDir: p.CacheDir, DenyNetwork: true}, a, b),
+		"another writable":    dir(&Policy{Mode: ModeAuto, CacheDir: p.CacheDir, Writable: []string{base}}, a, b),
+		"without the network": dir(&Policy{Mode: ModeAuto, CacheDir: p.CacheDir, DenyNetwork: true}, a, b),
 	} {
 		assert.NotEqual(t, ab, other, name)
 	}
-	assert.Empty(t, dir(&Policy{}, a), "no cache folder, none per session")
+	assert.Empty(t, dir(&Policy{Mode: ModeAuto}, a), "no cache folder, none per session")
+	assert.Empty(t, dir(&Policy{Mode: ModeOff, CacheDir: p.CacheDir}, a), "mode off: none")
 }

@@ -97,7 +97,10 @@ func HelperMain(args []string) int {
 		return fail("sandbox set-up failed: closing inherited files: %v", err)
 	}
 	leaveTerminal()
-	err = syscall.Exec(path, h.argv, os.Environ())
+	// The environment is filtered here too: in the editor's terminal it
+	// is the editor's, which acpd could only add to.
+	environ, _ := EnvPolicy{Drop: h.envDrop, Pass: h.envPass}.Filter(os.Environ())
+	err = syscall.Exec(path, h.argv, environ)
 	return fail("exec %s: %v", path, err)
 }
 
@@ -158,14 +161,32 @@ func confine(h helperArgs, st Status, allThreads bool) error {
 		// the set-up rather than leave execution unrestricted.
 		extra = append(extra, landlock.PathAccess(execute, h.exec...))
 	}
+	// Reading: everywhere unless paths are denied; then only what the
+	// read plan grants (see readdeny.go), the writable folders that hold
+	// no denied path, and the devices.
+	var reads landlock.AccessFSSet
+	var readRules []landlock.Rule
+	if plan := planReads(newDenyTree(h.denyRead, deniedAliases())); len(plan.split) > 0 {
+		reads = readRight
+		cfg.HandledAccessFS |= reads
+		readRules = append(readRules, landlock.PathAccess(reads, plan.grants...).IgnoreIfMissing())
+		var readable []string
+		for _, w := range h.rw {
+			if len(deniedWithin(h.denyRead, []string{w})) == 0 {
+				readable = append(readable, w)
+			}
+		}
+		readRules = append(readRules, landlock.PathAccess(reads, readable...).IgnoreIfMissing())
+	}
 	rules := []landlock.Rule{
 		// A folder that vanished since the parent listed it (a removed
 		// root) is simply not writable; it must not fail the set-up, which
 		// in mode auto would run the command unconfined.
 		landlock.PathAccess(granted, h.rw...).IgnoreIfMissing(),
-		landlock.PathAccess(landlock.AccessFSSet(ll.AccessFSWriteFile|ll.AccessFSTruncate), deviceFiles...).IgnoreIfMissing(),
-		landlock.PathAccess(granted, deviceDirs...).IgnoreIfMissing(),
+		landlock.PathAccess(reads|landlock.AccessFSSet(ll.AccessFSWriteFile|ll.AccessFSTruncate), deviceFiles...).IgnoreIfMissing(),
+		landlock.PathAccess(reads|granted, deviceDirs...).IgnoreIfMissing(),
 	}
+	rules = append(rules, readRules...)
 	fd, flags, err := cfg.NewRulesetFD(append(rules, extra...)...)
 	if err != nil {
 		return fmt.Errorf("landlock ruleset: %w", err)
@@ -191,6 +212,14 @@ func confine(h helperArgs, st Status, allThreads bool) error {
 	}
 	if err := restrict(fd, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	if !h.noNet {
+		if h.portFD >= 0 {
+			unix.CloseOnExec(h.portFD)
+		}
+		if err := restrictPorts(h.portFD, h.denyPorts, allThreads); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -22,6 +22,13 @@ type Policy struct {
 	Writable []string
 	// DenyNetwork refuses IP sockets (tools.sandboxNetwork = false).
 	DenyNetwork bool
+	// Env decides which of acpd's environment variables commands inherit,
+	// in every mode, off included.
+	Env EnvPolicy
+	// DenyRead are the absolute paths confined commands may not read: the
+	// user's credentials, acpd's own folders, the tool caches of other
+	// workspaces (see readdeny.go and DefaultDenyRead).
+	DenyRead []string
 	// CacheDir is the acpd-owned folder holding the tool caches (Go
 	// build cache, npm, pip, cargo, XDG_CACHE_HOME) commands are pointed
 	// at: one subfolder per workspace (see Session.CacheDir), and only
@@ -49,6 +56,10 @@ type Policy struct {
 
 	shmOnce sync.Once
 	shmErr  error
+
+	// ports are the TCP ports commands may not connect to (DenyConnect).
+	portsMu sync.Mutex
+	ports   *portRules
 }
 
 // PrivateShm reports whether each session's commands get a /dev/shm of
@@ -57,6 +68,10 @@ type Policy struct {
 // run, in new namespaces.
 func (p *Policy) PrivateShm() error {
 	p.shmOnce.Do(func() {
+		if os.Getenv(NoNamespacesEnv) == "1" {
+			p.shmErr = fmt.Errorf("namespaces disabled by %s=1 (simulated)", NoNamespacesEnv)
+			return
+		}
 		if p.ShmProbe != nil {
 			p.shmErr = p.ShmProbe()
 		} else {
@@ -73,6 +88,10 @@ type Settings struct {
 	Writable []string
 	Network  bool
 	DataDir  string
+	// Env is the commands' environment policy.
+	Env EnvPolicy
+	// DenyRead are the paths commands may not read.
+	DenyRead []string
 	// Probe overrides the kernel probe (tests).
 	Probe func() Status
 }
@@ -84,7 +103,7 @@ type Settings struct {
 // be made is dropped, with CacheNote saying why — commands stay confined,
 // only without redirected caches.
 func NewPolicy(s Settings) *Policy {
-	p := &Policy{Mode: Mode(s.Mode), Writable: s.Writable, DenyNetwork: !s.Network, Probe: s.Probe}
+	p := &Policy{Mode: Mode(s.Mode), Writable: s.Writable, DenyNetwork: !s.Network, Probe: s.Probe, Env: s.Env, DenyRead: s.DenyRead}
 	if exe, err := os.Executable(); err == nil {
 		p.Helper = exe
 	} else if p.Enabled() {
@@ -124,7 +143,7 @@ func (p *Policy) Enabled() bool { return p != nil && p.Mode != ModeOff && p.Mode
 // mode, backend and ABI, what commands may write, network.
 func (p *Policy) Describe() string {
 	if !p.Enabled() {
-		return "sandbox: off (commands run unconfined)"
+		return "sandbox: off (commands run unconfined)\n  environment: " + p.Env.Describe()
 	}
 	st := p.status()
 	var b strings.Builder
@@ -138,20 +157,23 @@ func (p *Policy) Describe() string {
 		} else {
 			b.WriteString("\n  commands run UNCONFINED")
 		}
+		b.WriteString("\n  environment: " + p.Env.Describe())
 		return b.String()
+	}
+	if n := len(p.DenyRead); n > 0 {
+		fmt.Fprintf(&b, "\n  readable: everything but %d denied paths (your credentials, acpd's own folders; `acpd config` lists them)", n)
+	} else {
+		b.WriteString("\n  readable: everything")
 	}
 	b.WriteString("\n  writable: the session's workspace roots, a private per-session TMPDIR")
 	if p.CacheDir != "" {
 		fmt.Fprintf(&b, ", tool caches in %s (one folder per workspace)", p.CacheDir)
 	}
 	b.WriteString(", /dev/null, /dev/zero, /dev/full, /dev/tty, /dev/ptmx, /dev/pts")
-	switch err := p.PrivateShm(); {
-	case err == nil:
+	if err := p.PrivateShm(); err == nil {
 		b.WriteString(", a private per-session /dev/shm")
-	case p.Mode == ModeRequired:
-		fmt.Fprintf(&b, "\n  /dev/shm: not writable (no private one: %v; mode required does not share the machine's)", err)
-	default:
-		fmt.Fprintf(&b, "\n  /dev/shm: SHARED with every process of the machine (no private one: %v)", err)
+	} else {
+		fmt.Fprintf(&b, "\n  /dev/shm: not writable (no private one: %v; the machine's would be shared by every workspace's commands)", err)
 	}
 	extra, missing := p.extraWritable()
 	for _, w := range extra {
@@ -177,6 +199,7 @@ func (p *Policy) Describe() string {
 	} else {
 		b.WriteString("\n  network: allowed")
 	}
+	b.WriteString("\n  environment: " + p.Env.Describe())
 	return b.String()
 }
 
@@ -218,6 +241,11 @@ type Session struct {
 // NewSession returns the sandbox of a session working in roots.
 func (p *Policy) NewSession(roots []string) *Session {
 	s := &Session{p: p, roots: append([]string(nil), roots...)}
+	if !p.Enabled() {
+		// Mode off confines nothing; the session still filters the
+		// commands' environment.
+		return s
+	}
 	for _, r := range roots {
 		s.gitDirs = append(s.gitDirs, linkedGitDirs(r)...)
 	}
@@ -225,6 +253,33 @@ func (p *Policy) NewSession(roots []string) *Session {
 		s.cache = filepath.Join(p.CacheDir, cacheKey(roots, s.gitDirs, p.Writable, p.DenyNetwork))
 	}
 	return s
+}
+
+// CommandEnv is environ without what commands must not inherit (see
+// EnvPolicy). A nil session filters with the built-in rules only.
+func (s *Session) CommandEnv(environ []string) []string {
+	var e EnvPolicy
+	if s != nil {
+		e = s.p.Env
+	}
+	kept, _ := e.Filter(environ)
+	return kept
+}
+
+// DroppedEnv lists the names of environ that commands do not inherit and
+// that hold a value.
+func (s *Session) DroppedEnv(environ []string) []string {
+	var e EnvPolicy
+	if s != nil {
+		e = s.p.Env
+	}
+	var set []string
+	for _, kv := range environ {
+		if k, v, _ := strings.Cut(kv, "="); v != "" && e.Drops(k) {
+			set = append(set, k)
+		}
+	}
+	return set
 }
 
 // CacheDir is the session's tool-cache folder ("" when there is none).
@@ -350,6 +405,22 @@ type Plan struct {
 	Shm string
 	// ShmNote says what /dev/shm is when it is not private, for messages.
 	ShmNote string
+	// HelperEnv are variables the helper needs and the command does not
+	// get (the helper drops them before it runs the command); Prepare
+	// adds them.
+	HelperEnv []string
+	// DenyRead are the paths the command may not read; denyStamp is the
+	// state of the folders its rules split (readStamp), so a server built
+	// for another state is replaced.
+	DenyRead  []string
+	denyStamp string
+	// DenyPorts are TCP ports the command may not connect to (the served
+	// daemon's own), when the network is open.
+	DenyPorts []uint16
+	// DenyGaps are denied paths that lie in a folder the command may write:
+	// they stay unreadable, but a command may move them to a name there
+	// that a later command reads (see readdeny.go).
+	DenyGaps []string
 }
 
 // SetupFailure reads (and removes) the report the helper wrote in
@@ -424,32 +495,56 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 		err = errors.New("the editor's terminal starts this command, and only acpd can give it the namespaces")
 		fallthrough
 	default:
-		if s.p.Mode == ModeRequired {
-			plan.ShmNote = fmt.Sprintf("/dev/shm is not writable (no private /dev/shm: %v)", err)
-		} else {
-			plan.ShmNote = fmt.Sprintf("/dev/shm is shared with every process of the machine (no private /dev/shm: %v)", err)
-			writable = append(writable, "/dev/shm")
-		}
+		// Never the machine's: one workspace's commands would plant there
+		// what another's read (POSIX shared memory names are global).
+		plan.ShmNote = fmt.Sprintf("/dev/shm is not writable (no private /dev/shm: %v), so POSIX shared memory (Python multiprocessing) fails", err)
 	}
 	plan.Writable = writable
-	helper := []string{s.p.Helper, Subcommand}
+	if !s.p.DenyNetwork {
+		plan.DenyPorts = s.p.deniedPorts()
+	}
+	if len(s.p.DenyRead) > 0 {
+		plan.DenyRead = s.p.DenyRead
+		plan.denyStamp = readStamp(s.p.DenyRead)
+		plan.DenyGaps = deniedWithin(s.p.DenyRead, writable)
+	}
+	if v, ok := os.LookupEnv(ABIEnv); ok {
+		// A simulated kernel is the helper's too.
+		plan.HelperEnv = append(plan.HelperEnv, ABIEnv+"="+v)
+	}
+	helper := append([]string{s.p.Helper, Subcommand}, s.p.Env.helperArgs()...)
 	if statusFD >= 0 {
 		helper = append(helper, "--status-fd", strconv.Itoa(statusFD))
 	} else if f := s.statusFile(writable); f != "" {
 		plan.StatusFile = f
 		helper = append(helper, "--status-file", f)
 	}
-	for _, w := range writable {
-		helper = append(helper, "--rw", w)
-	}
-	if s.p.DenyNetwork {
-		helper = append(helper, "--no-net")
-	}
+	helper = append(helper, plan.confinementArgs()...)
 	if plan.Shm != "" {
 		helper = append(helper, "--shm", plan.Shm)
 	}
 	plan.Argv = append(append(helper, "--"), argv...)
 	return plan, nil
+}
+
+// confinementArgs are the helper's flags that say what the command may do,
+// for the per-command helper and the spawn server alike: writable
+// folders, denied reads, network.
+func (p *Plan) confinementArgs() []string {
+	var out []string
+	for _, w := range p.Writable {
+		out = append(out, "--rw", w)
+	}
+	for _, d := range p.DenyRead {
+		out = append(out, "--deny-read", d)
+	}
+	for _, port := range p.DenyPorts {
+		out = append(out, "--deny-port", strconv.Itoa(int(port)))
+	}
+	if p.DenyNetwork {
+		out = append(out, "--no-net")
+	}
+	return out
 }
 
 // extraWritable splits tools.sandboxWritable into the folders that exist
@@ -611,8 +706,13 @@ func (p *Plan) Explain() string {
 		}
 		folders = append(folders, w)
 	}
-	fmt.Fprintf(&b, "[sandbox: this command ran confined by acpd's Landlock sandbox. It may read everywhere but write only in: %s, and /dev/null, /dev/tty, /dev/pts; ",
-		strings.Join(folders, ", "))
+	reads := "everywhere"
+	if len(p.DenyRead) > 0 {
+		reads = "everywhere except the user's credentials and acpd's own folders (" + strings.Join(shortList(p.DenyRead, 6), ", ") +
+			"; reading them fails with \"Permission denied\", which is on purpose: do not try other ways to read them)"
+	}
+	fmt.Fprintf(&b, "[sandbox: this command ran confined by acpd's Landlock sandbox. It may read %s but write only in: %s, and /dev/null, /dev/tty, /dev/pts; ",
+		reads, strings.Join(folders, ", "))
 	if p.ShmNote != "" {
 		b.WriteString(p.ShmNote + "; ")
 	}
@@ -625,6 +725,14 @@ func (p *Plan) Explain() string {
 	}
 	b.WriteString(" Do not retry the same write elsewhere outside these folders. The user can allow more folders with [tools] sandboxWritable = [\"/path\"] or turn the sandbox off with [tools] sandbox = \"off\" in acpd's configuration.]")
 	return b.String()
+}
+
+// shortList is the first n of list, and how many more there are.
+func shortList(list []string, n int) []string {
+	if len(list) <= n {
+		return list
+	}
+	return append(slices.Clone(list[:n]), fmt.Sprintf("and %d more", len(list)-n))
 }
 
 // LooksRefused reports whether a command's output shows a write or network

@@ -101,6 +101,11 @@ const scopeABI = 6
 // It can only lower what the kernel offers, never raise it.
 const ABIEnv = "ACPD_SANDBOX_ABI"
 
+// NoNamespacesEnv, set to 1, is a test hook like ABIEnv: acpd behaves as
+// on a kernel that gives it no user or mount namespace (no private
+// /dev/shm, no network namespace for the proxy).
+const NoNamespacesEnv = "ACPD_SANDBOX_NO_NAMESPACES"
+
 // Status is what the kernel offers, as found by [Probe].
 type Status struct {
 	// Backend names the mechanism: "landlock".

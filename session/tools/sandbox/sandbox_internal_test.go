@@ -35,13 +35,21 @@ func TestProbe_Override(t *testing.T) {
 func TestParseHelperArgs(t *testing.T) {
 	h, err := parseHelperArgs([]string{"--status-fd", "3", "--rw", "/a", "--rw", "/b c", "--no-net", "--", "sh", "-c", "echo --rw"})
 	require.NoError(t, err)
-	assert.Equal(t, helperArgs{statusFD: 3, rw: []string{"/a", "/b c"}, noNet: true, argv: []string{"sh", "-c", "echo --rw"}}, h)
+	assert.Equal(t, helperArgs{statusFD: 3, portFD: -1, rw: []string{"/a", "/b c"}, noNet: true, argv: []string{"sh", "-c", "echo --rw"}}, h)
 
 	h, err = parseHelperArgs([]string{"--serve", "3", "--rw", "/a", "--no-net"})
 	require.NoError(t, err)
-	assert.Equal(t, helperArgs{statusFD: -1, serve: true, serveFD: 3, rw: []string{"/a"}, noNet: true}, h)
+	assert.Equal(t, helperArgs{statusFD: -1, portFD: -1, serve: true, serveFD: 3, rw: []string{"/a"}, noNet: true}, h)
+
+	h, err = parseHelperArgs([]string{"--deny-port", "8123", "--port-ruleset", "4", "--deny-read", "/r", "--", "sh"})
+	require.NoError(t, err)
+	assert.Equal(t, []uint16{8123}, h.denyPorts)
+	assert.Equal(t, 4, h.portFD)
+	assert.Equal(t, []string{"/r"}, h.denyRead)
 
 	for _, bad := range [][]string{
+		{"--deny-port", "0", "--", "sh"},
+		{"--deny-port", "65536", "--", "sh"},
 		{"sh"},
 		{"--serve", "x"},
 		{"--rw"},

@@ -79,7 +79,7 @@ func TestWrap_Off(t *testing.T) {
 	plan, err = nilSession.Wrap([]string{"sh"}, 3)
 	require.NoError(t, err)
 	assert.False(t, plan.Confined)
-	assert.Equal(t, "sandbox: off (commands run unconfined)", p.Describe())
+	assert.Equal(t, "sandbox: off (commands run unconfined)\n  environment: "+p.Env.Describe(), p.Describe())
 }
 
 func TestWrap_Unavailable(t *testing.T) {
@@ -159,8 +159,8 @@ func TestWrap_Confined(t *testing.T) {
 	assert.NoDirExists(t, plan.Shm, "and so does its /dev/shm")
 }
 
-// TestWrap_NoPrivateShm: where the kernel allows no private /dev/shm, mode
-// auto shares the machine's (and says so), mode required grants none.
+// TestWrap_NoPrivateShm: where the kernel allows no private /dev/shm, no
+// mode grants the machine's, which every workspace's commands would share.
 func TestWrap_NoPrivateShm(t *testing.T) {
 	for _, mode := range []sandbox.Mode{sandbox.ModeAuto, sandbox.ModeRequired} {
 		p := testPolicy(t, mode)
@@ -173,15 +173,9 @@ func TestWrap_NoPrivateShm(t *testing.T) {
 		assert.False(t, slices.Contains(plan.Argv, "--shm"))
 		assert.Contains(t, plan.ShmNote, "no namespaces here")
 		assert.Contains(t, plan.Explain(), plan.ShmNote)
-		if mode == sandbox.ModeAuto {
-			assert.Contains(t, plan.Writable, "/dev/shm")
-			assert.Contains(t, plan.ShmNote, "shared with every process")
-			assert.Contains(t, p.Describe(), "/dev/shm: SHARED with every process of the machine (no private one: no namespaces here)")
-		} else {
-			assert.NotContains(t, plan.Writable, "/dev/shm")
-			assert.Contains(t, plan.ShmNote, "not writable")
-			assert.Contains(t, p.Describe(), "/dev/shm: not writable")
-		}
+		assert.NotContains(t, plan.Writable, "/dev/shm")
+		assert.Contains(t, plan.ShmNote, "not writable")
+		assert.Contains(t, p.Describe(), "/dev/shm: not writable (no private one: no namespaces here")
 		require.NoError(t, s.Close())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -70,6 +71,13 @@ func shmNamespaces(attr *syscall.SysProcAttr) {
 // process that starts it: for a private /dev/shm, the namespaces to mount
 // it in. Call it after setting cmd.SysProcAttr's other fields.
 func (p *Plan) Prepare(cmd *exec.Cmd) {
+	if p.Confined && len(p.HelperEnv) > 0 {
+		base := cmd.Env
+		if base == nil {
+			base = os.Environ()
+		}
+		cmd.Env = append(slices.Clip(base), p.HelperEnv...)
+	}
 	if p.Shm == "" {
 		return
 	}

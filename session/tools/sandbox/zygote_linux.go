@@ -316,7 +316,7 @@ const (
 
 // startZygote starts the server for plan's policy and waits until it has
 // confined itself.
-func startZygote(helper string, plan Plan) (*zygote, error) {
+func startZygote(helper string, environ []string, plan Plan, ports *os.File) (*zygote, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
@@ -329,13 +329,7 @@ func startZygote(helper string, plan Plan) (*zygote, error) {
 		return nil, err
 	}
 	conn := c.(*net.UnixConn)
-	args := []string{Subcommand, "--serve", "3"}
-	for _, w := range plan.Writable {
-		args = append(args, "--rw", w)
-	}
-	if plan.DenyNetwork {
-		args = append(args, "--no-net")
-	}
+	args := append([]string{Subcommand, "--serve", "3"}, plan.confinementArgs()...)
 	if plan.Shm != "" {
 		ns, err := mountNamespace()
 		if err != nil {
@@ -345,7 +339,15 @@ func startZygote(helper string, plan Plan) (*zygote, error) {
 		args = append(args, "--shm", plan.Shm, "--outer-ns", ns)
 	}
 	cmd := exec.Command(helper, args...)
+	// The server's own environment holds no secret either: on a kernel
+	// without signal scoping a root command shares its domain and could
+	// read it.
+	cmd.Env = environ
 	cmd.ExtraFiles = []*os.File{theirs}
+	if ports != nil && len(plan.DenyPorts) > 0 {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ports)
+		cmd.Args = append(cmd.Args[:2], append([]string{"--port-ruleset", "4"}, cmd.Args[2:]...)...)
+	}
 	// Its own group, so a signal to the daemon's group (Ctrl-C in a
 	// terminal running acpd) is not delivered to it; it follows the
 	// daemon through the death signal and its socket instead. Not a
@@ -385,7 +387,7 @@ func startZygote(helper string, plan Plan) (*zygote, error) {
 }
 
 func zygoteKey(p Plan) string {
-	b, _ := json.Marshal([]any{p.Writable, p.DenyNetwork, p.Shm})
+	b, _ := json.Marshal([]any{p.Writable, p.DenyNetwork, p.Shm, p.DenyRead, p.denyStamp, p.DenyPorts})
 	return string(b)
 }
 
@@ -791,7 +793,11 @@ func (s *Session) zygote(plan Plan) (*zygote, error) {
 			return nil, errSpawnFallback
 		}
 	}
-	z, err := startZygote(s.p.Helper, plan)
+	var ports *os.File
+	if len(plan.DenyPorts) > 0 {
+		ports = s.p.portRulesetFile()
+	}
+	z, err := startZygote(s.p.Helper, s.CommandEnv(os.Environ()), plan, ports)
 	if err != nil {
 		s.zfails++
 		return nil, fmt.Errorf("%w: %v", errSpawnFallback, err)

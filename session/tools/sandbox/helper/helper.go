@@ -33,8 +33,14 @@ func init() {
 		case sandbox.Subcommand:
 			os.Exit(sandbox.HelperMain(os.Args[2:]))
 		case lifeline.Subcommand:
+			// The watcher holds acpd's environment: scrubbed like acpd's.
+			sandbox.ScrubEnviron(sandbox.EnvPolicy{})
 			os.Exit(lifeline.Main(os.Args[2:]))
 		}
 	}
+	// What a command could read in /proc/PID/environ of acpd: the built-in
+	// names and patterns now, the configured ones once the configuration
+	// is loaded (cmd/acpd).
+	sandbox.ScrubEnviron(sandbox.EnvPolicy{})
 	lifeline.Enable()
 }
