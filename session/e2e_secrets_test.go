@@ -122,11 +122,11 @@ func TestE2E_Sandbox_SecretsUnreadable(t *testing.T) {
 			root := t.TempDir()
 			home, configHome, ws := filepath.Join(root, "home"), filepath.Join(root, "config"), filepath.Join(root, "home", "proj")
 			files := map[string]string{
-				filepath.Join(home, ".ssh", "id_rsa"):           "ssh-key-secret",
-				filepath.Join(home, ".aws", "credentials"):      "aws-secret",
+				filepath.Join(home, ".ssh", "id_rsa"):            "ssh-key-secret",
+				filepath.Join(home, ".aws", "credentials"):       "aws-secret",
 				filepath.Join(configHome, "acpd", "config.toml"): "# config-secret\n",
-				filepath.Join(home, "notes.txt"):                "home-readable",
-				filepath.Join(ws, "main.go"):                    "workspace-readable",
+				filepath.Join(home, "notes.txt"):                 "home-readable",
+				filepath.Join(ws, "main.go"):                     "workspace-readable",
 			}
 			for p, s := range files {
 				require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o700))
