@@ -66,7 +66,12 @@ func cmdServeHTTP(ctx context.Context, a *app) int {
 		return exitUsage
 	}
 	defer closeLog()
-	if env, file := server.TokenSource(a.cfg); env == "" {
+	if env, file := server.TokenSource(a.cfg); env != "" {
+		// Read once: no program acpd starts unconfined (an MCP server, git,
+		// a hook) inherits the token, so no confined command finds it in
+		// such a process's /proc/PID/environ, which Landlock leaves readable.
+		_ = os.Unsetenv(env)
+	} else {
 		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
 			logger.Warn("the token file can be read by other users; chmod 600 it", "file", file, "mode", fi.Mode().Perm().String())
 		}
