@@ -35,6 +35,12 @@ const MetaDecisions = "acpd.decisions"
 // network question.
 const PermissionPrivateNetwork = "privateNetwork"
 
+// PermissionSandboxNetwork is MetaPermission's value for a confined
+// command's question about a host it wants to reach through acpd's proxy
+// (tools.sandboxNetwork = "proxy"): a client that cannot ask anyone has to
+// tell its user about tools.sandboxAllowedDomains.
+const PermissionSandboxNetwork = "sandboxNetwork"
+
 // PermissionRewindConflict is MetaPermission's value for a rewind's
 // question about files changed since the turns it undoes.
 const PermissionRewindConflict = "rewindConflict"

@@ -244,6 +244,13 @@ type Price struct {
 	Currency string
 }
 
+// The values of tools.sandboxNetwork.
+const (
+	NetworkOpen  = "true"
+	NetworkOff   = "false"
+	NetworkProxy = "proxy"
+)
+
 // DefaultCurrency is a price's currency when none is given.
 const DefaultCurrency = "USD"
 
@@ -271,8 +278,17 @@ type ToolsConfig struct {
 	Sandbox string
 	// SandboxWritable are further absolute folders confined commands may write.
 	SandboxWritable []string
-	// SandboxNetwork false denies confined commands the network.
-	SandboxNetwork bool
+	// SandboxNetwork is "true" (open), "false" (none) or "proxy" (only
+	// through acpd's proxy). Its default is "true", or "proxy" when
+	// AutoAllowConfined is set and no layer named the network.
+	SandboxNetwork string
+	// SandboxAllowedDomains are the hosts the proxy lets through without
+	// asking: "github.com", "*.npmjs.org", "localhost:8080".
+	SandboxAllowedDomains []string
+	// AutoAllowConfined runs, in default and auto-edit mode, shell commands
+	// the sandbox confines with secrets denied and the network only through
+	// acpd's proxy without a permission request.
+	AutoAllowConfined bool
 	// SandboxPassEnv names variables commands inherit although acpd would
 	// drop them (credentials, ACPD_*, secret-looking names).
 	SandboxPassEnv []string
@@ -365,7 +381,8 @@ func Default() Config {
 			RepeatedToolFailureGuard: GuardShadow,
 			Sandbox:                  "auto",
 			SandboxWritable:          []string{},
-			SandboxNetwork:           true,
+			SandboxNetwork:           NetworkOpen,
+			SandboxAllowedDomains:    []string{},
 			SandboxPassEnv:           []string{},
 			SandboxDenyRead:          []string{},
 			SubagentConcurrency:      4,

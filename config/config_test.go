@@ -223,6 +223,8 @@ repeatedToolFailureGuard = "warn"
 sandbox = "required"
 sandboxWritable = ["cache", "~/.npm"]
 sandboxNetwork = false
+sandboxAllowedDomains = ["GitHub.com", "*.npmjs.org", "localhost:8080"]
+autoAllowConfined = true
 sandboxPassEnv = ["GH_TOKEN"]
 sandboxDenyRead = ["secrets", "!~/.npmrc"]
 webFetchAllowPrivate = true
@@ -271,7 +273,8 @@ authFailuresPerMinute = 5
 					Prices: map[string]Price{"m-small": {Input: 0.2, CachedInput: 0.2, CacheWrite: 0.2, Output: 0.6, Currency: "EUR"}}},
 				Tools: ToolsConfig{ApprovalMode: ApprovalYolo, Exclude: []string{"web_fetch", "run_shell_command"},
 					ShellTimeout: 90 * time.Second, MaxOutputBytes: 1024, RepeatedToolFailureGuard: GuardWarn,
-					Sandbox: "required", SandboxWritable: []string{filepath.Join(dir, "cache"), filepath.Join(fx.home, ".npm")}, SandboxNetwork: false,
+					Sandbox: "required", SandboxWritable: []string{filepath.Join(dir, "cache"), filepath.Join(fx.home, ".npm")}, SandboxNetwork: NetworkOff,
+					SandboxAllowedDomains: []string{"github.com", "*.npmjs.org", "localhost:8080"}, AutoAllowConfined: true,
 					SandboxPassEnv: []string{"GH_TOKEN"}, SandboxDenyRead: []string{filepath.Join(dir, "secrets"), "!" + filepath.Join(fx.home, ".npmrc")},
 					WebFetchAllowPrivate: true, SubagentConcurrency: 2},
 				Context: ContextConfig{FileNames: []string{"CONVENTIONS.md", "AGENTS.md"}},
@@ -514,6 +517,47 @@ func TestFormatTOML(t *testing.T) {
 	assert.Contains(t, out, "#   "+filepath.Join(fx.home, ".ssh")+"\n")
 	cfg.Tools.DenyReadDefaults, back.Tools.DenyReadDefaults = nil, nil
 	assert.Equal(t, cfg, back)
+}
+
+// TestSandboxNetwork: true, false and "proxy", from a file or the
+// environment; the default is the proxy when autoAllowConfined is on and
+// nothing named the network; allowed domains are checked.
+func TestSandboxNetwork(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	load := func(file string, env map[string]string) (Config, error) {
+		for k, v := range env {
+			fx.env[k] = v
+		}
+		defer func() {
+			for k := range env {
+				delete(fx.env, k)
+			}
+		}()
+		cfg, _, err := fx.load(LoadOptions{ConfigPath: fx.write(t, "n/acpd.toml", file)})
+		return cfg, err
+	}
+	for file, want := range map[string]string{
+		"":                                      NetworkOpen,
+		"[tools]\nsandboxNetwork = false\n":     NetworkOff,
+		"[tools]\nsandboxNetwork = \"proxy\"\n": NetworkProxy,
+		"[tools]\nautoAllowConfined = true\n":   NetworkProxy,
+		"[tools]\nautoAllowConfined = true\nsandboxNetwork = true\n": NetworkOpen,
+	} {
+		cfg, err := load(file, nil)
+		require.NoError(t, err, file)
+		assert.Equal(t, want, cfg.Tools.SandboxNetwork, file)
+	}
+	cfg, err := load("", map[string]string{"ACPD_SANDBOX_NETWORK": "proxy", "ACPD_SANDBOX_ALLOWED_DOMAINS": "github.com, *.pypi.org"})
+	require.NoError(t, err)
+	assert.Equal(t, NetworkProxy, cfg.Tools.SandboxNetwork)
+	assert.Equal(t, []string{"github.com", "*.pypi.org"}, cfg.Tools.SandboxAllowedDomains)
+	out := FormatTOML(cfg, Sources{})
+	assert.Contains(t, out, `sandboxNetwork = "proxy"`)
+	for _, bad := range []string{"[tools]\nsandboxNetwork = \"maybe\"\n", "[tools]\nsandboxAllowedDomains = [\"https://github.com\"]\n", "[tools]\nsandboxAllowedDomains = [\"a*b.com\"]\n", "[tools]\nsandboxAllowedDomains = [\"host:0\"]\n"} {
+		_, err := load(bad, nil)
+		assert.Error(t, err, bad)
+	}
 }
 
 // TestDenyRead: the default deny list follows HOME, XDG_CONFIG_HOME and

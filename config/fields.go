@@ -144,8 +144,10 @@ var fields = []*field{
 		func(c *Config) *string { return &c.Tools.Sandbox },
 		[]string{"ACPD_SANDBOX"}, "sandbox", "confine shell commands with Landlock: auto, required or off"),
 	pathListField("tools", "sandboxWritable", func(c *Config) *[]string { return &c.Tools.SandboxWritable }),
-	boolField("tools", "sandboxNetwork", func(c *Config) *bool { return &c.Tools.SandboxNetwork },
-		[]string{"ACPD_SANDBOX_NETWORK"}, "", ""),
+	networkField(),
+	allowedDomainsField(),
+	boolField("tools", "autoAllowConfined", func(c *Config) *bool { return &c.Tools.AutoAllowConfined },
+		[]string{"ACPD_AUTO_ALLOW_CONFINED"}, "auto-allow-confined", "run shell commands without asking when the sandbox confines them with secrets denied and the network only through acpd's proxy"),
 	passEnvField(),
 	denyReadField(),
 	boolField("tools", "webFetchAllowPrivate", func(c *Config) *bool { return &c.Tools.WebFetchAllowPrivate },
@@ -1157,6 +1159,84 @@ func denyReadField() *field {
 		return nil
 	}
 	return list
+}
+
+// networkField is tools.sandboxNetwork: true (open), false (none) or
+// "proxy" (only through acpd's proxy); from the environment the same words.
+func networkField() *field {
+	acc := func(c *Config) *string { return &c.Tools.SandboxNetwork }
+	return &field{
+		table: "tools", name: "sandboxNetwork", envs: []string{"ACPD_SANDBOX_NETWORK"},
+		decode: func(c *Config, raw any, fromText bool, _ resolver) error {
+			switch v := raw.(type) {
+			case bool:
+				*acc(c) = strconv.FormatBool(v)
+				return nil
+			case string:
+				s := strings.TrimSpace(v)
+				if s == NetworkProxy {
+					*acc(c) = s
+					return nil
+				}
+				if b, err := strconv.ParseBool(s); err == nil && fromText {
+					*acc(c) = strconv.FormatBool(b)
+					return nil
+				}
+				return fmt.Errorf("must be true, false or \"proxy\", got %s", quote(v))
+			}
+			return typeErr(`true, false or "proxy"`, raw)
+		},
+		encode: func(c *Config) (string, bool) {
+			if v := *acc(c); v == NetworkProxy {
+				return quote(v), true
+			}
+			return *acc(c), true
+		},
+	}
+}
+
+// allowedDomainsField is tools.sandboxAllowedDomains: hosts (github.com),
+// subdomain wildcards (*.npmjs.org) or either with a port (localhost:8080)
+// that commands reach through the proxy without a question.
+func allowedDomainsField() *field {
+	acc := func(c *Config) *[]string { return &c.Tools.SandboxAllowedDomains }
+	f := stringListField("tools", "sandboxAllowedDomains", acc, []string{"ACPD_SANDBOX_ALLOWED_DOMAINS"}, "", "")
+	decode := f.decode
+	f.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		for i, p := range *acc(c) {
+			n, err := checkHostPattern(p)
+			if err != nil {
+				return fmt.Errorf("element %d: %w", i, err)
+			}
+			(*acc(c))[i] = n
+		}
+		return nil
+	}
+	return f
+}
+
+// checkHostPattern validates one host pattern (the proxy parses it again)
+// and returns it in lower case.
+func checkHostPattern(p string) (string, error) {
+	s := strings.ToLower(strings.TrimSpace(p))
+	if s == "" || strings.Contains(s, "://") || strings.ContainsAny(s, "/?#@ ") {
+		return "", fmt.Errorf("want a host or host:port such as github.com, *.npmjs.org or localhost:8080, got %s", quote(p))
+	}
+	host := s
+	if h, port, err := net.SplitHostPort(s); err == nil {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("port must be 1 to 65535, got %s", quote(p))
+		}
+		host = h
+	}
+	name := strings.TrimPrefix(strings.Trim(host, "[]"), "*.")
+	if name == "" || strings.Contains(name, "*") || (strings.Contains(name, ":") && net.ParseIP(name) == nil) {
+		return "", fmt.Errorf("want a host or host:port such as github.com, *.npmjs.org or localhost:8080, got %s", quote(p))
+	}
+	return s, nil
 }
 
 // passEnvField is tools.sandboxPassEnv: names of variables commands

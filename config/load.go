@@ -246,6 +246,11 @@ func finish(cfg *Config, src Sources, getenv func(string) string, noModel bool) 
 		return errAt(src.Of("model.provider"), "model.provider", `model.script is required when model.provider is "script"`)
 	}
 	cfg.Tools.DenyReadDefaults = denyReadDefaults(cfg, getenv)
+	if cfg.Tools.AutoAllowConfined && src.Of("tools.sandboxNetwork").Kind == SourceDefault {
+		// Auto-allow counts only commands whose network is proxied: its
+		// default network is the proxy.
+		cfg.Tools.SandboxNetwork = NetworkProxy
+	}
 	return nil
 }
 

@@ -72,7 +72,7 @@ func TestLoad_NewKeyErrors(t *testing.T) {
 		{name: "sandbox writable a string", file: "[tools]\nsandboxWritable = \"/tmp\"\n", line: 2, col: 19,
 			msg: `tools.sandboxWritable: must be an array of strings, got string "/tmp"`},
 		{name: "sandbox network not a bool", file: "[tools]\nsandboxNetwork = \"no\"\n", line: 2, col: 18,
-			msg: `tools.sandboxNetwork: must be a boolean, got string "no"`},
+			msg: `tools.sandboxNetwork: must be true, false or "proxy", got "no"`},
 		{name: "web fetch allow private not a bool", file: "[tools]\nwebFetchAllowPrivate = 1\n", line: 2, col: 24,
 			msg: "tools.webFetchAllowPrivate: must be a boolean, got integer 1"},
 		{name: "listen without a port", file: "[server]\nlisten = \"localhost\"\n", line: 2, col: 10,

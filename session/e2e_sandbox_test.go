@@ -343,7 +343,7 @@ func TestE2E_Sandbox_Network(t *testing.T) {
 	assert.Eventually(t, func() bool { return accepted.Load() == 1 && received.Load() == 1 }, 5*time.Second, 10*time.Millisecond)
 }
 
-func writeConfig(t *testing.T, text string) string {
+func writeConfig(t testing.TB, text string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "config.toml")
 	require.NoError(t, os.WriteFile(p, []byte(text), 0o644))

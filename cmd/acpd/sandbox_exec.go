@@ -7,6 +7,7 @@ import (
 	"github.com/acpd/acpd/config"
 
 	sbx "github.com/acpd/acpd/session/tools/sandbox"
+	"github.com/acpd/acpd/session/tools/sandbox/netproxy"
 	// The hidden subcommand `acpd __sandbox-exec` is served by this
 	// import's init, before acpd's own packages initialize, so a confined
 	// shell command does not pay acpd's start-up; see the package doc.
@@ -37,12 +38,13 @@ func newSandboxPolicy(cfg config.Config) *sbx.Policy {
 	// could not know, leave acpd's /proc/PID/environ too.
 	sbx.ScrubEnviron(sbx.EnvPolicy{Drop: env.Drop})
 	return sbx.NewPolicy(sbx.Settings{
-		Mode:     cfg.Tools.Sandbox,
-		Writable: cfg.Tools.SandboxWritable,
-		Network:  cfg.Tools.SandboxNetwork,
-		DataDir:  cfg.Session.DataDir,
-		Env:      env,
-		DenyRead: cfg.Tools.DenyRead(),
+		Mode:           cfg.Tools.Sandbox,
+		Writable:       cfg.Tools.SandboxWritable,
+		Network:        cfg.Tools.SandboxNetwork,
+		AllowedDomains: allowedDomains(cfg),
+		DataDir:        cfg.Session.DataDir,
+		Env:            env,
+		DenyRead:       cfg.Tools.DenyRead(),
 	})
 }
 
@@ -65,4 +67,16 @@ func sandboxPolicy(cfg config.Config, logger *slog.Logger) *sbx.Policy {
 		logger.Warn("shell sandbox: "+p.CacheNote, "cache", sbx.DefaultCacheDir(cfg.Session.DataDir))
 	}
 	return p
+}
+
+// allowedDomains are tools.sandboxAllowedDomains as the proxy reads them
+// (the configuration checked each already).
+func allowedDomains(cfg config.Config) []netproxy.Pattern {
+	var out []netproxy.Pattern
+	for _, d := range cfg.Tools.SandboxAllowedDomains {
+		if p, err := netproxy.ParsePattern(d); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }

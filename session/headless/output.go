@@ -242,6 +242,9 @@ func (o *Output) Permission(params json.RawMessage) *acp.RequestPermissionRespon
 		// Asked in every approval mode: a rewind never overwrites
 		// someone's later work unless a person says so.
 		fmt.Fprintf(o.stderr, "acpd run: kept the files changed since the rewound turns (%s): replacing them needs a person's answer; rewind from an editor to replace them\n", title)
+	case req.Meta[acp.MetaPermission] == acp.PermissionSandboxNetwork:
+		// A confined command's host: the run's configuration decides.
+		fmt.Fprintf(o.stderr, "acpd run: refused network access for %q: the host is not in tools.sandboxAllowedDomains and nobody can answer; add it there in the config file (or ACPD_SANDBOX_ALLOWED_DOMAINS)\n", title)
 	case req.Meta[acp.MetaPermission] == acp.PermissionPrivateNetwork:
 		// Asked in every approval mode: --yolo would not help.
 		fmt.Fprintf(o.stderr, "acpd run: refused %q: it reaches a loopback or private network address, which acpd asks about every time, in every approval mode (--yolo too), and nobody can answer; "+

@@ -68,6 +68,11 @@ func PermissionOptions(c tools.Confirmation) []acp.PermissionOption {
 	case tools.ConfirmPrivateNetwork:
 		// Asked every time: no "always".
 		return []acp.PermissionOption{allow, reject}
+	case tools.ConfirmNetwork:
+		// "Always" is kept for the host, for the session.
+		return []acp.PermissionOption{
+			allow, {OptionID: OptProceedAlways, Name: "Allow " + display.Line(c.Label) + " always", Kind: acp.AllowAlways}, reject,
+		}
 	case tools.ConfirmFetch:
 		// "Always" is remembered for the host, for the session.
 		return []acp.PermissionOption{
@@ -130,7 +135,9 @@ func canceledByUser(name string) string {
 // the asking decider's reason when it is not one of the built-in ones
 // (whose questions are the approval mode's own): the request then ends
 // with it, and carries the trail so far in _meta "acpd.decisions". The
-// answer joins the call's trail, and an allowed one goes to the granters.
+// answer joins the call's trail; an allowed answer about the call's own
+// confirmation goes to the granters (one about what a running call asks,
+// such as a host, is no grant of the call: Env.Permit keeps its "always").
 func (t *Turn) ask(ctx context.Context, c *Call, conf tools.Confirmation, q *Question, why string) Answer {
 	if q == nil {
 		q = &Question{}
@@ -148,8 +155,11 @@ func (t *Turn) ask(ctx context.Context, c *Call, conf tools.Confirmation, q *Que
 	}
 	title := display.Line(c.Title)
 	var reqMeta acp.Meta
-	if conf.Kind == tools.ConfirmPrivateNetwork {
+	switch conf.Kind {
+	case tools.ConfirmPrivateNetwork:
 		reqMeta = acp.Meta{acp.MetaPermission: acp.PermissionPrivateNetwork}
+	case tools.ConfirmNetwork:
+		reqMeta = acp.Meta{acp.MetaPermission: acp.PermissionSandboxNetwork}
 	}
 	content := shownContent(conf.Content)
 	if why != "" {
@@ -177,7 +187,7 @@ func (t *Turn) ask(ctx context.Context, c *Call, conf tools.Confirmation, q *Que
 		d.Verdict, d.Reason = Stop, a.Text
 	}
 	c.Decisions = append(c.Decisions, d)
-	if a.Kind == Allowed {
+	if a.Kind == Allowed && conf.Kind == c.Confirm.Kind && conf.Label == c.Confirm.Label {
 		for _, dc := range t.Deciders {
 			if g, ok := dc.(Granter); ok {
 				g.Grant(ctx, c, a)

@@ -71,6 +71,9 @@ type Call struct {
 	Outcome Outcome
 	// asked is set once the editor was asked about the call.
 	asked bool
+	// notes are the reasons of deciders that abstained though they could
+	// have allowed the call, shown in its question.
+	notes []string
 }
 
 // Body runs a call the session runs itself; stop ends the batch after it

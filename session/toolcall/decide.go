@@ -49,7 +49,9 @@ type Decision struct {
 	// stop's reason is the whole tool result the model reads, so it names
 	// what refused the call (a rule quoted as written, a hook); an ask's
 	// reason ends the permission request's content (the built-in deciders'
-	// questions are the approval mode's own and carry none).
+	// questions are the approval mode's own and carry none), and so does an
+	// abstention's (why a decider that could have allowed the call did
+	// not), which is not in the trail.
 	Reason string
 	// ErrType classifies a refusal for the repeated-failure guard and
 	// telemetry (tools.ErrType…); ErrTypeDenied when empty.
@@ -134,6 +136,11 @@ func (t *Turn) decide(ctx context.Context, c *Call) (Decision, bool) {
 	for _, d := range t.Deciders {
 		got := d.Decide(ctx, c)
 		if got.Verdict == Abstain && got.Input == nil {
+			if got.Reason != "" {
+				// Said in the question should one be asked: why a decider
+				// that could have allowed the call did not.
+				c.notes = append(c.notes, got.Reason)
+			}
 			continue
 		}
 		if got.By == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/loopdetect"
@@ -63,9 +64,16 @@ func (t *Turn) run(ctx context.Context, c *Call) {
 	c.Body = t.Host.Body(c)
 	c.Mode = t.Host.Mode()
 	// A call asks for itself while it runs (web_fetch reaching a private
-	// address): in every mode, offering no "always".
+	// address, every time; a confined command reaching a host through
+	// acpd's proxy, whose "always" the session's grants keep for the host).
 	env.Permit = func(ctx context.Context, conf tools.Confirmation) (bool, error) {
+		if conf.Kind == tools.ConfirmNetwork && t.granted(conf) {
+			return true, nil
+		}
 		a := t.ask(ctx, c, conf, nil, "")
+		if a.Kind == Allowed && conf.Kind == tools.ConfirmNetwork && a.Option.Kind == acp.AllowAlways {
+			t.grant(conf)
+		}
 		switch a.Kind {
 		case Allowed:
 			t.Host.Update(ctx, acp.SessionUpdate{Kind: acp.UpdateToolCallUpdate, ToolCallUpdate: &acp.ToolCallUpdate{
@@ -230,6 +238,9 @@ func (t *Turn) askFirst(ctx context.Context, c *Call) bool {
 			}
 		}
 	}
+	if why == "" && len(c.notes) > 0 {
+		why = strings.Join(c.notes, "; ")
+	}
 	a := t.ask(ctx, c, conf, q, why)
 	switch a.Kind {
 	case Allowed:
@@ -361,4 +372,25 @@ func joinText(a, b string) string {
 
 func failedUpdate(c *Call, msg string) acp.ToolCallUpdate {
 	return acp.ToolCallUpdate{ToolCallID: c.ID, Status: acp.StatusFailed, Content: []acp.ToolCallContent{acp.TextContent(msg)}}
+}
+
+// granted reports whether the session's grants allow what a running call
+// asks about (conf).
+func (t *Turn) granted(conf tools.Confirmation) bool {
+	for _, d := range t.Deciders {
+		if g, ok := d.(*Grants); ok && g.Decide(context.Background(), &Call{Confirm: conf}).Verdict == Allow {
+			return true
+		}
+	}
+	return false
+}
+
+// grant keeps an "always" answer about what a running call asked (conf)
+// in the session's grants.
+func (t *Turn) grant(conf tools.Confirmation) {
+	for _, d := range t.Deciders {
+		if g, ok := d.(*Grants); ok {
+			g.Allow(conf)
+		}
+	}
 }

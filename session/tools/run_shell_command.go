@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,11 +18,13 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/shellline"
 	"github.com/acpd/acpd/session/tools/confine"
 	"github.com/acpd/acpd/session/tools/lifeline"
 	"github.com/acpd/acpd/session/tools/sandbox"
+	"github.com/acpd/acpd/session/tools/sandbox/netproxy"
 )
 
 const (
@@ -144,14 +147,16 @@ func (c *runShellCommandCall) Execute(ctx context.Context, env *Env) Result {
 	if err := env.roots().Recheck(c.dir, "directory"); err != nil {
 		return failure(ErrTypePathNotInWorkspace, err)
 	}
-	if env.Client != nil && env.Caps.Terminal {
+	if env.Client != nil && env.Caps.Terminal && !env.Sandbox.Proxied() {
 		// The editor spawned acpd on its own machine, so its terminal can
 		// run acpd's helper too: the command is confined the same way.
-		return c.sandboxed(env, []string{"sh", "-c", c.command}, -1, func(p sandbox.Plan) (Result, string) {
+		// Not in proxy mode: the proxy's namespace needs a command acpd
+		// starts itself.
+		return c.sandboxed(ctx, env, []string{"sh", "-c", c.command}, -1, func(p sandbox.Plan) (Result, string) {
 			return c.runTerminal(ctx, env, p)
 		})
 	}
-	return c.sandboxed(env, []string{"/bin/sh", "-c", c.command}, helperStatusFD, func(p sandbox.Plan) (Result, string) {
+	return c.sandboxed(ctx, env, []string{"/bin/sh", "-c", c.command}, helperStatusFD, func(p sandbox.Plan) (Result, string) {
 		return c.runLocal(ctx, env, p)
 	})
 }
@@ -167,13 +172,18 @@ const helperStatusFD = 3
 // of a result: the command did not run, and it is not run unconfined
 // instead — whether commands may run unconfined was decided from the
 // kernel before any ran (Wrap), never from how one ran.
-func (c *runShellCommandCall) sandboxed(env *Env, argv []string, statusFD int, run func(sandbox.Plan) (Result, string)) Result {
+func (c *runShellCommandCall) sandboxed(ctx context.Context, env *Env, argv []string, statusFD int, run func(sandbox.Plan) (Result, string)) Result {
 	plan, err := env.Sandbox.Wrap(argv, statusFD)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrRefused) {
 			env.notify(notice.SandboxFailed, err.Error())
 		}
 		return c.refused(err)
+	}
+	var questions *proxyQuestions
+	if plan.Proxy {
+		questions = &proxyQuestions{ctx: ctx, env: env, command: c.command}
+		defer env.Sandbox.Running(questions.asker())()
 	}
 	res, setupErr := run(plan)
 	if setupErr != "" {
@@ -193,7 +203,69 @@ func (c *runShellCommandCall) sandboxed(env *Env, argv []string, statusFD int, r
 		res.LLMContent += note + "\n"
 		res.Content = append(res.Content, acp.TextContent(note))
 	}
+	if note := questions.note(); note != "" {
+		// A client's error ("CONNECT tunnel failed, response 403") does
+		// not say why; this does, and what the model can do.
+		res.LLMContent += note + "\n"
+		res.Content = append(res.Content, acp.TextContent(note))
+	}
 	return res
+}
+
+// proxyQuestions is a proxied command's part in the proxy's decisions: it
+// asks the user, through the call, about a host nothing allowed, and keeps
+// what was refused for the result.
+type proxyQuestions struct {
+	ctx     context.Context // the call's: a question ends with it
+	env     *Env
+	command string
+
+	mu      sync.Mutex
+	refused []string
+}
+
+func (q *proxyQuestions) asker() *sandbox.NetworkAsker {
+	return &sandbox.NetworkAsker{Ask: q.ask, Refused: q.refuse}
+}
+
+// ask asks about target (host:port) while the command runs; the answer's
+// "always" covers the host for the session.
+func (q *proxyQuestions) ask(ctx context.Context, target string) (bool, error) {
+	if q.env.Permit == nil {
+		return false, errors.New("nobody can be asked")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(q.ctx, cancel)
+	defer stop()
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		host = target
+	}
+	text := fmt.Sprintf("The command `%s` wants to reach %s through acpd's proxy; it is not in tools.sandboxAllowedDomains.", display.Line(q.command), target)
+	return q.env.Permit(ctx, Confirmation{Kind: ConfirmNetwork, Label: host, Content: []acp.ToolCallContent{acp.TextContent(text)}})
+}
+
+func (q *proxyQuestions) refuse(target, why string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	line := target + ": " + why
+	if len(q.refused) < 20 && !slices.Contains(q.refused, line) {
+		q.refused = append(q.refused, line)
+	}
+}
+
+// note is what the model reads about the refusals ("" for none).
+func (q *proxyQuestions) note() string {
+	if q == nil {
+		return ""
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.refused) == 0 {
+		return ""
+	}
+	return "[sandbox: acpd's proxy refused network access: " + strings.Join(q.refused, "; ") + ". " + netproxy.Advice + "]"
 }
 
 // refused is the result of a command the sandbox policy did not let run.

@@ -88,6 +88,10 @@ const (
 	// The call asks itself, through Env.Permit, when it connects, in every
 	// approval mode, every time; so the host does not ask before it runs.
 	ConfirmPrivateNetwork
+	// ConfirmNetwork is a confined command reaching, through acpd's proxy,
+	// a host nothing allowed (Label: host:port). The command asks itself,
+	// through Env.Permit, while it runs; "always" is kept for the host.
+	ConfirmNetwork
 )
 
 // Confirmation describes what the user is asked to approve.

@@ -112,8 +112,8 @@ type escapeDaemon struct {
 
 // startEscapeDaemon sets up the user's folders under a 0755 root (nobody
 // must reach them), a copy of acpd it can run, runs --init-token and
-// serves with flags.
-func startEscapeDaemon(t *testing.T, nobody bool, flags ...string) *escapeDaemon {
+// serves with flags; extra is added to the configuration file.
+func startEscapeDaemon(t *testing.T, nobody bool, extra string, flags ...string) *escapeDaemon {
 	t.Helper()
 	root, err := os.MkdirTemp("", "acpd-escape-")
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func startEscapeDaemon(t *testing.T, nobody bool, flags ...string) *escapeDaemon
 	d.token = strings.TrimSpace(string(tb))
 	require.Contains(t, string(out), d.token)
 	cfg := filepath.Join(d.home, "serve.toml")
-	require.NoError(t, os.WriteFile(cfg, []byte("[server]\ntokenEnv = \"ACPD_SERVER_TOKEN\"\n"), 0o644))
+	require.NoError(t, os.WriteFile(cfg, []byte("[server]\ntokenEnv = \"ACPD_SERVER_TOKEN\"\n"+extra), 0o644))
 	if nobody {
 		require.NoError(t, os.Chown(cfg, 65534, 65534))
 	}
@@ -279,7 +279,7 @@ func TestRemote_ConfinedCommandCannotDriveTheDaemon(t *testing.T) {
 		}
 		t.Run(name+"/network open", func(t *testing.T) {
 			t.Parallel()
-			d := startEscapeDaemon(t, nobody, "--sandbox", "required")
+			d := startEscapeDaemon(t, nobody, "", "--sandbox", "required")
 			out := d.attack(t)
 			assertNoToken(t, out)
 			assert.NotContains(t, out, d.token)
@@ -288,13 +288,26 @@ func TestRemote_ConfinedCommandCannotDriveTheDaemon(t *testing.T) {
 			assert.Contains(t, out, "initialize(none): URLError", out)
 			assert.False(t, d.escaped(), "the attack started its MCP server:\n%s", out)
 		})
+		t.Run(name+"/network through the proxy", func(t *testing.T) {
+			// Even with every loopback name allowed, the proxy never
+			// reaches the port of the daemon that runs the command, and
+			// the command has no other way out of its network namespace.
+			t.Parallel()
+			sandboxtest.RequirePrivateShm(t, acpdBin)
+			d := startEscapeDaemon(t, nobody, "[tools]\nsandboxNetwork = \"proxy\"\nsandboxAllowedDomains = [\"localhost\", \"127.0.0.1\"]\n", "--sandbox", "required")
+			out := d.attack(t)
+			assertNoToken(t, out)
+			assert.Contains(t, out, "read-failed:"+d.tokenFile+":PermissionError")
+			assert.Contains(t, out, "initialize(none): 403", "the proxy refuses acpd's own port:\n%s", out)
+			assert.False(t, d.escaped(), "the attack started its MCP server:\n%s", out)
+		})
 		t.Run(name+"/from acpd on stdio", func(t *testing.T) {
 			// The user's editor runs acpd on stdio while the served daemon
 			// runs: same user, same data folder. Its commands find no token
 			// either (the served daemon's port is not one this acpd knows
 			// to close: it answers 401).
 			t.Parallel()
-			d := startEscapeDaemon(t, nobody, "--sandbox", "required")
+			d := startEscapeDaemon(t, nobody, "", "--sandbox", "required")
 			srv := modeltest.NewServer(t)
 			stdio := d.run("--provider", "openai", "--base-url", srv.BaseURL(), "--model", "scripted", "--approval-mode", "yolo",
 				"--sandbox", "required", "--log-level", "warn")
@@ -321,7 +334,7 @@ func TestRemote_ConfinedCommandCannotDriveTheDaemon(t *testing.T) {
 		})
 		t.Run(name+"/control, sandbox off", func(t *testing.T) {
 			t.Parallel()
-			d := startEscapeDaemon(t, nobody, "--sandbox", "off")
+			d := startEscapeDaemon(t, nobody, "", "--sandbox", "off")
 			out := d.attack(t)
 			assert.Contains(t, out, "token-found:file:"+d.tokenFile, out)
 			assert.NotContains(t, out, "token-found:env\n", "the environment is filtered in every mode")

@@ -36,7 +36,12 @@ type helperArgs struct {
 	// ≥ 0, is a Landlock ruleset the daemon built for them.
 	denyPorts []uint16
 	portFD    int
-	argv      []string
+	// proxy: the spawn server gives its commands the network only through
+	// acpd's proxy (proxy_linux.go); outerNet is the daemon's network
+	// namespace, which the server checks it is not in.
+	proxy    bool
+	outerNet string
+	argv     []string
 }
 
 func parseHelperArgs(args []string) (helperArgs, error) {
@@ -51,7 +56,9 @@ func parseHelperArgs(args []string) (helperArgs, error) {
 			return h, nil
 		case "--no-net":
 			h.noNet = true
-		case "--rw", "--exec", "--status-file", "--status-fd", "--serve", "--shm", "--outer-ns", "--env-drop", "--env-pass", "--deny-read", "--deny-port", "--port-ruleset":
+		case "--proxy":
+			h.proxy = true
+		case "--rw", "--exec", "--status-file", "--status-fd", "--serve", "--shm", "--outer-ns", "--env-drop", "--env-pass", "--deny-read", "--deny-port", "--port-ruleset", "--outer-net":
 			if i+1 >= len(args) {
 				return h, fmt.Errorf("%s needs a value", a)
 			}
@@ -71,6 +78,9 @@ func parseHelperArgs(args []string) (helperArgs, error) {
 				continue
 			case "--outer-ns":
 				h.outerNS = args[i]
+				continue
+			case "--outer-net":
+				h.outerNet = args[i]
 				continue
 			case "--env-drop":
 				h.envDrop = append(h.envDrop, args[i])
@@ -105,6 +115,9 @@ func parseHelperArgs(args []string) (helperArgs, error) {
 		default:
 			return h, fmt.Errorf("unknown argument %q", a)
 		}
+	}
+	if h.proxy && (!h.serve || h.noNet) {
+		return h, fmt.Errorf("--proxy is for the spawn server, with the network not denied")
 	}
 	if h.serve {
 		return h, nil

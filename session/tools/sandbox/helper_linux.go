@@ -201,19 +201,30 @@ func confine(h helperArgs, st Status, allThreads bool) error {
 	if allThreads {
 		prctl, restrict = ll.AllThreadsPrctl, ll.AllThreadsLandlockRestrictSelf
 	}
+	if err := dropRootCaps(allThreads); err != nil {
+		return err
+	}
 	if err := prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
 	// Keystroke injection (TIOCSTI) is refused always; with the network
 	// denied, so is every socket family but unix and netlink, which
-	// Landlock's TCP rules miss (UDP, MPTCP, raw).
-	if err := installFilter(h.noNet, allThreads); err != nil {
+	// Landlock's TCP rules miss (UDP, MPTCP, raw); behind the proxy, unix
+	// sockets and setns (see proxy_linux.go).
+	filter := netOpen
+	switch {
+	case h.noNet:
+		filter = netOff
+	case h.proxy:
+		filter = netProxy
+	}
+	if err := installFilter(filter, allThreads); err != nil {
 		return fmt.Errorf("seccomp: %w", err)
 	}
 	if err := restrict(fd, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
-	if !h.noNet {
+	if !h.noNet && !h.proxy {
 		if h.portFD >= 0 {
 			unix.CloseOnExec(h.portFD)
 		}

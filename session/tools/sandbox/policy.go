@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/acpd/acpd/session/tools/sandbox/netproxy"
 )
 
 // Policy is the sandbox configuration of one acpd process ([tools] sandbox,
@@ -22,6 +24,11 @@ type Policy struct {
 	Writable []string
 	// DenyNetwork refuses IP sockets (tools.sandboxNetwork = false).
 	DenyNetwork bool
+	// Proxy gives commands the network only through acpd's proxy
+	// (tools.sandboxNetwork = "proxy"), with AllowedDomains passing
+	// without a question (tools.sandboxAllowedDomains).
+	Proxy          bool
+	AllowedDomains []netproxy.Pattern
 	// Env decides which of acpd's environment variables commands inherit,
 	// in every mode, off included.
 	Env EnvPolicy
@@ -86,8 +93,11 @@ func (p *Policy) PrivateShm() error {
 type Settings struct {
 	Mode     string
 	Writable []string
-	Network  bool
-	DataDir  string
+	// Network is tools.sandboxNetwork: "true", "false" or "proxy";
+	// AllowedDomains are tools.sandboxAllowedDomains.
+	Network        string
+	AllowedDomains []netproxy.Pattern
+	DataDir        string
 	// Env is the commands' environment policy.
 	Env EnvPolicy
 	// DenyRead are the paths commands may not read.
@@ -103,7 +113,8 @@ type Settings struct {
 // be made is dropped, with CacheNote saying why — commands stay confined,
 // only without redirected caches.
 func NewPolicy(s Settings) *Policy {
-	p := &Policy{Mode: Mode(s.Mode), Writable: s.Writable, DenyNetwork: !s.Network, Probe: s.Probe, Env: s.Env, DenyRead: s.DenyRead}
+	p := &Policy{Mode: Mode(s.Mode), Writable: s.Writable, DenyNetwork: s.Network == "false", Proxy: s.Network == "proxy",
+		AllowedDomains: s.AllowedDomains, Probe: s.Probe, Env: s.Env, DenyRead: s.DenyRead}
 	if exe, err := os.Executable(); err == nil {
 		p.Helper = exe
 	} else if p.Enabled() {
@@ -190,13 +201,26 @@ func (p *Policy) Describe() string {
 	} else {
 		fmt.Fprintf(&b, "\n  signals: not scoped (Landlock ABI %d < %d, Linux < 6.12: a command can signal or stop acpd)", st.ABI, scopeABI)
 	}
-	if p.DenyNetwork {
+	switch {
+	case p.DenyNetwork:
 		how := "seccomp socket filter"
 		if st.NetworkRules() {
 			how = "Landlock TCP rules + seccomp socket filter"
 		}
 		fmt.Fprintf(&b, "\n  network: denied (%s)", how)
-	} else {
+	case p.Proxy && p.PrivateShm() != nil:
+		fmt.Fprintf(&b, "\n  network: denied (proxy mode needs a network namespace, which the kernel refuses: %v)", p.PrivateShm())
+	case p.Proxy:
+		var hosts []string
+		for _, d := range p.AllowedDomains {
+			hosts = append(hosts, d.String())
+		}
+		allowed := "none"
+		if len(hosts) > 0 {
+			allowed = strings.Join(hosts, ", ")
+		}
+		fmt.Fprintf(&b, "\n  network: only through acpd's proxy (a network namespace of their own; no unix sockets); allowed without asking: %s; other hosts asked about", allowed)
+	default:
 		b.WriteString("\n  network: allowed")
 	}
 	b.WriteString("\n  environment: " + p.Env.Describe())
@@ -230,6 +254,12 @@ type Session struct {
 	status    string
 	statusSeq int
 	statusErr error
+
+	// The session's proxy (proxy mode) and the commands running that
+	// may be asked about a host (see netproxy.go).
+	pmu     sync.Mutex
+	proxy   *netproxy.Proxy
+	running []*NetworkAsker
 
 	// The session's spawn server (see zygote_linux.go).
 	zmu     sync.Mutex
@@ -329,6 +359,7 @@ func (s *Session) Close() error {
 		return nil
 	}
 	s.closeZygote()
+	s.closeProxy()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -394,6 +425,12 @@ type Plan struct {
 	Warning string
 	// DenyNetwork is set when the command has no network.
 	DenyNetwork bool
+	// Proxy is set when the command reaches the network only through
+	// acpd's proxy: its spawn server runs in a network namespace of its
+	// own (the per-command helper, which cannot host the proxy, gets no
+	// network instead). NetNote says why a proxied command has no network.
+	Proxy   bool
+	NetNote string
 	// StatusFile, when set, is where the helper reports a set-up failure
 	// for lack of a status pipe (see SetupFailure).
 	StatusFile string
@@ -500,7 +537,20 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 		plan.ShmNote = fmt.Sprintf("/dev/shm is not writable (no private /dev/shm: %v), so POSIX shared memory (Python multiprocessing) fails", err)
 	}
 	plan.Writable = writable
-	if !s.p.DenyNetwork {
+	if s.p.Proxy {
+		// The proxy's namespace needs what the private /dev/shm needs
+		// (a user namespace for a user other than root), and a process
+		// acpd starts itself.
+		switch err := s.p.PrivateShm(); {
+		case err != nil:
+			plan.DenyNetwork, plan.NetNote = true, fmt.Sprintf("proxy mode needs a network namespace, which the kernel refuses (%v), so commands get no network at all", err)
+		case statusFD < 0:
+			plan.DenyNetwork, plan.NetNote = true, "proxy mode needs a command acpd starts itself, so this one gets no network"
+		default:
+			plan.Proxy = true
+		}
+	}
+	if !s.p.DenyNetwork && !s.p.Proxy {
 		plan.DenyPorts = s.p.deniedPorts()
 	}
 	if len(s.p.DenyRead) > 0 {
@@ -519,7 +569,7 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 		plan.StatusFile = f
 		helper = append(helper, "--status-file", f)
 	}
-	helper = append(helper, plan.confinementArgs()...)
+	helper = append(helper, plan.confinementArgs(false)...)
 	if plan.Shm != "" {
 		helper = append(helper, "--shm", plan.Shm)
 	}
@@ -528,9 +578,10 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 }
 
 // confinementArgs are the helper's flags that say what the command may do,
-// for the per-command helper and the spawn server alike: writable
-// folders, denied reads, network.
-func (p *Plan) confinementArgs() []string {
+// for the per-command helper and the spawn server (server) alike: writable
+// folders, denied reads, network. Only the server can host the proxy: the
+// per-command helper of a proxied plan gets no network.
+func (p *Plan) confinementArgs(server bool) []string {
 	var out []string
 	for _, w := range p.Writable {
 		out = append(out, "--rw", w)
@@ -541,7 +592,10 @@ func (p *Plan) confinementArgs() []string {
 	for _, port := range p.DenyPorts {
 		out = append(out, "--deny-port", strconv.Itoa(int(port)))
 	}
-	if p.DenyNetwork {
+	switch {
+	case p.Proxy && server:
+		out = append(out, "--proxy")
+	case p.DenyNetwork || p.Proxy:
 		out = append(out, "--no-net")
 	}
 	return out
@@ -717,8 +771,13 @@ func (p *Plan) Explain() string {
 		b.WriteString(p.ShmNote + "; ")
 	}
 	b.WriteString("writes elsewhere fail with \"Permission denied\". Use $TMPDIR for temporary files, not /tmp.")
-	if p.DenyNetwork {
+	switch {
+	case p.NetNote != "":
+		b.WriteString(" Network access is denied: " + p.NetNote + ".")
+	case p.DenyNetwork:
 		b.WriteString(" Network access is denied ([tools] sandboxNetwork = false).")
+	case p.Proxy:
+		b.WriteString(" It reaches the network only through acpd's HTTP proxy (HTTP_PROXY, HTTPS_PROXY), and only hosts the user allows; no direct connection, no unix socket.")
 	}
 	if p.ScopedSignals {
 		b.WriteString(" It may signal only the processes it started (kill of anything else: \"Operation not permitted\").")

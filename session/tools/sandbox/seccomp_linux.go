@@ -18,17 +18,25 @@ import (
 //   - system calls of another architecture or of the x32 ABI, which would
 //     otherwise reach the kernel under numbers the filter does not check.
 //
-// With denyNet it also refuses (EACCES, like Landlock):
+// With the network off (netOff) it also refuses (EACCES, like Landlock):
 //   - socket(2) for any family but AF_UNIX and AF_NETLINK (so TCP, UDP,
 //     MPTCP, raw and packet sockets), which also covers what Landlock's
 //     TCP-only rules (ABI 4–9) miss;
 //   - io_uring_setup, since io_uring can open sockets without socket(2).
 //
+// Behind the proxy (netProxy) commands live in a network namespace of
+// their own, whose only way out is the proxy: socket(2) is allowed for
+// AF_INET, AF_INET6 and AF_NETLINK only — not AF_UNIX, since a unix
+// socket's path reaches the machine's services whatever the namespace
+// (/var/run/docker.sock, D-Bus, an agent's socket); socketpair(2) stays —
+// and io_uring_setup and setns(2) are refused (root could otherwise join a
+// namespace a file under /run/netns names).
+//
 // Everything else is allowed. no_new_privs must already be set. With
 // allThreads the filter is synchronized onto every thread of the process
 // (SECCOMP_FILTER_FLAG_TSYNC), which fails if any thread has another one.
-func installFilter(denyNet, allThreads bool) error {
-	prog, err := filterProgram(denyNet)
+func installFilter(net netFilter, allThreads bool) error {
+	prog, err := filterProgram(net)
 	if err != nil {
 		return err
 	}
@@ -81,8 +89,17 @@ func ifGE(k uint32, jt, jf string) bpf          { return bpf{code: bpfIfGE, k: k
 func retErrno(e unix.Errno) bpf                 { return ret(unix.SECCOMP_RET_ERRNO | uint32(e)) }
 func assembleErr(format string, a ...any) error { return fmt.Errorf("seccomp filter: "+format, a...) }
 
+// netFilter is what the seccomp filter does about sockets.
+type netFilter int
+
+const (
+	netOpen  netFilter = iota // nothing
+	netOff                    // unix and netlink sockets only
+	netProxy                  // IP and netlink sockets only, no setns
+)
+
 // filterProgram is installFilter's BPF program for this architecture.
-func filterProgram(denyNet bool) ([]unix.SockFilter, error) {
+func filterProgram(net netFilter) ([]unix.SockFilter, error) {
 	var arch uint32
 	switch runtime.GOARCH {
 	case "amd64":
@@ -99,11 +116,14 @@ func filterProgram(denyNet bool) ([]unix.SockFilter, error) {
 		ifGE(x32Flag, "refuse", ""),
 		ifEq(unix.SYS_IOCTL, "ioctl", ""),
 	}
-	if denyNet {
+	if net != netOpen {
 		p = append(p,
 			ifEq(unix.SYS_IO_URING_SETUP, "refuse", ""),
 			ifEq(unix.SYS_SOCKET, "socket", ""),
 		)
+	}
+	if net == netProxy {
+		p = append(p, ifEq(unix.SYS_SETNS, "refuse", ""))
 	}
 	p = append(p, ret(retAllow),
 		label("ioctl"),
@@ -114,18 +134,23 @@ func filterProgram(denyNet bool) ([]unix.SockFilter, error) {
 		label("eperm"),
 		retErrno(unix.EPERM),
 	)
-	if denyNet {
+	switch net {
+	case netOff, netProxy:
+		families := []uint32{unix.AF_UNIX, unix.AF_NETLINK}
+		if net == netProxy {
+			families = []uint32{unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+		}
+		p = append(p, label("socket"), load(offArg0))
+		for _, f := range families {
+			p = append(p, ifEq(f, "allow", ""))
+		}
 		p = append(p,
-			label("socket"),
-			load(offArg0),
-			ifEq(unix.AF_UNIX, "allow", ""),
-			ifEq(unix.AF_NETLINK, "allow", ""),
 			label("refuse"),
 			retErrno(unix.EACCES),
 			label("allow"),
 			ret(retAllow),
 		)
-	} else {
+	default:
 		p = append(p, label("refuse"), retErrno(unix.EACCES))
 	}
 	return assemble(p)

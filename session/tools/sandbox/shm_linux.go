@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,15 +49,25 @@ func shmRoot(tempRoot string) string {
 	return tempRoot
 }
 
-// shmNamespaces adds to attr the namespaces a helper given --shm needs:
-// a mount namespace of its own, owned by a new user namespace unless acpd
-// runs as root.
-func shmNamespaces(attr *syscall.SysProcAttr) {
-	attr.Cloneflags |= syscall.CLONE_NEWNS
-	if uid := os.Geteuid(); uid != 0 {
+// namespaces adds to attr the namespaces a helper needs: a mount namespace
+// for a private /dev/shm (mount), a network namespace for proxy mode
+// (network), owned by a new user namespace unless acpd runs as root, with
+// the capabilities the helper needs in it to set them up as ambient ones
+// (the helper drops them before anything runs).
+func namespaces(attr *syscall.SysProcAttr, mount, network bool) {
+	var caps []uintptr
+	if mount {
+		attr.Cloneflags |= syscall.CLONE_NEWNS
+		caps = append(caps, unix.CAP_SYS_ADMIN)
+	}
+	if network {
+		attr.Cloneflags |= syscall.CLONE_NEWNET
+		caps = append(caps, unix.CAP_NET_ADMIN)
+	}
+	if uid := os.Geteuid(); uid != 0 && (mount || network) {
 		gid := os.Getegid()
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
-		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+		attr.AmbientCaps = caps
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 		// Without setgroups the user keeps the groups it has and cannot
@@ -68,8 +77,9 @@ func shmNamespaces(attr *syscall.SysProcAttr) {
 }
 
 // Prepare sets on cmd, which runs p.Argv, what the helper needs from the
-// process that starts it: for a private /dev/shm, the namespaces to mount
-// it in. Call it after setting cmd.SysProcAttr's other fields.
+// process that starts it: the variables only it needs, and the namespaces
+// for a private /dev/shm and for proxy mode. Call it after setting cmd.Env
+// and cmd.SysProcAttr's other fields.
 func (p *Plan) Prepare(cmd *exec.Cmd) {
 	if p.Confined && len(p.HelperEnv) > 0 {
 		base := cmd.Env
@@ -78,13 +88,13 @@ func (p *Plan) Prepare(cmd *exec.Cmd) {
 		}
 		cmd.Env = append(slices.Clip(base), p.HelperEnv...)
 	}
-	if p.Shm == "" {
+	if p.Shm == "" && !p.Proxy {
 		return
 	}
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
-	shmNamespaces(cmd.SysProcAttr)
+	namespaces(cmd.SysProcAttr, p.Shm != "", p.Proxy)
 }
 
 // mountShm mounts h.shm over /dev/shm (see mountShmDir) and grants
@@ -105,13 +115,12 @@ func (h *helperArgs) mountShm(thread bool) error {
 		return err
 	}
 	// What the helper runs gets no capability: with the ambient set
-	// empty, an execve by a user other than root keeps none.
-	prctl := unix.Prctl
-	if !thread {
-		prctl = ll.AllThreadsPrctl
-	}
-	if err := prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		return fmt.Errorf("private /dev/shm: dropping the ambient capabilities: %w", err)
+	// empty, an execve by a user other than root keeps none. (The spawn
+	// server clears it itself, after its proxy's set-up.)
+	if thread {
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+			return fmt.Errorf("private /dev/shm: dropping the ambient capabilities: %w", err)
+		}
 	}
 	// Granting /dev/shm when the mount did not take would grant the
 	// machine's.
@@ -218,7 +227,7 @@ func probeShm(helper, tempRoot string) error {
 	cmd := exec.CommandContext(ctx, helper, "-test.run=^$")
 	cmd.Env = append(os.Environ(), ProbeShmEnv+"="+dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	shmNamespaces(cmd.SysProcAttr)
+	namespaces(cmd.SysProcAttr, true, false)
 	out, err := cmd.CombinedOutput()
 	if err == nil && !strings.Contains(string(out), probeOK) {
 		err = fmt.Errorf("%s does not serve acpd's sandbox helper", helper)

@@ -61,9 +61,11 @@ type spawnRequest struct {
 type spawnReply struct {
 	ID uint64 `json:"id"`
 	// Ready answers the start-up (ID 0); Err says why not, or why a
-	// request could not start.
-	Ready bool   `json:"ready,omitempty"`
-	Err   string `json:"err,omitempty"`
+	// request could not start. In proxy mode the answer carries the
+	// proxy's listening socket (SCM_RIGHTS), ProxyPort its port.
+	Ready     bool   `json:"ready,omitempty"`
+	ProxyPort int    `json:"proxyPort,omitempty"`
+	Err       string `json:"err,omitempty"`
 	// Pid is set when the command started; Exited with Status when it
 	// was reaped (Status is the raw wait status).
 	Pid    int  `json:"pid,omitempty"`
@@ -100,6 +102,7 @@ func serve(h helperArgs) int {
 		return ExitUnavailable
 	}
 	st := Probe()
+	proxyFD, proxyPort := -1, 0
 	switch {
 	case !st.Usable():
 		reply(spawnReply{Err: fmt.Sprintf("sandbox unavailable: %v", st.Err)})
@@ -110,6 +113,21 @@ func serve(h helperArgs) int {
 				reply(spawnReply{Err: fmt.Sprintf("sandbox set-up failed: %v", err)})
 				return ExitUnavailable
 			}
+		}
+		if h.proxy {
+			// Before Landlock and seccomp: the listener is made in the
+			// server's own network namespace, with the capability the
+			// daemon gave it there.
+			if proxyFD, proxyPort, err = proxyListener(h.outerNet); err != nil {
+				reply(spawnReply{Err: fmt.Sprintf("sandbox set-up failed: %v", err)})
+				return ExitUnavailable
+			}
+		}
+		// What the server runs gets no capability: with the ambient set
+		// empty, an execve by a user other than root keeps none.
+		if err := ll.AllThreadsPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+			reply(spawnReply{Err: fmt.Sprintf("sandbox set-up failed: dropping the ambient capabilities: %v", err)})
+			return ExitUnavailable
 		}
 		if err := confine(h, st, true); err != nil {
 			reply(spawnReply{Err: fmt.Sprintf("sandbox set-up failed: %v", err)})
@@ -145,7 +163,19 @@ func serve(h helperArgs) int {
 		}
 		scope = fd
 	}
-	reply(spawnReply{Ready: true})
+	hello := spawnReply{Ready: true, ProxyPort: proxyPort}
+	if proxyFD >= 0 {
+		// The proxy's listener goes to the daemon with the answer; the
+		// server keeps no copy (its commands must not accept on it).
+		b, _ := json.Marshal(hello)
+		_, _, err := conn.WriteMsgUnix(b, unix.UnixRights(proxyFD), nil)
+		unix.Close(proxyFD)
+		if err != nil {
+			return ExitUnavailable
+		}
+	} else {
+		reply(hello)
+	}
 
 	var (
 		mu     sync.Mutex
@@ -184,6 +214,9 @@ func serve(h helperArgs) int {
 		}
 		cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
 		cmd.Env, cmd.Dir = req.Env, req.Dir
+		if h.proxy {
+			cmd.Env = withProxy(req.Env, proxyPort)
+		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
 		// Its own session, which is also its own process group: no
 		// controlling terminal to open as /dev/tty and type into.
@@ -280,6 +313,11 @@ type zygote struct {
 	pending map[uint64]chan spawnReply
 	dead    error // set when the server is gone
 	done    chan struct{}
+
+	// proxyLn is the proxy's listener the server made in its network
+	// namespace (proxy mode), served by the session's proxy; closed with
+	// the server.
+	proxyLn net.Listener
 }
 
 // errSpawnFallback wraps every reason to run a command through the
@@ -329,7 +367,15 @@ func startZygote(helper string, environ []string, plan Plan, ports *os.File) (*z
 		return nil, err
 	}
 	conn := c.(*net.UnixConn)
-	args := append([]string{Subcommand, "--serve", "3"}, plan.confinementArgs()...)
+	args := append([]string{Subcommand, "--serve", "3"}, plan.confinementArgs(true)...)
+	if plan.Proxy {
+		ns, err := netNamespace()
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		args = append(args, "--outer-net", ns)
+	}
 	if plan.Shm != "" {
 		ns, err := mountNamespace()
 		if err != nil {
@@ -367,11 +413,22 @@ func startZygote(helper string, environ []string, plan Plan, ports *os.File) (*z
 	z := &zygote{key: zygoteKey(plan), conn: conn, proc: cmd.Process, exited: make(chan struct{}),
 		pending: map[uint64]chan spawnReply{}, done: make(chan struct{})}
 	_ = conn.SetReadDeadline(time.Now().Add(zygoteStartTimeout))
-	hello, err := z.read()
+	hello, files, err := z.readHello()
 	_ = conn.SetReadDeadline(time.Time{})
 	if err == nil && !hello.Ready {
 		err = errors.New(hello.Err)
 	}
+	if err == nil && plan.Proxy {
+		// The proxy's listener, made in the server's own network
+		// namespace: without it the server's commands would have no
+		// network at all, so the server is not used.
+		if len(files) != 1 || hello.ProxyPort == 0 {
+			err = fmt.Errorf("the spawn server sent no proxy listener (%d files)", len(files))
+		} else {
+			z.proxyLn, err = net.FileListener(files[0])
+		}
+	}
+	closeAll(files)
 	if err != nil {
 		conn.Close()
 		_ = cmd.Process.Kill()
@@ -387,8 +444,29 @@ func startZygote(helper string, environ []string, plan Plan, ports *os.File) (*z
 }
 
 func zygoteKey(p Plan) string {
-	b, _ := json.Marshal([]any{p.Writable, p.DenyNetwork, p.Shm, p.DenyRead, p.denyStamp, p.DenyPorts})
+	b, _ := json.Marshal([]any{p.Writable, p.DenyNetwork, p.Proxy, p.Shm, p.DenyRead, p.denyStamp, p.DenyPorts})
 	return string(b)
+}
+
+// readHello reads the server's start-up answer and the files it carries.
+func (z *zygote) readHello() (spawnReply, []*os.File, error) {
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := z.conn.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return spawnReply{}, nil, err
+	}
+	files := receivedFiles(oob[:oobn])
+	if n == 0 {
+		closeAll(files)
+		return spawnReply{}, nil, errors.New("the spawn server closed its socket")
+	}
+	var r spawnReply
+	if err := json.Unmarshal(buf[:n], &r); err != nil {
+		closeAll(files)
+		return spawnReply{}, nil, fmt.Errorf("bad reply from the spawn server: %w", err)
+	}
+	return r, files, nil
 }
 
 func (z *zygote) read() (spawnReply, error) {
@@ -538,6 +616,9 @@ func (z *zygote) kill(why error) {
 	}
 	_ = z.proc.Signal(syscall.SIGKILL)
 	z.conn.Close()
+	if z.proxyLn != nil {
+		z.proxyLn.Close()
+	}
 }
 
 // KillHolders kills the process groups of the other processes that hold
@@ -601,6 +682,9 @@ func childrenOf(pid int) []int {
 // the commands it still runs) and kills it if it does not.
 func (z *zygote) close() {
 	z.conn.Close()
+	if z.proxyLn != nil {
+		z.proxyLn.Close()
+	}
 	<-z.done
 	select {
 	case <-z.exited:
@@ -801,6 +885,9 @@ func (s *Session) zygote(plan Plan) (*zygote, error) {
 	if err != nil {
 		s.zfails++
 		return nil, fmt.Errorf("%w: %v", errSpawnFallback, err)
+	}
+	if z.proxyLn != nil {
+		s.netProxy().Serve(z.proxyLn)
 	}
 	s.zy = z
 	return z, nil
