@@ -112,6 +112,9 @@ type Options struct {
 	// session, after plan mode and before the session's "always" grants
 	// (package toolcall); none by default.
 	Deciders []toolcall.Decider
+	// AutoAllowConfined runs, in default and auto-edit mode, the shell
+	// commands the sandbox contains without asking (package autoallow).
+	AutoAllowConfined bool
 	// Tools builds the tool registry of a session; nil means no tools.
 	Tools func() *tools.Registry
 	// ShellTimeout and MaxOutputBytes are passed to tools through tools.Env.

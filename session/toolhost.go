@@ -5,6 +5,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/agents"
+	"github.com/acpd/acpd/session/autoallow"
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/steer"
 	"github.com/acpd/acpd/session/store"
@@ -25,6 +26,9 @@ func (t *turn) deciders() []toolcall.Decider {
 	ds := []toolcall.Decider{toolcall.PlanMode{}}
 	ds = append(ds, t.policyDeciders()...)
 	ds = append(ds, t.s.m.opts.Deciders...)
+	if t.s.m.opts.AutoAllowConfined {
+		ds = append(ds, autoallow.Decider{Sandbox: t.s.sandbox})
+	}
 	return append(ds, &t.s.base().grants, toolcall.Approval{SetMode: t.switchMode})
 }
 

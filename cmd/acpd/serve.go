@@ -186,6 +186,7 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 		ShellTimeout:         cfg.Tools.ShellTimeout,
 		MaxOutputBytes:       cfg.Tools.MaxOutputBytes,
 		Sandbox:              sandboxPolicy(cfg, logger),
+		AutoAllowConfined:    cfg.Tools.AutoAllowConfined,
 		WebFetchAllowPrivate: cfg.Tools.WebFetchAllowPrivate,
 		NoAgentTool:          slices.Contains(exclude, agents.ToolName),
 		AgentConcurrency:     cfg.Tools.SubagentConcurrency,
