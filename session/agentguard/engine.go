@@ -11,6 +11,7 @@
 package agentguard
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -87,12 +88,16 @@ type Engine struct {
 	closed    bool // the agent is gone: no more timers
 	// saidNoResults: the fallback from "results" to "calls" was logged.
 	saidNoResults bool
+	// agentSteers: the agent's initialize answer advertised
+	// _session/steering (_meta.steering.supported).
+	agentSteers bool
 }
 
 type editorReq struct {
 	method    string
 	sessionID string
 	cwd       string
+	prompt    []byte // a steering request's prompt, for the turn it may start
 }
 
 // guardedSession is one agent session.
@@ -182,7 +187,8 @@ func (e *Engine) FromEditor(m *proxy.Message) proxy.Verdict {
 	switch m.Kind {
 	case proxy.Request:
 		switch m.Method {
-		case acp.MethodInitialize, acp.MethodSessionNew, acp.MethodSessionLoad, acp.MethodSessionResume, acp.MethodSessionPrompt:
+		case acp.MethodInitialize, acp.MethodSessionNew, acp.MethodSessionLoad, acp.MethodSessionResume, acp.MethodSessionPrompt,
+			acp.MethodSessionSteering:
 		default:
 			return proxy.Verdict{}
 		}
@@ -194,6 +200,17 @@ func (e *Engine) FromEditor(m *proxy.Message) proxy.Verdict {
 		}
 		r := editorReq{method: m.Method}
 		switch m.Method {
+		case acp.MethodSessionSteering:
+			if !e.agentSteers {
+				// The extension is the agent's: one that does not advertise
+				// it does not have it, whatever it would answer.
+				e.p.Send(proxy.Editor, errorLine(m.ID, &acp.Error{Code: acp.CodeMethodNotFound,
+					Message: "Method not found: the agent does not support _session/steering (its initialize answer does not advertise _meta.steering.supported)",
+					Data:    map[string]any{"method": m.Method}}))
+				return proxy.Verdict{Action: proxy.Drop}
+			}
+			r.sessionID = proxy.String(proxy.Field(m.Params, "sessionId"))
+			r.prompt = bytes.Clone(proxy.Field(m.Params, "prompt"))
 		case acp.MethodSessionNew:
 			r.cwd = proxy.String(proxy.Field(m.Params, "cwd"))
 		case acp.MethodSessionLoad, acp.MethodSessionResume:
@@ -279,6 +296,14 @@ func (e *Engine) agentResponse(m *proxy.Message) proxy.Verdict {
 		if n := proxy.String(proxy.Field(proxy.Field(m.Result, "agentInfo"), "name")); n != "" {
 			e.agentName = n
 		}
+		e.agentSteers = string(proxy.Field(proxy.Field(proxy.Field(m.Result, "_meta"), "steering"), "supported")) == "true"
+	case acp.MethodSessionSteering:
+		// A steer the running turn took is part of that turn: its calls
+		// count there. One that started a turn of its own starts a turn
+		// the guard counts like a prompt's, though no prompt owns it.
+		if proxy.String(proxy.Field(m.Result, "outcome")) == acp.SteerStartedNewTurn {
+			e.startTurn(r.sessionID, "", nil, r.prompt)
+		}
 	case acp.MethodSessionNew:
 		if id := proxy.String(proxy.Field(m.Result, "sessionId")); id != "" {
 			e.session(id, r.cwd)
@@ -342,12 +367,21 @@ func (e *Engine) startTurn(sessionID, key string, rawID, prompt []byte) {
 		tools: map[string]*telemetry.Tool{},
 	}
 	if old := s.turn; old != nil && !old.ended && !old.stopped {
-		// A prompt while one is running: the agent cancels the old one;
-		// its answer, when it comes, ends it.
-		e.log.Debug("a new prompt while the previous one runs", "session", sessionID)
+		if old.rawID == nil {
+			// A turn a steer started has no answer to end it: the next
+			// turn of its session does (the agent runs one at a time).
+			old.answered = true
+			e.endTurn(old, acp.StopEndTurn, "")
+		} else {
+			// A prompt while one is running: the agent cancels the old one;
+			// its answer, when it comes, ends it.
+			e.log.Debug("a new prompt while the previous one runs", "session", sessionID)
+		}
 	}
 	s.turn = t
-	e.turns[key] = t
+	if key != "" {
+		e.turns[key] = t
+	}
 	blocks := promptBlocks(prompt)
 	t.ctx, t.span = e.opts.Telemetry.StartAgentTurn(context.Background(), e.agentName, sessionID, "", promptText(blocks))
 	e.record(s, store.Record{Kind: store.KindUser, Prompt: blocks})
@@ -681,6 +715,17 @@ func (e *Engine) stop(t *turn) {
 		e.p.Send(proxy.Editor, cancelRequestLine(p.rawID))
 	}
 	e.p.Send(proxy.Agent, sessionCancelLine(t.s.id))
+	if t.rawID == nil {
+		// A turn a steer started: no prompt to answer with the loop
+		// error, so the editor reads it in the session instead.
+		t.answered = true
+		if t.s.turn == t {
+			t.s.turn = nil
+		}
+		e.endTurn(t, "", "")
+		e.p.Send(proxy.Editor, messageLine(t.s.id, t.g.Err().Message))
+		return
+	}
 	t.timer = time.AfterFunc(e.opts.CancelGrace, func() { e.graceExpired(t) })
 }
 

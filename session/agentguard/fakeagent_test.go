@@ -27,6 +27,10 @@ type fakeAgent struct {
 	onPrompt func(a *fakeAgent, p *prompt)
 	// onLoad replays a loaded session's history before answering.
 	onLoad func(a *fakeAgent, sessionID string)
+	// onSteer, when set, makes the agent advertise _session/steering and
+	// answers each steering request: the outcome ("injected",
+	// "startedNewTurn", …); p is the running prompt (nil when none).
+	onSteer func(a *fakeAgent, sessionID string, p *prompt, params json.RawMessage) string
 
 	wmu     sync.Mutex
 	mu      sync.Mutex
@@ -105,7 +109,20 @@ func (a *fakeAgent) handle(line []byte) {
 	_ = json.Unmarshal(m.Params, &p)
 	switch m.Method {
 	case "initialize":
-		a.reply(m.ID, fmt.Sprintf(`{"protocolVersion":1,"agentCapabilities":{"loadSession":true},"agentInfo":{"name":%q,"version":"1.0"},"authMethods":[]}`, a.name))
+		meta := ""
+		if a.onSteer != nil {
+			meta = `,"_meta":{"steering":{"supported":true}}`
+		}
+		a.reply(m.ID, fmt.Sprintf(`{"protocolVersion":1,"agentCapabilities":{"loadSession":true},"agentInfo":{"name":%q,"version":"1.0"},"authMethods":[]%s}`, a.name, meta))
+	case "_session/steering":
+		if a.onSteer == nil {
+			a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found: %s"}}`, m.ID, m.Method))
+			return
+		}
+		a.mu.Lock()
+		pr := a.prompts[p.SessionID]
+		a.mu.Unlock()
+		a.reply(m.ID, fmt.Sprintf(`{"outcome":%q}`, a.onSteer(a, p.SessionID, pr, m.Params)))
 	case "session/new":
 		a.mu.Lock()
 		a.nextID++
