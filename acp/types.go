@@ -99,6 +99,9 @@ type ClientCapabilities struct {
 	Auth        AuthCapabilities           `json:"auth,omitzero"`
 	Session     *ClientSessionCapabilities `json:"session,omitempty"`
 	Elicitation *ElicitationCapabilities   `json:"elicitation,omitempty"`
+	// Subagents (unstable schema): the client shows subagent runs as child
+	// sessions (subagent_update).
+	Subagents *Capability `json:"subagents,omitempty"`
 }
 
 // AuthCapabilities are the client's authentication capabilities.
@@ -619,6 +622,8 @@ type SessionUpdate struct {
 	Size uint64 // "usage_update"
 	Cost *Cost  // "usage_update", optional
 
+	Subagent *SubagentUpdate // "subagent_update" (unstable schema)
+
 	Meta Meta // `_meta` of the update object, any variant
 }
 
@@ -644,7 +649,43 @@ const (
 	UpdateNotice            = "notice"
 	UpdateCompaction        = "compaction_update"
 	UpdateCompactionChunk   = "compaction_summary_chunk"
+	UpdateSubagent          = "subagent_update"
 )
+
+// SubagentUpdate (unstable schema SubagentUpdate) announces a child
+// session the parent created, on the parent's session, and patches it
+// later: nil fields are left unchanged.
+type SubagentUpdate struct {
+	SessionID    string                       `json:"sessionId"`
+	Title        *string                      `json:"title,omitempty"`
+	Description  *string                      `json:"description,omitempty"`
+	Capabilities *SubagentSessionCapabilities `json:"capabilities,omitempty"`
+	State        *SubagentState               `json:"state,omitempty"`
+	Cwd          string                       `json:"cwd,omitempty"`
+}
+
+// SubagentSessionCapabilities are the mutations a client may make on a
+// child: Cancel non-nil permits session/cancel with the child's id.
+type SubagentSessionCapabilities struct {
+	Cancel *Capability `json:"cancel,omitempty"`
+}
+
+// Child session states (unstable schema StateUpdate).
+const (
+	SubagentRunning = "running"
+	SubagentIdle    = "idle"
+)
+
+// SubagentState is a child's work state: running, or idle with the reason
+// its work stopped (StopReason, or "error" with Error).
+type SubagentState struct {
+	State      string     `json:"state"`
+	StopReason StopReason `json:"stopReason,omitempty"`
+	Error      *Error     `json:"error,omitempty"`
+}
+
+// StopError is a child's stop reason when its work failed.
+const StopError StopReason = "error"
 
 // NoticeSeverity is a notice's presentation hint.
 type NoticeSeverity string
@@ -759,6 +800,17 @@ func (u SessionUpdate) MarshalJSON() ([]byte, error) {
 		}
 		m["compactionId"] = u.CompactionID
 		m["content"] = u.Content
+	case UpdateSubagent:
+		if u.Subagent == nil || u.Subagent.SessionID == "" {
+			return nil, fmt.Errorf("acp: subagent_update without a sessionId")
+		}
+		b, err := json.Marshal(u.Subagent)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
 	case UpdateUsage:
 		m["used"] = u.Used
 		m["size"] = u.Size

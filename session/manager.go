@@ -596,5 +596,7 @@ func (m *Manager) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.Prom
 func (m *Manager) Cancel(req *acp.SessionIDRequest) {
 	if s := m.session(req.SessionID); s != nil {
 		s.cancelTurn()
+		return
 	}
+	m.cancelChild(req.SessionID)
 }

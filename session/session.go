@@ -96,6 +96,10 @@ type Session struct {
 	// hooksStarted: the SessionStart hooks ran (at the first prompt);
 	// resumed: the session was loaded or resumed, not created.
 	hooksStarted, resumed bool
+	// childID is a visible run's id as the client knows it (children.go);
+	// children are the session's visible runs.
+	childID  string
+	children children
 
 	// w appends to the session's transcript; nil when the Manager has no
 	// store. Set before the session is published and safe for concurrent use.
@@ -395,7 +399,11 @@ func (s *Session) update(ctx context.Context, u acp.SessionUpdate) {
 	if s.parent != nil && !s.subagentUpdate(&u) {
 		return
 	}
-	err := s.m.client.SessionUpdate(context.WithoutCancel(ctx), &acp.SessionNotification{SessionID: s.id, Update: u})
+	id := s.wire()
+	if u.Kind == acp.UpdateCurrentMode || u.Kind == acp.UpdateConfigOption {
+		id = s.base().wire() // the mode is the whole session's
+	}
+	err := s.m.client.SessionUpdate(context.WithoutCancel(ctx), &acp.SessionNotification{SessionID: id, Update: u})
 	if err != nil {
 		s.log.Warn("session update failed", "kind", u.Kind, "err", err)
 	}

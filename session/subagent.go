@@ -74,13 +74,19 @@ func (t *turn) runAgent(ctx context.Context, id string, call *agents.Call) (tool
 // returns how it ended. It records the run (agent_start, the run's own
 // records, agent_end), all tagged with parentID.
 func (s *Session) runSubagent(ctx context.Context, pt *turn, parentID string, call *agents.Call) subagentResult {
+	pctx := ctx
 	a := call.Agent
 	c := s.child(a, parentID)
 	o := s.m.opts
 	t := &turn{s: c, g: newGuard(o.Cap, o.SkipLoopDetection, o.FailureGuard, c.log), up: pt}
 	t.tc = t.newToolTurn()
 	t.tc.Agent = a.Name
-	ctx, span := o.Telemetry.StartSubagent(ctx, s.id, a.Name, c.getModel(), call.Prompt)
+	runCtx := ctx
+	var endChild func(*acp.SubagentState)
+	if s.m.subagentsVisible() {
+		runCtx, endChild = s.announceChild(ctx, c, a, call)
+	}
+	ctx, span := o.Telemetry.StartSubagent(runCtx, s.id, a.Name, c.getModel(), call.Prompt)
 	c.history = []model.Message{{Role: model.RoleUser, Content: call.Prompt}}
 	t.rec(store.Record{Kind: store.KindAgentStart, Agent: &store.AgentRun{
 		Type: a.Name, Description: call.Description, Model: c.getModel(), Prompt: call.Prompt,
@@ -88,6 +94,14 @@ func (s *Session) runSubagent(ctx context.Context, pt *turn, parentID string, ca
 	c.log.Info("subagent started", "tools", len(c.tools.Tools()), "model", c.getModel())
 	resp, err := t.loop(ctx, false)
 	res := t.result(ctx, a, resp, err)
+	if runCtx.Err() != nil && pctx.Err() == nil {
+		// The user stopped this run alone (session/cancel with its child
+		// id); the parent's turn goes on.
+		res.text = fmt.Sprintf("The user stopped the subagent %q before it finished; it gave no answer.", a.Name)
+	}
+	if endChild != nil {
+		defer endChild(childState(runCtx, resp, res))
+	}
 	end := &store.AgentRun{}
 	switch {
 	case ctx.Err() != nil:
@@ -215,6 +229,9 @@ func (s *Session) child(a *agents.Agent, runID string) *Session {
 // is sent: tool calls carry the agent call's id in _meta; the run's text,
 // thoughts, usage and plan are not shown (false).
 func (s *Session) subagentUpdate(u *acp.SessionUpdate) bool {
+	if s.childID != "" {
+		return true // a visible run: shown as its own session (children.go)
+	}
 	switch u.Kind {
 	case acp.UpdateToolCall:
 		tc := *u.ToolCall

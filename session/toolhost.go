@@ -66,7 +66,7 @@ func (t *turn) Update(ctx context.Context, u acp.SessionUpdate) { t.s.update(ctx
 // RequestPermission asks the editor; a subagent's request names its agent
 // call.
 func (t *turn) RequestPermission(ctx context.Context, r *acp.RequestPermissionRequest) (*acp.RequestPermissionResponse, error) {
-	r.SessionID = t.s.id
+	r.SessionID = t.s.wire()
 	r.ToolCall.Meta = t.s.runMeta(r.ToolCall.Meta)
 	if r.ToolCall.Title != nil {
 		t.notifyHook(ctx, *r.ToolCall.Title)
@@ -109,7 +109,7 @@ func (t *turn) Env(id string) *tools.Env {
 	caps := s.m.clientCaps
 	s.m.mu.Unlock()
 	return &tools.Env{
-		SessionID:      s.id,
+		SessionID:      s.wire(),
 		ToolCallID:     id,
 		Roots:          s.roots,
 		RootCache:      &s.base().rootCache,

@@ -46,6 +46,11 @@ import (
 //   - plans: a plan update is the complete list, not a delta;
 //   - side questions: a session/prompt holding acpd's /btw runs beside the
 //     session's turn; its answer settles none of the turn's tool calls;
+//   - subagents (unstable schema): subagent_update only when the client
+//     advertised clientCapabilities.subagents, during a prompt of the
+//     parent; no update, permission or other request naming a child before
+//     its announcement nor after its state went idle; every child announced
+//     during a prompt has gone idle when that prompt answers;
 //   - steering (the _session/steering extension): the outcome is one of
 //     injected, startedNewTurn and promptRequired, the last only when the
 //     request asked for it; a turn a steering message started may send
@@ -67,6 +72,14 @@ type Transcript struct {
 	agentReqs  map[string]*agentReq   // agent request id -> request
 	sessions   map[string]*sessState
 	terminals  map[string]*termState // terminalId -> state
+	// children are the child sessions announced with subagent_update, by
+	// child id: their traffic counts as their parent's.
+	children map[string]*childState
+}
+
+type childState struct {
+	parent string
+	ended  bool // its state went idle: nothing more may come for it
 }
 
 type clientReq struct {
@@ -130,6 +143,7 @@ func NewTranscript(v *Validator) *Transcript {
 	return &Transcript{
 		v: v, sent: map[string]*clientReq{}, agentReqs: map[string]*agentReq{},
 		sessions: map[string]*sessState{}, terminals: map[string]*termState{},
+		children: map[string]*childState{},
 	}
 }
 
@@ -288,7 +302,51 @@ type sessionUpdate struct {
 		Entries       []acp.PlanEntry   `json:"entries"`
 		ConfigOptions []json.RawMessage `json:"configOptions"`
 		CurrentModeID string            `json:"currentModeId"`
+		Subagent
 	} `json:"update"`
+}
+
+// Subagent is the part of a subagent_update the checks read.
+type Subagent struct {
+	ChildID string `json:"sessionId"`
+	State   *struct {
+		State string `json:"state"`
+	} `json:"state"`
+}
+
+// subagent checks a subagent_update on session parent.
+func (t *Transcript) subagent(parent string, u Subagent) error {
+	if t.clientCaps.Subagents == nil {
+		return fmt.Errorf("subagent_update without the client capability subagents")
+	}
+	s := t.sessions[parent]
+	if s == nil || s.prompts == 0 {
+		return fmt.Errorf("subagent_update for session %q outside a prompt turn", parent)
+	}
+	c := t.children[u.ChildID]
+	if c == nil {
+		c = &childState{parent: parent}
+		t.children[u.ChildID] = c
+	} else if c.parent != parent {
+		return fmt.Errorf("subagent_update for child %q on session %q, announced on %q", u.ChildID, parent, c.parent)
+	}
+	if u.State != nil && u.State.State == acp.SubagentIdle {
+		c.ended = true
+	}
+	return nil
+}
+
+// sessionOf is the session whose turn the traffic of id belongs to: a
+// child's parent, or id itself; an error for a child that ended.
+func (t *Transcript) sessionOf(id, what string) (string, error) {
+	c := t.children[id]
+	if c == nil {
+		return id, nil
+	}
+	if c.ended {
+		return c.parent, fmt.Errorf("%s for child session %q after its state went idle", what, id)
+	}
+	return c.parent, nil
 }
 
 func isFinal(status string) bool {
@@ -301,6 +359,15 @@ func (t *Transcript) update(params json.RawMessage) error {
 		return err
 	}
 	kind := p.Update.Kind
+	if c := t.children[p.SessionID]; c != nil {
+		if c.ended {
+			return fmt.Errorf("%s for child session %q after its state went idle", kind, p.SessionID)
+		}
+		p.SessionID = c.parent
+	}
+	if kind == acp.UpdateSubagent {
+		return t.subagent(p.SessionID, p.Update.Subagent)
+	}
 	s, known := t.sessions[p.SessionID]
 	if !known {
 		return fmt.Errorf("%s for session %q before the client learned its id (e.g. before the session/new response)", kind, p.SessionID)
@@ -537,6 +604,11 @@ func (t *Transcript) agentRequest(m *agentMsg) error {
 			return fmt.Errorf("%s in %s mode without the client capability elicitation.form", m.Method, e.Mode)
 		}
 	}
+	session, err := t.sessionOf(p.SessionID, m.Method)
+	if err != nil {
+		return err
+	}
+	p.SessionID = session
 	t.agentReqs[rawID(json.RawMessage(m.ID))] = &agentReq{method: m.Method, session: p.SessionID}
 	if m.Method == acp.MethodSessionRequestPermission {
 		return t.permission(p.SessionID, m.Params)
@@ -723,6 +795,17 @@ func (t *Transcript) response(req *clientReq, m *agentMsg) error {
 		}
 		if !req.aside {
 			errs = append(errs, t.settleTurn(req.session, s, ok && res.StopReason == string(acp.StopCancelled)))
+			var open []string
+			for id, c := range t.children {
+				if c.parent == req.session && !c.ended {
+					open = append(open, id)
+					c.ended = true // reported once
+				}
+			}
+			sort.Strings(open)
+			if len(open) > 0 {
+				errs = append(errs, fmt.Errorf("child sessions of %q still running when its prompt answered: %s", req.session, open))
+			}
 		}
 		errs = append(errs, modeSync(s))
 		if s.prompts == 0 {
