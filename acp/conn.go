@@ -437,6 +437,21 @@ func (c *Conn) dispatch(ctx context.Context, method string, params json.RawMessa
 		return call(ctx, method, params, a.SetSessionMode)
 	case MethodSessionSetConfigOption:
 		return call(ctx, method, params, a.SetSessionConfigOption)
+	case MethodSessionSetModel:
+		// Decision: the removed session/set_model is answered as the
+		// `model` config option it became, not -32601: half the agents in
+		// the registry still answer it and some clients still send it, to
+		// pick a model from a list they got elsewhere. The answer is the
+		// old empty object (such a client keeps its own selection); acpd
+		// never advertises the old API (no `models` in its answers).
+		return call(ctx, method, params, func(ctx context.Context, p *SetSessionModelRequest) (*Empty, error) {
+			value, _ := json.Marshal(p.ModelID)
+			_, err := a.SetSessionConfigOption(ctx, &SetSessionConfigOptionRequest{SessionID: p.SessionID, ConfigID: "model", Value: value, Meta: p.Meta})
+			if err != nil {
+				return nil, err
+			}
+			return &Empty{}, nil
+		})
 	case MethodSessionPrompt:
 		return call(ctx, method, params, a.Prompt)
 	case MethodSessionSteering:

@@ -50,17 +50,20 @@ const ProtocolVersion = 1
 
 // Method names (schema meta.json).
 const (
-	MethodInitialize             = "initialize"
-	MethodAuthenticate           = "authenticate"
-	MethodLogout                 = "logout"
-	MethodSessionNew             = "session/new"
-	MethodSessionLoad            = "session/load"
-	MethodSessionResume          = "session/resume"
-	MethodSessionFork            = "session/fork" // unstable (schema.unstable.json)
-	MethodSessionList            = "session/list"
-	MethodSessionClose           = "session/close"
-	MethodSessionDelete          = "session/delete"
-	MethodSessionSetMode         = "session/set_mode"
+	MethodInitialize     = "initialize"
+	MethodAuthenticate   = "authenticate"
+	MethodLogout         = "logout"
+	MethodSessionNew     = "session/new"
+	MethodSessionLoad    = "session/load"
+	MethodSessionResume  = "session/resume"
+	MethodSessionFork    = "session/fork" // unstable (schema.unstable.json)
+	MethodSessionList    = "session/list"
+	MethodSessionClose   = "session/close"
+	MethodSessionDelete  = "session/delete"
+	MethodSessionSetMode = "session/set_mode"
+	// MethodSessionSetModel is the model selector before config options;
+	// in neither v1 schema, still sent by some clients (see Conn.dispatch).
+	MethodSessionSetModel        = "session/set_model"
 	MethodSessionSetConfigOption = "session/set_config_option"
 	MethodSessionPrompt          = "session/prompt"
 	MethodSessionCancel          = "session/cancel"
@@ -377,6 +380,13 @@ type SessionMode struct {
 	ID          string `json:"id"`
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
+}
+
+// SetSessionModelRequest is the legacy session/set_model's params.
+type SetSessionModelRequest struct {
+	SessionID string `json:"sessionId"`
+	ModelID   string `json:"modelId"`
+	Meta      Meta   `json:"_meta,omitempty"`
 }
 
 // SetSessionModeRequest is the params of session/set_mode.

@@ -44,6 +44,8 @@ func requiredKeys(method string) []string {
 		return []string{"sessionId"}
 	case MethodSessionSetMode:
 		return []string{"sessionId", "modeId"}
+	case MethodSessionSetModel:
+		return []string{"sessionId", "modelId"}
 	case MethodSessionSetConfigOption:
 		return []string{"sessionId", "configId", "value"}
 	case MethodSessionPrompt, MethodSessionSteering:
@@ -334,6 +336,14 @@ func (r *ListSessionsRequest) Validate() error {
 
 // Validate checks that sessionId is set.
 func (r *SessionIDRequest) Validate() error { return needID("sessionId", r.SessionID) }
+
+// Validate checks sessionId and modelId.
+func (r *SetSessionModelRequest) Validate() error {
+	if err := needID("sessionId", r.SessionID); err != nil {
+		return err
+	}
+	return needID("modelId", r.ModelID)
+}
 
 // Validate checks sessionId and modeId.
 func (r *SetSessionModeRequest) Validate() error {

@@ -141,7 +141,7 @@ func (m *Manager) activate(ctx context.Context, id, cwd string, extra []string, 
 	m.mu.Unlock()
 	s.log.Info("session activated", "cwd", cwd, "replay", replay, "records", len(tr.Records))
 	s.startPrepAfterReply(ctx)
-	s.announceCommands(ctx)
+	s.announceCommands(ctx, replay)
 	return &acp.LoadSessionResponse{Modes: s.modeState(), ConfigOptions: s.configOptions()}, nil
 }
 
@@ -157,7 +157,7 @@ func (m *Manager) reactivate(ctx context.Context, s *Session, replay bool) (*acp
 			return nil, err
 		}
 	}
-	s.announceCommands(ctx)
+	s.announceCommands(ctx, replay)
 	return &acp.LoadSessionResponse{Modes: s.modeState(), ConfigOptions: s.configOptions()}, nil
 }
 

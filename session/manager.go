@@ -401,7 +401,7 @@ func (m *Manager) NewSession(ctx context.Context, req *acp.NewSessionRequest) (*
 	m.mu.Unlock()
 	m.log.Info("session created", "session_id", s.id, "cwd", s.cwd)
 	s.startPrepAfterReply(ctx)
-	s.announceCommands(ctx)
+	s.announceCommands(ctx, false)
 	return &acp.NewSessionResponse{SessionID: s.id, Modes: s.modeState(), ConfigOptions: s.configOptions()}, nil
 }
 

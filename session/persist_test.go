@@ -86,9 +86,8 @@ func (n *node) load(t *testing.T, sid, cwd string) (*acp.LoadSessionResponse, []
 	var ups []acp.SessionUpdate
 	for _, u := range n.cc.Updates()[before:] {
 		require.Equal(t, sid, u.SessionID)
-		// The commands are announced after the reply (announceCommands):
-		// whether that update is in by now depends on scheduling, and it
-		// is not part of the replay.
+		// The commands are announced at the end of a load, before its
+		// reply (announceCommands): not part of the conversation.
 		if u.Update.Kind == acp.UpdateAvailableCommands {
 			continue
 		}

@@ -89,9 +89,14 @@ func (s *Session) announce(ctx context.Context, base *commands.Set) {
 }
 
 // announceCommands sends available_commands_update once the answer to the
-// request of ctx (session/new, load, resume) is on the wire: a new
-// session's updates must not precede its id.
-func (s *Session) announceCommands(ctx context.Context) {
+// request of ctx (session/new, resume) is on the wire: a new session's
+// updates must not precede its id, which its client learns from that
+// answer (clients drop them, or wait on them). A loaded session's (replay)
+// go before the answer instead, after its replay: its client named the
+// session itself, and session/load's answer ends the session's setup —
+// the conformance kit (acp-tck ACP-LOAD-002) allows no update after it,
+// and a client may treat one as a turn it did not start.
+func (s *Session) announceCommands(ctx context.Context, replay bool) {
 	fn := func() {
 		sub := s.commandSub()
 		if sub == nil {
@@ -107,6 +112,10 @@ func (s *Session) announceCommands(ctx context.Context) {
 			// leaves it to this announcement.
 			go s.commandsChanged()
 		}
+	}
+	if replay {
+		fn()
+		return
 	}
 	if !acp.AfterReply(ctx, fn) {
 		go fn()
