@@ -171,9 +171,17 @@ func (rep *Report) writeTable(w io.Writer) error {
 	slices.Sort(reps)
 	parts := make([]string, 0, len(reps))
 	for _, k := range reps {
-		parts = append(parts, fmt.Sprintf("%d: %d", k, s.MaxRepeatEndTurn[k]))
+		n := plural(s.MaxRepeatEndTurn[k], "turn")
+		if k == 0 {
+			parts = append(parts, "no call in "+n)
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%d× in %s", k, n))
 	}
-	fmt.Fprintf(w, "max repeat of one call in end_turn turns (repeat: turns): %s\n", strings.Join(parts, ", "))
+	if len(parts) == 0 {
+		parts = append(parts, "no such turn")
+	}
+	fmt.Fprintf(w, "turns that ended normally, by the most one call repeated: %s\n", strings.Join(parts, ", "))
 	if len(s.Decided) > 0 {
 		fmt.Fprintf(w, "decided calls (decider verdict: calls): %s\n", joinCountsSep(s.Decided, ": "))
 		for _, t := range rep.Turns {
@@ -269,4 +277,12 @@ func joinCountsSep(m map[string]int, sep string) string {
 		parts = append(parts, k+sep+strconv.Itoa(m[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// plural is "1 turn", "2 turns".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

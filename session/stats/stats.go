@@ -166,6 +166,30 @@ func Collect(opts Options) (*Report, error) {
 	close(next)
 	wg.Wait()
 
+	// A session acpd guard watched whose agent was an acpd keeping its
+	// transcripts in this same folder (acpd guard -- acpd) is recorded
+	// twice, by the guard and by that acpd; the acpd's own transcript is
+	// the fuller record (its subagent runs, compactions, costs), so the
+	// guard's is left out and the turn counted once.
+	own := map[string]bool{}
+	for i, id := range ids {
+		if dirs[i] == opts.DataDir {
+			own[id] = true
+		}
+	}
+	for i := range results {
+		r := &results[i]
+		if dirs[i] != guardDir || r.err != nil {
+			continue
+		}
+		watched := r.loose.AgentSession
+		for _, t := range r.turns {
+			watched = cmp.Or(watched, t.AgentSession)
+		}
+		if own[watched] {
+			*r = result{}
+		}
+	}
 	rep := &Report{}
 	n := 0
 	for _, r := range results {

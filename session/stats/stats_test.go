@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -249,7 +250,7 @@ func TestReport_Formats(t *testing.T) {
 	assert.Contains(t, out, "turn_tool_call_cap/explicit")
 	assert.Contains(t, out, "5 turns in 2 sessions, 13 tool calls (1 damaged lines skipped)")
 	assert.Contains(t, out, "calls per turn: p50 1, p90 8, p99 8, max 8; 0 turns past 100 calls")
-	assert.Contains(t, out, "max repeat of one call in end_turn turns (repeat: turns): 0: 1, 3: 1")
+	assert.Contains(t, out, "turns that ended normally, by the most one call repeated: no call in 1 turn, 3× in 1 turn")
 	assert.Contains(t, out, "1 turns would change (1 would stop, 0 would go on)")
 	assert.Contains(t, out, "sessA turn 1: end_turn -> turn_tool_call_cap/explicit at call 3: 3 calls past the hard cap of 2")
 	assert.Contains(t, out, "DURATION       IN   CACHED      OUT   REASON  COST")
@@ -397,4 +398,43 @@ func TestCollect_SubagentRunsAreTurns(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, rep.Write(&out, FormatTable))
 	assert.Contains(t, out.String(), "sessS turn 1.2: end_turn -> turn_tool_call_cap/explicit at call 51")
+}
+
+// TestCollect_GuardOfAcpdCountedOnce: acpd guard -- acpd, both keeping
+// their transcripts in one data folder, records the turn twice (the
+// guard's copy names the inner acpd's session); it is counted once, from
+// acpd's own transcript. A guarded session of another agent still counts.
+func TestCollect_GuardOfAcpdCountedOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	own, err := store.Open(dir, store.Options{})
+	require.NoError(t, err)
+	guard, err := store.Open(filepath.Join(dir, store.GuardDir), store.Options{})
+	require.NoError(t, err)
+	turn := func(w *store.Writer) {
+		t.Helper()
+		require.NoError(t, w.Append(store.Record{Kind: store.KindUser, Prompt: []acp.ContentBlock{acp.TextBlock("hi")}}))
+		require.NoError(t, w.Append(store.Record{Kind: store.KindToolCalls, ToolCalls: []store.ToolCall{{ID: "c1", Name: "glob", Arguments: json.RawMessage(`{"pattern":"*"}`)}}}))
+		require.NoError(t, w.EndTurn(acp.StopEndTurn, ""))
+		require.NoError(t, w.Close())
+	}
+	w, err := own.Create(store.SessionMeta{Cwd: "/w"})
+	require.NoError(t, err)
+	ownID := w.ID()
+	turn(w)
+	w, err = guard.Create(store.SessionMeta{Cwd: "/w", Agent: "acpd", AgentSessionID: ownID})
+	require.NoError(t, err)
+	turn(w)
+	w, err = guard.Create(store.SessionMeta{Cwd: "/w", Agent: "other-agent", AgentSessionID: "S1"})
+	require.NoError(t, err)
+	turn(w)
+
+	rep, err := Collect(Options{DataDir: dir})
+	require.NoError(t, err)
+	var agents []string
+	for _, tr := range rep.Turns {
+		agents = append(agents, tr.AgentName())
+	}
+	assert.ElementsMatch(t, []string{"acpd", "other-agent"}, agents)
+	assert.Equal(t, ownID, rep.Turns[slices.IndexFunc(rep.Turns, func(tr *Turn) bool { return tr.AgentName() == "acpd" })].Session)
 }
