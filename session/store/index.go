@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,23 +92,7 @@ type index struct {
 	// before the store is shared, read-only after).
 	deferred  bool
 	startOnce sync.Once
-	// scratch is writeLocked's working memory, kept across a burst of
-	// writes (a thousand session/new rewrite the index a thousand times:
-	// fresh buffers were 190 KB of garbage each at that size, and raised
-	// the heap the runtime keeps) and dropped once writes pause, so a daemon
-	// with a large index does not hold a copy of it while idle.
-	scratch      indexScratch
-	scratchTimer *time.Timer
 }
-
-type indexScratch struct {
-	ids  []string
-	list []entry
-	buf  []byte
-}
-
-// scratchKeep is how long writeLocked's buffers outlive the last write.
-const scratchKeep = time.Second
 
 // startLoad starts a deferred background load once. Every index operation
 // calls it before it takes x.mu, which the waiting load holds.
@@ -314,20 +299,12 @@ func (x *index) scan(id string) (entry, error) {
 // cut Open reconciles it with the files.
 func (x *index) writeLocked() error {
 	// Sorting the ids, not the entries: an entry is a large struct to swap.
-	sc := &x.scratch
-	sc.ids = sc.ids[:0]
-	for id := range x.entries {
-		sc.ids = append(sc.ids, id)
+	ids := slices.Sorted(maps.Keys(x.entries))
+	list := make([]entry, 0, len(ids))
+	for _, id := range ids {
+		list = append(list, x.entries[id])
 	}
-	slices.Sort(sc.ids)
-	sc.list = sc.list[:0]
-	for _, id := range sc.ids {
-		sc.list = append(sc.list, x.entries[id])
-	}
-	// Append with Marshal's own flags: the same bytes, into a kept buffer.
-	data, err := segjson.Append(sc.buf[:0], indexFile{V: Version, Sessions: sc.list}, segjson.EscapeHTML|segjson.SortMapKeys)
-	sc.buf = data
-	x.keepScratch()
+	data, err := segjson.Marshal(indexFile{V: Version, Sessions: list})
 	if err != nil {
 		return fmt.Errorf("encode session index: %w", err)
 	}
@@ -346,20 +323,6 @@ func (x *index) writeLocked() error {
 	}
 	x.file = stamp(x.path)
 	return nil
-}
-
-// keepScratch (re)arms the timer that drops the scratch buffers once
-// writes pause. Callers hold x.mu.
-func (x *index) keepScratch() {
-	if x.scratchTimer != nil {
-		x.scratchTimer.Reset(scratchKeep)
-		return
-	}
-	x.scratchTimer = time.AfterFunc(scratchKeep, func() {
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		x.scratch = indexScratch{}
-	})
 }
 
 // update applies fn to the entries as a locked read-modify-write.
