@@ -193,14 +193,8 @@ func (u *SessionUpdate) UnmarshalJSON(data []byte) error {
 
 // The MarshalJSON methods below keep required arrays `[]` instead of null.
 
-// MarshalJSON writes authMethods as an array even when empty. Without
-// _meta anywhere it is encoded by hand (appendInitializeResponse): every
-// process answers initialize once, and encoding/json's reflection over these
-// types, paid on first use, stood between the request and the answer.
+// MarshalJSON writes authMethods as an array even when empty.
 func (r InitializeResponse) MarshalJSON() ([]byte, error) {
-	if b, ok := appendInitializeResponse(nil, &r); ok {
-		return b, nil
-	}
 	type plain InitializeResponse
 	p := plain(r)
 	p.AuthMethods = nonNil(p.AuthMethods)
