@@ -712,7 +712,7 @@ func TestSuggest(t *testing.T) {
 		{"xyz", ""},
 	}
 	var names []string
-	for _, f := range fields {
+	for _, f := range fields() {
 		names = append(names, f.name)
 	}
 	for _, tt := range tests {

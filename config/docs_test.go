@@ -113,7 +113,7 @@ func TestConfigurationPage(t *testing.T) {
 	}
 
 	defaults := Default()
-	for _, f := range fields {
+	for _, f := range fields() {
 		r, ok := byKey[f.key()]
 		if !ok {
 			t.Errorf("%s is accepted by acpd but has no row in docs/configuration.md (the [%s] table)", f.key(), f.table)

@@ -37,7 +37,7 @@ func FormatTOML(cfg Config, src Sources) string {
 			continue
 		}
 		fmt.Fprintf(&b, "[%s]\n", table)
-		for _, f := range fields {
+		for _, f := range fields() {
 			if f.table != table {
 				continue
 			}

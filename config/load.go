@@ -131,7 +131,7 @@ func Load(opts LoadOptions) (Config, Sources, error) {
 
 	textRes := resolver{base: workDir, home: home}
 	var errs []error
-	for _, f := range fields {
+	for _, f := range fields() {
 		for _, name := range f.envs {
 			v := getenv(name)
 			if v == "" {
@@ -271,7 +271,7 @@ func errAt(s Source, key, msg string) *Error {
 // flagField is the field a flag sets, by the flag's name or an old one;
 // negated says the flag sets the key's opposite.
 func flagField(name string) (f *field, negated bool) {
-	for _, f := range fields {
+	for _, f := range fields() {
 		if f.flag != "" && f.flag == name {
 			return f, f.negated
 		}
@@ -526,11 +526,11 @@ func unknownTopLevel(name string) string {
 		return fmt.Sprintf("unknown table %q; did you mean [%s]?", name, s)
 	}
 	var keys []string
-	for _, f := range fields {
+	for _, f := range fields() {
 		keys = append(keys, f.name)
 	}
 	if s := suggest(name, keys); s != "" {
-		for _, f := range fields {
+		for _, f := range fields() {
 			if f.name == s {
 				return fmt.Sprintf("unknown key %q; did you mean %q (it belongs in [%s])?", name, f.key(), f.table)
 			}
@@ -545,7 +545,7 @@ func unknownInTable(table, name string) string {
 		return fmt.Sprintf("%s cannot be set in a config file; put the key in the environment variable named by model.apiKeyEnv (default OPENAI_API_KEY)", key)
 	}
 	var same, other []string
-	for _, f := range fields {
+	for _, f := range fields() {
 		if f.table == table {
 			same = append(same, f.name)
 		} else {
@@ -556,7 +556,7 @@ func unknownInTable(table, name string) string {
 		return fmt.Sprintf("unknown key %q; did you mean %q?", key, s)
 	}
 	if s := suggest(name, other); s != "" {
-		for _, f := range fields {
+		for _, f := range fields() {
 			if f.name == s && f.table != table {
 				return fmt.Sprintf("unknown key %q; did you mean %q (it belongs in [%s])?", key, f.key(), f.table)
 			}

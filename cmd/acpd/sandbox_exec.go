@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
@@ -41,7 +42,8 @@ func newSandboxPolicy(cfg config.Config) *sbx.Policy {
 		Mode:           cfg.Tools.Sandbox,
 		Writable:       cfg.Tools.SandboxWritable,
 		Network:        cfg.Tools.SandboxNetwork,
-		AllowedDomains: allowedDomains(cfg),
+		AllowedDomains: cfg.Tools.SandboxAllowedDomains,
+		NewProxy:       newProxy(cfg),
 		DataDir:        cfg.Session.DataDir,
 		Env:            env,
 		DenyRead:       cfg.Tools.DenyRead(),
@@ -69,14 +71,23 @@ func sandboxPolicy(cfg config.Config, logger *slog.Logger) *sbx.Policy {
 	return p
 }
 
-// allowedDomains are tools.sandboxAllowedDomains as the proxy reads them
-// (the configuration checked each already).
-func allowedDomains(cfg config.Config) []netproxy.Pattern {
-	var out []netproxy.Pattern
+// newProxy makes a session's proxy for proxy mode from
+// tools.sandboxAllowedDomains (the configuration checked each already).
+func newProxy(cfg config.Config) func(sbx.ProxyConfig) sbx.ProxyServer {
+	var allowed []netproxy.Pattern
 	for _, d := range cfg.Tools.SandboxAllowedDomains {
 		if p, err := netproxy.ParsePattern(d); err == nil {
-			out = append(out, p)
+			allowed = append(allowed, p)
 		}
 	}
-	return out
+	return func(c sbx.ProxyConfig) sbx.ProxyServer {
+		return netproxy.New(netproxy.Options{
+			Allowed:   allowed,
+			DenyPorts: c.DenyPorts,
+			Ask: func(ctx context.Context, t netproxy.Target) (bool, error) {
+				return c.Ask(ctx, t.String())
+			},
+			Refused: func(t netproxy.Target, why string) { c.Refused(t.String(), why) },
+		})
+	}
 }

@@ -4,11 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"net"
 	"strings"
-
-	"github.com/acpd/acpd/session/tools/sandbox/netproxy"
 )
+
+// ProxyServer is the proxy of one session in proxy mode (package netproxy,
+// made by Settings.NewProxy): it serves the listeners handed to it. The
+// sandbox package does not import netproxy itself: the helper's package
+// init must run before acpd's heavier packages (net/http among them), and
+// Go initializes a package only after everything it imports.
+type ProxyServer interface {
+	Serve(ln net.Listener)
+	Close() error
+}
+
+// ProxyConfig is what a session gives its proxy: the ports never reached
+// on this machine (acpd's served API), how to ask about a host
+// (host:port) nothing allowed, and where refusals go.
+type ProxyConfig struct {
+	DenyPorts []uint16
+	Ask       func(ctx context.Context, target string) (bool, error)
+	Refused   func(target, why string)
+}
 
 // NetworkAsker is how a running command's tool call takes part in proxy
 // mode: Ask asks the user about a host the command wants to reach (true
@@ -59,27 +76,26 @@ func (s *Session) current() *NetworkAsker {
 	return s.running[len(s.running)-1]
 }
 
-// netProxy is the session's proxy, made at its first proxied server.
-func (s *Session) netProxy() *netproxy.Proxy {
+// netProxy is the session's proxy, made at its first proxied server; nil
+// when the policy has no way to make one.
+func (s *Session) netProxy() ProxyServer {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
-	if s.proxy == nil {
-		s.proxy = netproxy.New(netproxy.Options{
-			Allowed:   s.p.AllowedDomains,
+	if s.proxy == nil && s.p.NewProxy != nil {
+		s.proxy = s.p.NewProxy(ProxyConfig{
 			DenyPorts: s.p.deniedPorts(),
-			Ask: func(ctx context.Context, t netproxy.Target) (bool, error) {
+			Ask: func(ctx context.Context, target string) (bool, error) {
 				a := s.current()
 				if a == nil || a.Ask == nil {
 					return false, errors.New("no command of the session is running to ask for")
 				}
-				return a.Ask(ctx, t.String())
+				return a.Ask(ctx, target)
 			},
-			Refused: func(t netproxy.Target, why string) {
+			Refused: func(target, why string) {
 				if a := s.current(); a != nil && a.Refused != nil {
-					a.Refused(t.String(), why)
+					a.Refused(target, why)
 				}
 			},
-			Logger: slog.Default(),
 		})
 	}
 	return s.proxy

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/acpd/acpd/session/tools/sandbox/netproxy"
 )
 
 // Policy is the sandbox configuration of one acpd process ([tools] sandbox,
@@ -28,7 +26,10 @@ type Policy struct {
 	// (tools.sandboxNetwork = "proxy"), with AllowedDomains passing
 	// without a question (tools.sandboxAllowedDomains).
 	Proxy          bool
-	AllowedDomains []netproxy.Pattern
+	AllowedDomains []string
+	// NewProxy makes a session's proxy (package netproxy, given by acpd's
+	// main package); nil: proxied commands reach nothing.
+	NewProxy func(ProxyConfig) ProxyServer
 	// Env decides which of acpd's environment variables commands inherit,
 	// in every mode, off included.
 	Env EnvPolicy
@@ -96,7 +97,8 @@ type Settings struct {
 	// Network is tools.sandboxNetwork: "true", "false" or "proxy";
 	// AllowedDomains are tools.sandboxAllowedDomains.
 	Network        string
-	AllowedDomains []netproxy.Pattern
+	AllowedDomains []string
+	NewProxy       func(ProxyConfig) ProxyServer
 	DataDir        string
 	// Env is the commands' environment policy.
 	Env EnvPolicy
@@ -114,7 +116,7 @@ type Settings struct {
 // only without redirected caches.
 func NewPolicy(s Settings) *Policy {
 	p := &Policy{Mode: Mode(s.Mode), Writable: s.Writable, DenyNetwork: s.Network == "false", Proxy: s.Network == "proxy",
-		AllowedDomains: s.AllowedDomains, Probe: s.Probe, Env: s.Env, DenyRead: s.DenyRead}
+		AllowedDomains: s.AllowedDomains, NewProxy: s.NewProxy, Probe: s.Probe, Env: s.Env, DenyRead: s.DenyRead}
 	if exe, err := os.Executable(); err == nil {
 		p.Helper = exe
 	} else if p.Enabled() {
@@ -211,13 +213,9 @@ func (p *Policy) Describe() string {
 	case p.Proxy && p.PrivateShm() != nil:
 		fmt.Fprintf(&b, "\n  network: denied (proxy mode needs a network namespace, which the kernel refuses: %v)", p.PrivateShm())
 	case p.Proxy:
-		var hosts []string
-		for _, d := range p.AllowedDomains {
-			hosts = append(hosts, d.String())
-		}
 		allowed := "none"
-		if len(hosts) > 0 {
-			allowed = strings.Join(hosts, ", ")
+		if len(p.AllowedDomains) > 0 {
+			allowed = strings.Join(p.AllowedDomains, ", ")
 		}
 		fmt.Fprintf(&b, "\n  network: only through acpd's proxy (a network namespace of their own; no unix sockets); allowed without asking: %s; other hosts asked about", allowed)
 	default:
@@ -258,7 +256,7 @@ type Session struct {
 	// The session's proxy (proxy mode) and the commands running that
 	// may be asked about a host (see netproxy.go).
 	pmu     sync.Mutex
-	proxy   *netproxy.Proxy
+	proxy   ProxyServer
 	running []*NetworkAsker
 
 	// The session's spawn server (see zygote_linux.go).

@@ -887,7 +887,12 @@ func (s *Session) zygote(plan Plan) (*zygote, error) {
 		return nil, fmt.Errorf("%w: %v", errSpawnFallback, err)
 	}
 	if z.proxyLn != nil {
-		s.netProxy().Serve(z.proxyLn)
+		if px := s.netProxy(); px != nil {
+			px.Serve(z.proxyLn)
+		} else {
+			// No proxy to serve: the commands' connections are refused.
+			z.proxyLn.Close()
+		}
 	}
 	s.zy = z
 	return z, nil
