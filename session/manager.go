@@ -25,6 +25,7 @@ import (
 	"github.com/acpd/acpd/session/checkpoint"
 	"github.com/acpd/acpd/session/commands"
 	"github.com/acpd/acpd/session/mcp"
+	"github.com/acpd/acpd/session/mcp/oauth"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
 	"github.com/acpd/acpd/session/policy"
@@ -142,6 +143,9 @@ type Options struct {
 	ContextFileNames []string
 	NoEnvironment    bool
 	NoInstructions   bool
+	// MCPTokens keeps the OAuth grants of the HTTP MCP servers that ask
+	// to be signed in (nil: such a server fails to start).
+	MCPTokens *oauth.Store
 	// ConfigDir is acpd's user configuration folder, holding the global
 	// AGENTS.md and commands/; "" means $XDG_CONFIG_HOME/acpd.
 	ConfigDir string

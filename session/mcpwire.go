@@ -35,12 +35,18 @@ func (m *Manager) connectMCP(ctx context.Context, s *Session, servers []acp.MCPS
 	}
 	s.mcp = set
 	s.syncMCPTools()
+	if names := set.NeedsSignIn(); len(names) > 0 {
+		m.signInMCP(ctx, s, names)
+	}
 }
 
 // mcpOptions configures the session's MCP servers: the servers may ask
 // the user through the editor in the elicitation modes it advertised.
 func (m *Manager) mcpOptions(s *Session) mcp.Options {
-	o := mcp.Options{Logger: s.log, ClientVersion: m.opts.Version, Changed: s.mcpChanged}
+	o := mcp.Options{Logger: s.log, ClientVersion: m.opts.Version, Changed: s.mcpChanged, Tokens: m.opts.MCPTokens}
+	if o.Tokens != nil {
+		o.SignIn = m.signInPrompt(s)
+	}
 	caps := s.clientCaps()
 	el, ok := m.client.(acp.Elicitor)
 	if !ok || (!caps.ElicitForm() && !caps.ElicitURL()) {

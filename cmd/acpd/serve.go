@@ -17,6 +17,7 @@ import (
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session"
 	"github.com/acpd/acpd/session/agents"
+	"github.com/acpd/acpd/session/mcp/oauth"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/providers"
 	"github.com/acpd/acpd/session/policy"
@@ -193,6 +194,7 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 		Policy:               newPolicy(cfg, logger),
 		Version:              versionString(),
 		Logger:               logger,
+		MCPTokens:            oauth.NewStore(filepath.Join(cfg.Session.DataDir, "mcp-oauth")),
 	}, nil
 }
 

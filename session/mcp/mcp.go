@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/mcp/oauth"
 	"github.com/acpd/acpd/session/tools"
 )
 
@@ -90,6 +91,15 @@ type Options struct {
 	// Elicit forwards the servers' elicitations to the editor; nil means
 	// none can be answered (and none is advertised).
 	Elicit *Elicitation
+	// Tokens keeps the OAuth grants of HTTP servers that ask to be
+	// signed in; nil: such a server's 401 is an error. An HTTP server
+	// given an Authorization header is never signed in: its header is
+	// the credential.
+	Tokens *oauth.Store
+	// SignIn asks the user to sign in to a server during a call whose
+	// token was refused (the session's: through the editor); nil: the
+	// call fails saying the server waits for a sign-in.
+	SignIn oauth.Prompt
 	// Changed is called, on a goroutine of its own, when a server said
 	// its tools, prompts or resources changed. Set.Refresh applies the
 	// change; until then the session keeps what it had.
@@ -322,6 +332,8 @@ type Status struct {
 	Resources int
 	// Err is why the server is unavailable (failed start, failed restart).
 	Err error
+	// SignInRequired is set when the server waits for an OAuth sign-in.
+	SignInRequired bool
 }
 
 // Status reports every server, in the order given to Connect.
@@ -351,6 +363,33 @@ func (st *Set) Close() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// NeedsSignIn names the servers that did not start because they wait for
+// an OAuth sign-in, in the order given to Connect.
+func (st *Set) NeedsSignIn() []string {
+	if st == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range st.servers {
+		if s.status().SignInRequired {
+			out = append(out, s.name)
+		}
+	}
+	return out
+}
+
+// SignIn signs in to the server called name through prompt (within
+// oauth.SignInTimeout) and connects it; what it offers reaches the session
+// at the next turn boundary, as a listing change does (Changed is
+// called).
+func (st *Set) SignIn(ctx context.Context, name string, prompt oauth.Prompt) error {
+	s := st.server(name)
+	if s == nil || s.auth == nil {
+		return fmt.Errorf("mcp server %q does not sign in with OAuth", name)
+	}
+	return s.signIn(ctx, prompt)
 }
 
 // server returns the server called name.

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/mcp/oauth"
 )
 
 // maxListPages bounds the pagination of one listing against a server that
@@ -44,6 +45,8 @@ type server struct {
 	opts   Options
 	log    *slog.Logger
 	client *sdk.Client
+	// auth signs in to an HTTP server that asks for OAuth (nil: none).
+	auth *oauth.Handler
 
 	// life is cancelled by close, aborting a connect or restart in progress
 	// and whatever the server's own requests wait for.
@@ -123,6 +126,9 @@ func newServer(cfg acp.MCPServer, opts Options) *server {
 		elicits: map[string]*urlElicit{},
 	}
 	s.client = s.newClient()
+	if cfg.Type == TypeHTTP && opts.Tokens != nil && !s.hasHeader("Authorization") {
+		s.auth = oauth.NewHandler(cfg.Name, cfg.URL, opts.Tokens, opts.HTTPClient, s.log)
+	}
 	return s
 }
 
@@ -477,6 +483,12 @@ func (s *server) session(ctx context.Context) (*conn, error) {
 // do runs one request on the live connection. Close cancels it; a
 // connection lost under it is reported and the server restarted.
 func (s *server) do(ctx context.Context, c *conn, req func(ctx context.Context) error) error {
+	if s.auth != nil && s.opts.SignIn != nil {
+		// A refused token mid-session (revoked, or its refresh token
+		// expired) is signed in again through the editor, the call
+		// waiting.
+		ctx = oauth.WithPrompt(ctx, s.opts.SignIn)
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.life, cancel)()
@@ -571,6 +583,33 @@ func (s *server) recover(ctx context.Context, gen int, reason, report error) err
 	return fmt.Errorf("%w; it was restarted, call the tool again", report)
 }
 
+// signIn runs the OAuth flow through prompt and connects the server,
+// which waited for it.
+func (s *server) signIn(ctx context.Context, prompt oauth.Prompt) error {
+	sctx, cancel := context.WithTimeout(ctx, oauth.SignInTimeout)
+	defer cancel()
+	defer context.AfterFunc(s.life, cancel)()
+	if err := s.auth.SignIn(sctx, s.httpClient().Transport, prompt); err != nil {
+		return &ServerError{Server: s.name, Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		return nil
+	}
+	if err := s.connectLocked(ctx); err != nil {
+		s.fatal = err
+		return err
+	}
+	s.fatal = nil
+	s.dirty |= s.lists.differs(listings{})
+	if s.dirty != 0 && s.opts.Changed != nil {
+		go s.opts.Changed()
+	}
+	s.log.Info("mcp server connected after signing in", "tools", len(s.lists.tools))
+	return nil
+}
+
 // differs is the kinds of listing in which l and prev differ by name or
 // definition (for the refresh a restart calls for).
 func (l listings) differs(prev listings) int {
@@ -615,7 +654,8 @@ func (s *server) lookup(name string) (*toolDef, bool) {
 func (s *server) status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Status{Name: s.name, Type: s.typeName(), Connected: s.conn != nil, Err: s.fatal}
+	st := Status{Name: s.name, Type: s.typeName(), Connected: s.conn != nil, Err: s.fatal,
+		SignInRequired: s.conn == nil && oauth.IsSignInRequired(s.fatal)}
 	if s.conn != nil {
 		st.Tools, st.Prompts, st.Resources = len(s.lists.tools), len(s.lists.prompts), len(s.lists.resources)+len(s.lists.templates)
 	}

@@ -33,7 +33,11 @@ var inheritedEnv = []string{
 func (s *server) transport() (sdk.Transport, *exec.Cmd, error) {
 	switch s.cfg.Type {
 	case TypeHTTP:
-		return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.httpClient()}, nil, nil
+		t := &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.httpClient()}
+		if s.auth != nil {
+			t.OAuthHandler = s.auth
+		}
+		return t, nil, nil
 	case TypeSSE:
 		return &lifeTransport{t: &sdk.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.httpClient()}, life: s.life}, nil, nil
 	}
