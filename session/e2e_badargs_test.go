@@ -33,7 +33,7 @@ func TestE2E_BadNewToolArgumentsFeedTheGuard(t *testing.T) {
 				call("web_fetch", map[string]any{"prompt": "p"}),
 				call("web_fetch", map[string]any{"url": "file:///etc/passwd", "prompt": "p"}),
 			},
-			wants: []string{"params/url: only http and https", "missing property 'url'", "params/url: only http and https"},
+			wants: []string{"params/url: only http and https", `missing properties: ["url"]`, "params/url: only http and https"},
 		},
 		{
 			name:  "web_fetch overlong and non-string",
@@ -48,7 +48,7 @@ func TestE2E_BadNewToolArgumentsFeedTheGuard(t *testing.T) {
 				call("exit_plan_mode", map[string]any{"plan": " \n "}),
 				call("exit_plan_mode", map[string]any{"plan": 5}),
 			},
-			wants: []string{"missing property 'plan'", "params/plan", "params/plan"},
+			wants: []string{`missing properties: ["plan"]`, "params/plan", "params/plan"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -182,7 +182,7 @@ func (t *Tool) Build(_ *tools.Env, args json.RawMessage) (tools.Call, error) {
 		return nil, fmt.Errorf("%s: arguments must be a JSON object", t.name)
 	}
 	if t.def.schema != nil {
-		if err := t.def.schema.Validate(v); err != nil {
+		if err := tools.CheckArgs(t.def.schema, v); err != nil {
 			return nil, fmt.Errorf("%s: invalid arguments: %v", t.name, err)
 		}
 	}

@@ -1,111 +1,121 @@
 package tools
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// TestArgSchema_EachKeywordBites validates one schema using every keyword of
-// the subset against arguments that break each in turn.
-func TestArgSchema_EachKeywordBites(t *testing.T) {
-	sch, err := compileArgSchema(`{
+func mustCompile(t *testing.T, params string) *jsonschema.Resolved {
+	t.Helper()
+	rs, err := compileParams(params)
+	require.NoError(t, err)
+	return rs
+}
+
+func checkJSON(t *testing.T, rs *jsonschema.Resolved, args string) error {
+	t.Helper()
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(args), &v), args)
+	return CheckArgs(rs, v)
+}
+
+// Each keyword a tool schema uses, broken in turn: the problem is named by
+// where it is in the arguments (a JSON pointer under "params", array items
+// by index) and by the keyword that refused it.
+func TestCheckArgs_NamesWhereAndWhy(t *testing.T) {
+	rs := mustCompile(t, `{
 		"type": "object",
-		"title": "t", "description": "d",
 		"properties": {
 			"name": {"type": "string", "minLength": 2, "maxLength": 4, "pattern": "^[a-z]+$"},
 			"n": {"type": "integer", "minimum": 1, "maximum": 9},
 			"x": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
 			"mode": {"type": "string", "enum": ["a", "b"]},
 			"tags": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string"}},
-			"a/b": {"type": ["string", "null"]},
-			"open": {"type": "object"}
+			"todos": {"type": "array", "items": {"type": "object", "required": ["id"],
+				"properties": {"id": {"type": "string"}, "status": {"enum": ["pending", "done"]}}}},
+			"a/b": {"type": ["string", "null"]}
 		},
 		"required": ["name", "n"],
 		"additionalProperties": false
 	}`)
-	require.NoError(t, err)
-
-	ok := []string{
+	for _, args := range []string{
 		`{"name": "ab", "n": 1}`,
-		`{"name": "abcd", "n": 9, "x": 0.5, "mode": "b", "tags": ["t"], "a/b": null, "open": {"any": 1}}`,
+		`{"name": "abcd", "n": 9, "x": 0.5, "mode": "b", "tags": ["t"], "todos": [{"id": "1", "status": "done"}], "a/b": null}`,
 		`{"name": "ab", "n": 3.0}`, // 3.0 is an integer to JSON Schema
-		`{"name": "ab", "n": 2, "x": 0.25}`,
-	}
-	for _, args := range ok {
-		v, err := decodeArgs([]byte(args))
-		require.NoError(t, err)
-		assert.Empty(t, sch.validate(v), args)
-	}
-
-	bad := []struct{ args, want string }{
-		{`[]`, "params: got array, want object"},
-		{`{"n": 1}`, "params: missing property 'name'"},
-		{`{}`, "params: missing properties 'name', 'n'"},
-		{`{"name": 5, "n": 1}`, "params/name: got integer, want string"},
-		{`{"name": "a", "n": 1}`, "params/name: length 1 is less than 2"},
-		{`{"name": "abcde", "n": 1}`, "params/name: length 5 is more than 4"},
-		{`{"name": "ab1", "n": 1}`, "params/name: does not match pattern '^[a-z]+$'"},
-		{`{"name": "ab", "n": 1.5}`, "params/n: got number, want integer"},
-		{`{"name": "ab", "n": 0}`, "params/n: 0 is less than the minimum 1"},
-		{`{"name": "ab", "n": 10}`, "params/n: 10 is more than the maximum 9"},
-		{`{"name": "ab", "n": 1, "x": 0}`, "params/x: 0 must be more than 0"},
-		{`{"name": "ab", "n": 1, "x": 1}`, "params/x: 1 must be less than 1"},
-		{`{"name": "ab", "n": 1, "x": "1"}`, "params/x: got string, want number"},
-		{`{"name": "ab", "n": 1, "mode": "c"}`, "params/mode: must be one of 'a', 'b'"},
-		{`{"name": "ab", "n": 1, "tags": []}`, "params/tags: has 0 items, want at least 1"},
-		{`{"name": "ab", "n": 1, "tags": ["a", "b", "c"]}`, "params/tags: has 3 items, want at most 2"},
-		{`{"name": "ab", "n": 1, "tags": ["a", 2]}`, "params/tags/1: got integer, want string"},
-		{`{"name": "ab", "n": 1, "a/b": 1}`, "params/a~1b: got integer, want string or null"},
-		{`{"name": "ab", "n": 1, "open": []}`, "params/open: got array, want object"},
-		{`{"name": "ab", "n": 1, "extra": true}`, "params: additional property 'extra' is not allowed"},
-	}
-	for _, tt := range bad {
-		v, err := decodeArgs([]byte(tt.args))
-		require.NoError(t, err)
-		assert.Equal(t, []string{tt.want}, sch.validate(v), tt.args)
-	}
-
-	// Several violations are all reported, sorted.
-	v, err := decodeArgs([]byte(`{"name": "A", "n": 0}`))
-	require.NoError(t, err)
-	assert.Equal(t, []string{
-		"params/n: 0 is less than the minimum 1",
-		"params/name: does not match pattern '^[a-z]+$'",
-		"params/name: length 1 is less than 2",
-	}, sch.validate(v))
-}
-
-// TestArgSchema_RefusesWhatItDoesNotCheck: a keyword outside the subset, or
-// a malformed one, fails to compile rather than being ignored.
-func TestArgSchema_RefusesWhatItDoesNotCheck(t *testing.T) {
-	for schema, want := range map[string]string{
-		`{"type": "object", "oneOf": []}`:              `keyword "oneOf" is not supported`,
-		`{"properties": {"a": {"$ref": "#/x"}}}`:       `schema/properties/a: keyword "$ref"`,
-		`{"type": "strng"}`:                            `"strng" is not a JSON type`,
-		`{"minLength": -1}`:                            "non-negative integer",
-		`{"minLength": 1.5}`:                           "non-negative integer",
-		`{"pattern": "("}`:                             "schema/pattern",
-		`{"enum": []}`:                                 "non-empty array",
-		`{"required": "a"}`:                            "schema/required: not an array",
-		`{"additionalProperties": {"type": "string"}}`: "only true or false",
-		`{"items": [{"type": "string"}]}`:              "schema/items: not an object",
-		`[]`:                                           "not an object",
-		`{"type": "object", "properties": {"a": {"type": "string"}}`: "unexpected EOF",
 	} {
-		_, err := compileArgSchema(schema)
-		require.Error(t, err, schema)
-		assert.Contains(t, err.Error(), want, schema)
+		assert.NoError(t, checkJSON(t, rs, args), args)
+	}
+	for _, tt := range []struct{ args, at, why string }{
+		{`[]`, "params", "type"},
+		{`{"n": 1}`, "params", `required: missing properties: ["name"]`},
+		{`{"name": "ab", "n": 1, "extra": true}`, "params", `additional properties ["extra"]`},
+		{`{"name": 5, "n": 1}`, "params/name", `type: 5 has type "integer", want "string"`},
+		{`{"name": "a", "n": 1}`, "params/name", "minLength"},
+		{`{"name": "abcde", "n": 1}`, "params/name", "maxLength"},
+		{`{"name": "ab1", "n": 1}`, "params/name", "pattern"},
+		{`{"name": "ab", "n": 1.5}`, "params/n", `want "integer"`},
+		{`{"name": "ab", "n": 0}`, "params/n", "minimum"},
+		{`{"name": "ab", "n": 10}`, "params/n", "maximum"},
+		{`{"name": "ab", "n": 1, "x": 0}`, "params/x", "exclusiveMinimum"},
+		{`{"name": "ab", "n": 1, "x": 1}`, "params/x", "exclusiveMaximum"},
+		{`{"name": "ab", "n": 1, "mode": "c"}`, "params/mode", "enum"},
+		{`{"name": "ab", "n": 1, "tags": []}`, "params/tags", "minItems"},
+		{`{"name": "ab", "n": 1, "tags": ["a", "b", "c"]}`, "params/tags", "maxItems"},
+		{`{"name": "ab", "n": 1, "tags": ["a", 2]}`, "params/tags/1", "type"},
+		{`{"name": "ab", "n": 1, "todos": [{"id": "1"}, {"id": "2", "status": "gone"}]}`, "params/todos/1/status", "enum"},
+		{`{"name": "ab", "n": 1, "todos": [{"status": "done"}]}`, "params/todos/0", `missing properties: ["id"]`},
+		{`{"name": "ab", "n": 1, "a/b": 1}`, "params/a~1b", "type"},
+	} {
+		err := checkJSON(t, rs, tt.args)
+		require.Error(t, err, tt.args)
+		assert.True(t, strings.HasPrefix(err.Error(), tt.at+": "), "%s: %v", tt.args, err)
+		assert.NotContains(t, err.Error(), "validating", tt.args)
+		assert.Contains(t, err.Error(), tt.why, tt.args)
 	}
 }
 
-func TestDecodeArgs_OneValue(t *testing.T) {
-	_, err := decodeArgs([]byte(`{} {}`))
+// The library quotes the refused value; a huge one is cut.
+func TestCheckArgs_LongValueCut(t *testing.T) {
+	rs := mustCompile(t, `{"type": "object", "properties": {"s": {"type": "string", "maxLength": 3}}}`)
+	err := checkJSON(t, rs, `{"s": "`+strings.Repeat("é", 1<<20)+`"}`)
 	require.Error(t, err)
-	_, err = decodeArgs([]byte(`{"a": 1`))
+	assert.Less(t, len(err.Error()), 400)
+	assert.True(t, strings.HasPrefix(err.Error(), "params/s: maxLength"), err.Error())
+	assert.True(t, strings.HasSuffix(err.Error(), "…"), err.Error())
+}
+
+// A part of a schema that refers to the rest ($ref) cannot be checked on its
+// own: the problem is reported where the whole schema found it.
+func TestCheckArgs_RefReportedAtItsParent(t *testing.T) {
+	rs := mustCompile(t, `{"type": "object", "$defs": {"id": {"type": "string"}},
+		"properties": {"item": {"type": "object", "properties": {"id": {"$ref": "#/$defs/id"}}}}}`)
+	err := checkJSON(t, rs, `{"item": {"id": 1}}`)
 	require.Error(t, err)
-	v, err := decodeArgs([]byte(` {"a": 12345678901234567890} `))
-	require.NoError(t, err)
-	assert.Equal(t, "integer", jsonType(v.(map[string]any)["a"]))
+	assert.True(t, strings.HasPrefix(err.Error(), "params: "), err.Error())
+	assert.Contains(t, err.Error(), "type")
+}
+
+// The decoded arguments may be any JSON value; none makes CheckArgs panic.
+func FuzzCheckArgs(f *testing.F) {
+	for _, s := range []string{`{}`, `[]`, `null`, `{"todos":[{"id":1}]}`, `{"file_path":"/x","offset":-1}`, `"s"`, `1e400`} {
+		f.Add(s)
+	}
+	schemas := []*jsonschema.Resolved{}
+	for _, tl := range Builtin() {
+		schemas = append(schemas, tl.(interface{ compiled() *jsonschema.Resolved }).compiled())
+	}
+	f.Fuzz(func(t *testing.T, args string) {
+		var v any
+		if json.Unmarshal([]byte(args), &v) != nil {
+			return
+		}
+		for _, rs := range schemas {
+			_ = CheckArgs(rs, v)
+		}
+	})
 }

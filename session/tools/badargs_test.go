@@ -21,7 +21,7 @@ func TestBadArguments_NewTools(t *testing.T) {
 	tests := []struct {
 		tool, args, want string
 	}{
-		{NameWebFetch, `{"prompt":"p"}`, "missing property 'url'"},
+		{NameWebFetch, `{"prompt":"p"}`, `missing properties: ["url"]`},
 		{NameWebFetch, `{"url":42,"prompt":"p"}`, "params/url"},
 		{NameWebFetch, `{"url":null,"prompt":"p"}`, "params/url"},
 		{NameWebFetch, `{"url":["https://example.com"],"prompt":"p"}`, "params/url"},
@@ -35,13 +35,13 @@ func TestBadArguments_NewTools(t *testing.T) {
 		{NameWebFetch, `{"url":"http://%zz/","prompt":"p"}`, "params/url"},
 		{NameWebFetch, `{"url":"https://example.com\u0000/","prompt":"p"}`, "params/url"},
 		{NameWebFetch, `{"url":"` + long + `","prompt":"p"}`, "params/url"},
-		{NameWebFetch, `{"url":"https://example.com"}`, "missing property 'prompt'"},
+		{NameWebFetch, `{"url":"https://example.com"}`, `missing properties: ["prompt"]`},
 		{NameWebFetch, `{"url":"https://example.com","prompt":7}`, "params/prompt"},
 		{NameWebFetch, `[]`, "invalid parameters for web_fetch"},
 		{NameWebFetch, `"https://example.com"`, "invalid parameters for web_fetch"},
 		{NameWebFetch, `{"url":`, "invalid parameters for web_fetch"},
-		{NameExitPlanMode, `{}`, "missing property 'plan'"},
-		{NameExitPlanMode, ``, "missing property 'plan'"},
+		{NameExitPlanMode, `{}`, `missing properties: ["plan"]`},
+		{NameExitPlanMode, ``, `missing properties: ["plan"]`},
 		{NameExitPlanMode, `{"plan":""}`, "params/plan"},
 		{NameExitPlanMode, `{"plan":"  \n\t "}`, "params/plan"},
 		{NameExitPlanMode, `{"plan":5}`, "params/plan"},

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/model"
@@ -24,7 +25,7 @@ type toolSpec struct {
 	// schema compiles the parameter schema on first use: nothing of it
 	// need run before a process (`acpd --version`, an editor's initialize)
 	// has answered.
-	schema func() *argSchema
+	schema func() *jsonschema.Resolved
 }
 
 // mustSpec describes a tool whose parameter schema is compiled on first
@@ -32,11 +33,11 @@ type toolSpec struct {
 // a programming error: it panics, and TestBuiltinSchemasCompile catches it.
 func mustSpec(name string, kind acp.ToolKind, desc, params string) toolSpec {
 	return toolSpec{name: name, kind: kind, desc: desc, params: params,
-		schema: sync.OnceValue(func() *argSchema { return compileSchema(name, params) })}
+		schema: sync.OnceValue(func() *jsonschema.Resolved { return compileSchema(name, params) })}
 }
 
-func compileSchema(name, params string) *argSchema {
-	sch, err := compileArgSchema(params)
+func compileSchema(name, params string) *jsonschema.Resolved {
+	sch, err := compileParams(params)
 	if err != nil {
 		panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
 	}
@@ -56,12 +57,12 @@ func (s *toolSpec) decode(args json.RawMessage, v any) error {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	inst, err := decodeArgs(args)
-	if err != nil {
+	var inst any
+	if err := json.Unmarshal(args, &inst); err != nil {
 		return fmt.Errorf("invalid parameters for %s: arguments are not valid JSON: %v", s.name, err)
 	}
-	if msgs := s.compiled().validate(inst); len(msgs) > 0 {
-		return fmt.Errorf("invalid parameters for %s: %s", s.name, strings.Join(msgs, "; "))
+	if err := CheckArgs(s.compiled(), inst); err != nil {
+		return fmt.Errorf("invalid parameters for %s: %w", s.name, err)
 	}
 	if err := json.Unmarshal(args, v); err != nil {
 		var te *json.UnmarshalTypeError
@@ -74,7 +75,7 @@ func (s *toolSpec) decode(args json.RawMessage, v any) error {
 }
 
 // compiled is the compiled parameter schema (compiling it now if needed).
-func (s *toolSpec) compiled() *argSchema { return s.schema() }
+func (s *toolSpec) compiled() *jsonschema.Resolved { return s.schema() }
 
 // Schema is a compiled parameter schema for a tool defined outside this
 // package (the agent tool): its arguments are validated, and its errors

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -150,8 +151,21 @@ func TestTailBuffer(t *testing.T) {
 // which the tools otherwise do only on first use.
 func TestBuiltinSchemasCompile(t *testing.T) {
 	for _, tl := range Builtin() {
-		spec, ok := tl.(interface{ compiled() *argSchema })
+		spec, ok := tl.(interface{ compiled() *jsonschema.Resolved })
 		require.True(t, ok, "%s has no toolSpec", tl.Name())
 		require.NotNil(t, spec.compiled(), tl.Name())
+		// A keyword the library does not know (a misspelt "minLenght")
+		// would be ignored, not enforced.
+		var walk func(s *jsonschema.Schema, at string)
+		walk = func(s *jsonschema.Schema, at string) {
+			assert.Empty(t, s.Extra, "%s: unknown keywords at %s", tl.Name(), at)
+			for name, p := range s.Properties {
+				walk(p, at+"/properties/"+name)
+			}
+			if s.Items != nil {
+				walk(s.Items, at+"/items")
+			}
+		}
+		walk(spec.compiled().Schema(), "")
 	}
 }
