@@ -13,6 +13,7 @@ import (
 	"github.com/acpd/acpd/session"
 	"github.com/acpd/acpd/session/compactwire"
 	"github.com/acpd/acpd/session/display"
+	"github.com/acpd/acpd/session/policy"
 )
 
 // ToolCallSummary is one tool call in the json result.
@@ -245,6 +246,10 @@ func (o *Output) Permission(params json.RawMessage) *acp.RequestPermissionRespon
 	case req.Meta[acp.MetaPermission] == acp.PermissionSandboxNetwork:
 		// A confined command's host: the run's configuration decides.
 		fmt.Fprintf(o.stderr, "acpd run: refused network access for %q: the host is not in tools.sandboxAllowedDomains and nobody can answer; add it there in the config file (or ACPD_SANDBOX_ALLOWED_DOMAINS)\n", title)
+	case req.Meta[acp.MetaPermission] == policy.PermissionTrust:
+		// acpd run never trusts a workspace by itself: its allow rules and
+		// hooks stay off until a person trusts them.
+		fmt.Fprintf(o.stderr, "acpd run: left the workspace's allow rules and hooks off: acpd run never trusts a workspace by itself; review its settings and run acpd trust DIR to trust them\n")
 	case req.Meta[acp.MetaPermission] == acp.PermissionPrivateNetwork:
 		// Asked in every approval mode: --yolo would not help.
 		fmt.Fprintf(o.stderr, "acpd run: refused %q: it reaches a loopback or private network address, which acpd asks about every time, in every approval mode (--yolo too), and nobody can answer; "+

@@ -237,6 +237,21 @@ func (s settings) rules(src rules.Source) ([]rules.Rule, []string) {
 	return out, bad
 }
 
+// kindList is the settings' rules of a permissions key (allow, ask,
+// deny); nil, and the key reported as ignored, for any other.
+func (s *settings) kindList(key string) *[]string {
+	switch key {
+	case "allow":
+		return &s.allow
+	case "ask":
+		return &s.ask
+	case "deny":
+		return &s.deny
+	}
+	s.ignored = append(s.ignored, "permissions."+key)
+	return nil
+}
+
 // claudeSettings reads a Claude Code settings file: permissions.allow, ask
 // and deny, and hooks. The keys that would widen what runs or change where
 // requests go (defaultMode, additionalDirectories, env, apiKeyHelper, …)
@@ -255,16 +270,8 @@ func claudeSettings(data []byte) (settings, error) {
 				return s, fmt.Errorf("permissions: %v", err)
 			}
 			for _, pk := range sortedKeys(p) {
-				var dst *[]string
-				switch pk {
-				case "allow":
-					dst = &s.allow
-				case "ask":
-					dst = &s.ask
-				case "deny":
-					dst = &s.deny
-				default:
-					s.ignored = append(s.ignored, "permissions."+pk)
+				dst := s.kindList(pk)
+				if dst == nil {
 					continue
 				}
 				if err := json.Unmarshal(p[pk], dst); err != nil {
@@ -361,16 +368,8 @@ func acpdSettings(data []byte) (settings, error) {
 				return s, errors.New("permissions must be a table")
 			}
 			for _, pk := range sortedKeys(p) {
-				var dst *[]string
-				switch pk {
-				case "allow":
-					dst = &s.allow
-				case "ask":
-					dst = &s.ask
-				case "deny":
-					dst = &s.deny
-				default:
-					s.ignored = append(s.ignored, "permissions."+pk)
+				dst := s.kindList(pk)
+				if dst == nil {
 					continue
 				}
 				list, ok := p[pk].([]any)
