@@ -147,7 +147,7 @@ func TestInterop_TypeScriptSDK(t *testing.T) {
 	assert.Contains(t, steps["help"].Text, "/compress [focus]")
 	// The commands were announced once, after session/new.
 	require.Len(t, sum.AvailableCommands, 1, "available_commands_update")
-	assert.Equal(t, []string{"compress", "init", "context", "tools", "mcp", "agents", "rewind", "fork", "help"}, sum.AvailableCommands[0])
+	assert.Equal(t, []string{"compress", "init", "context", "tools", "mcp", "agents", "rewind", "fork", "btw", "help"}, sum.AvailableCommands[0])
 	commandLines := 0
 	for _, l := range agentLines {
 		if strings.Contains(l, `"available_commands_update"`) {

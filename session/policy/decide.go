@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/rules"
 	"github.com/acpd/acpd/session/toolcall"
 	"github.com/acpd/acpd/session/tools"
@@ -151,7 +152,7 @@ func (r Rules) Offer(c *toolcall.Call, opts []acp.PermissionOption) []acp.Permis
 	if !ok || pat == "" {
 		return opts
 	}
-	o := acp.PermissionOption{OptionID: OptAlwaysPath, Name: "Always allow edits " + label, Kind: acp.AllowAlways}
+	o := acp.PermissionOption{OptionID: OptAlwaysPath, Name: "Always allow edits " + display.Line(label), Kind: acp.AllowAlways}
 	out := make([]acp.PermissionOption, 0, len(opts)+1)
 	for i, op := range opts {
 		out = append(out, op)
