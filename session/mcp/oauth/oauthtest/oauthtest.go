@@ -222,9 +222,12 @@ func (a *AS) Protect(t testing.TB, h http.Handler) string {
 		}
 		h.ServeHTTP(w, r)
 	})
-	srv := httptest.NewServer(mux)
+	// The endpoint is known before the server serves, so a request that
+	// comes at once (a port another test's client reuses) reads it set.
+	srv := httptest.NewUnstartedServer(mux)
+	endpoint = "http://" + srv.Listener.Addr().String() + "/mcp"
+	srv.Start()
 	t.Cleanup(srv.Close)
-	endpoint = srv.URL + "/mcp"
 	return endpoint
 }
 
