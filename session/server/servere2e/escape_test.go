@@ -3,6 +3,7 @@ package servere2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -146,7 +147,16 @@ func startEscapeDaemon(t *testing.T, nobody bool, extra string, flags ...string)
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		return c
 	}
-	out, err := d.run("serve", "--init-token").CombinedOutput()
+	// The copy was just written: a child another parallel test forks in
+	// that moment holds the write descriptor until its own exec, and
+	// running the copy meanwhile fails with ETXTBSY. It passes in a moment.
+	var out []byte
+	for range 100 {
+		if out, err = d.run("serve", "--init-token").CombinedOutput(); !errors.Is(err, syscall.ETXTBSY) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	require.NoError(t, err, "%s", out)
 	tb, err := os.ReadFile(d.tokenFile)
 	require.NoError(t, err)
