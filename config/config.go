@@ -136,6 +136,9 @@ type GuardConfig struct {
 	// ShutdownGrace is how long the agent has to exit once its stdin is
 	// closed, and again after SIGTERM, before SIGTERM and then SIGKILL.
 	ShutdownGrace time.Duration
+	// Confine runs the agent in acpd's sandbox (acpd guard --confine;
+	// package session/agentconfine).
+	Confine bool
 }
 
 // TelemetryConfig is the [telemetry] table: OpenTelemetry export, off by

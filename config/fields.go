@@ -203,6 +203,8 @@ var fields = sync.OnceValue(func() []*field {
 
 		durationField("guard", "cancelGrace", func(c *Config) *time.Duration { return &c.Guard.CancelGrace },
 			[]string{"ACPD_GUARD_CANCEL_GRACE"}, "guard-cancel-grace", "how long a turn the guard stopped waits for the agent's cancelled answer"),
+		boolField("guard", "confine", func(c *Config) *bool { return &c.Guard.Confine },
+			[]string{"ACPD_GUARD_CONFINE"}, "confine", "run the agent's whole process tree in acpd's sandbox ([tools] sandbox*), with its own state folders, credential file, key variable and provider host allowed"),
 		durationField("guard", "shutdownGrace", func(c *Config) *time.Duration { return &c.Guard.ShutdownGrace },
 			[]string{"ACPD_GUARD_SHUTDOWN_GRACE"}, "guard-shutdown-grace", "how long the agent may take to exit after its input closes, then after SIGTERM"),
 

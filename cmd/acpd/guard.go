@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,8 +14,10 @@ import (
 
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/loopdetect"
+	"github.com/acpd/acpd/session/agentconfine"
 	"github.com/acpd/acpd/session/agentguard"
 	"github.com/acpd/acpd/session/store"
+	sbx "github.com/acpd/acpd/session/tools/sandbox"
 )
 
 var _ = addCommand(func(a *app) *cobra.Command {
@@ -56,6 +59,16 @@ rules and trusted settings; see acpd permissions): a deny picks the agent's
 reject option, an allow its allow-once option, the rest goes to the editor,
 and the editor's "always allow" is kept as a rule. PostToolUse hooks run on
 completed calls.
+
+With --confine the agent and everything it starts run in acpd's sandbox,
+as confined shell commands do ([tools] sandbox*; see docs/sandbox.md):
+writes only to the working folder, the agent's own state folders and a
+private temp folder; the user's secrets unreadable except the agent's own
+credential file; no provider key but the agent's own in its environment;
+with sandboxNetwork = "proxy" the network only through acpd's proxy, where
+the agent's provider host (and a base URL it is given) is allowed and any
+other host not in sandboxAllowedDomains is refused. An agent the kernel
+cannot confine is not started.
 
 Each guarded turn is recorded under session.dataDir/guard for "acpd stats",
 with the agent's name; --telemetry exports the turns over OpenTelemetry.
@@ -103,6 +116,10 @@ func cmdGuard(ctx context.Context, a *app) int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 
 	cwd, _ := os.Getwd()
+	var start func([3]*os.File) (agentguard.Process, error)
+	if cfg.Guard.Confine {
+		start = confinedStart(ctx, a, cfg, cwd, logger)
+	}
 	m := cfg.Model
 	return agentguard.Run(ctx, agentguard.RunOptions{
 		Options: agentguard.Options{
@@ -123,5 +140,60 @@ func cmdGuard(ctx context.Context, a *app) int {
 		AgentStderr:   agentStderr,
 		Stderr:        a.stderr,
 		Signals:       sigs,
+		Start:         start,
 	}, a.stdin, a.stdout)
+}
+
+// confinedStart starts the agent in acpd's sandbox (--confine): the
+// configured one ([tools] sandbox, sandboxNetwork, sandboxAllowedDomains,
+// sandboxDenyRead, sandboxPassEnv, sandboxWritable) widened by what the
+// agent needs (package agentconfine), with the guard's working folder as
+// its workspace: the agent starts before any session names a folder, and
+// its sandbox cannot grow afterwards.
+func confinedStart(ctx context.Context, a *app, cfg config.Config, cwd string, logger *slog.Logger) func([3]*os.File) (agentguard.Process, error) {
+	return func(stdio [3]*os.File) (agentguard.Process, error) {
+		environ := os.Environ()
+		needs := agentconfine.For(a.args, environ)
+		if err := needs.MakeDirs(); err != nil {
+			return nil, fmt.Errorf("the agent's state folder: %w", err)
+		}
+		s := needs.Apply(sandboxSettings(cfg))
+		wcfg := cfg
+		wcfg.Tools.SandboxAllowedDomains = s.AllowedDomains
+		s.NewProxy = newProxy(wcfg)
+		// --confine asks for the sandbox whatever tools.sandbox says for
+		// commands: an agent that cannot be confined is not started.
+		s.Mode = string(sbx.ModeRequired)
+		agent, err := agentconfine.Start(ctx, agentconfine.Options{
+			Policy: sbx.NewPolicy(s), Argv: a.args, Dir: cwd, Environ: environ,
+			Refused: func(target, why string) {
+				logger.Warn("the confined agent's connection was refused", "target", target, "reason", why)
+			},
+		}, stdio)
+		if err != nil {
+			return nil, err
+		}
+		if agent.Warning != "" {
+			fmt.Fprintf(a.stderr, "acpd guard: %s\n", agent.Warning)
+		}
+		name := needs.Agent
+		if name == "" {
+			name = "unknown (a confined command's sandbox only)"
+		}
+		logger.Info("agent confined", "profile", name, "writable", s.Writable, "network", s.Network, "allowed", s.AllowedDomains, "passEnv", s.Env.Pass)
+		return confinedProcess{agent}, nil
+	}
+}
+
+// confinedProcess is a confined agent as the guard waits for it; its
+// sandbox session ends with it.
+type confinedProcess struct{ *agentconfine.Agent }
+
+func (p confinedProcess) Wait() (int, string) {
+	ws, err := p.Agent.Wait()
+	defer p.Close()
+	if err != nil {
+		return 1, err.Error()
+	}
+	return agentguard.WaitStatusExit(ws)
 }

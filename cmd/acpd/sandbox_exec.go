@@ -34,20 +34,26 @@ func inheritNoFiles() { _ = sbx.InheritNoFiles() }
 // sandbox, sandboxWritable, sandboxNetwork), for the daemon and for `acpd
 // doctor` alike: what doctor reports is what commands get.
 func newSandboxPolicy(cfg config.Config) *sbx.Policy {
-	env := sbx.EnvPolicy{Drop: cfg.CredentialEnv(), Pass: cfg.Tools.SandboxPassEnv}
+	s := sandboxSettings(cfg)
 	// The configured key and token variables, which package helper's init
 	// could not know, leave acpd's /proc/PID/environ too.
-	sbx.ScrubEnviron(sbx.EnvPolicy{Drop: env.Drop})
-	return sbx.NewPolicy(sbx.Settings{
+	sbx.ScrubEnviron(sbx.EnvPolicy{Drop: s.Env.Drop})
+	s.NewProxy = newProxy(cfg)
+	return sbx.NewPolicy(s)
+}
+
+// sandboxSettings are the configuration's sandbox settings, without the
+// proxy's maker.
+func sandboxSettings(cfg config.Config) sbx.Settings {
+	return sbx.Settings{
 		Mode:           cfg.Tools.Sandbox,
 		Writable:       cfg.Tools.SandboxWritable,
 		Network:        cfg.Tools.SandboxNetwork,
 		AllowedDomains: cfg.Tools.SandboxAllowedDomains,
-		NewProxy:       newProxy(cfg),
 		DataDir:        cfg.Session.DataDir,
-		Env:            env,
+		Env:            sbx.EnvPolicy{Drop: cfg.CredentialEnv(), Pass: cfg.Tools.SandboxPassEnv},
 		DenyRead:       cfg.Tools.DenyRead(),
-	})
+	}
 }
 
 // sandboxPolicy is the daemon's shell sandbox. The kernel is probed here,

@@ -42,6 +42,36 @@ type RunOptions struct {
 	// Signals delivers SIGINT and SIGTERM sent to the guard: they end the
 	// run as the editor closing stdin does.
 	Signals <-chan os.Signal
+	// Start, when set, starts the agent instead of a plain exec of
+	// Command (acpd guard --confine starts it in acpd's sandbox): stdio
+	// are its stdin, stdout and stderr, which Start may close once the
+	// agent holds them. The agent must lead a process group of its own.
+	Start func(stdio [3]*os.File) (Process, error)
+}
+
+// Process is a started agent.
+type Process interface {
+	// Pid is the agent's pid, which is also its process group.
+	Pid() int
+	// Wait waits for the agent to exit: its exit code (128 + N for
+	// signal N) and a description.
+	Wait() (code int, status string)
+}
+
+// execProcess is an agent started with os/exec.
+type execProcess struct{ cmd *exec.Cmd }
+
+func (p execProcess) Pid() int { return p.cmd.Process.Pid }
+
+func (p execProcess) Wait() (int, string) { return exitStatus(p.cmd, p.cmd.Wait()) }
+
+// WaitStatusExit is ExitStatus's reading of a raw wait status, for a
+// Process that has one.
+func WaitStatusExit(ws syscall.WaitStatus) (int, string) {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), "signal " + ws.Signal().String()
+	}
+	return ws.ExitStatus(), fmt.Sprintf("exit status %d", ws.ExitStatus())
 }
 
 // Run starts the agent and relays between the editor (stdin, stdout) and
@@ -64,12 +94,6 @@ func Run(ctx context.Context, o RunOptions, stdin io.Reader, stdout io.Writer) i
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	cmd := exec.Command(o.Command[0], o.Command[1:]...)
-	cmd.Stderr = o.AgentStderr
-	// A stderr that is not a file is copied by a goroutine Wait waits for;
-	// a child of the agent holding it open must not hold Wait.
-	cmd.WaitDelay = o.ShutdownGrace
-	cmd.SysProcAttr = agentProcAttr()
 	// Plain pipes, not StdinPipe/StdoutPipe: Wait then returns when the
 	// agent exits, even while a process it started still holds its stdout.
 	inR, inW, err := os.Pipe()
@@ -84,8 +108,12 @@ func Run(ctx context.Context, o RunOptions, stdin io.Reader, stdout io.Writer) i
 		fmt.Fprintf(o.Stderr, "acpd guard: %v\n", err)
 		return ExitUsage
 	}
-	cmd.Stdin, cmd.Stdout = inR, outW
-	err = cmd.Start()
+	var proc Process
+	if o.Start != nil {
+		proc, err = o.startWith(inR, outW)
+	} else {
+		proc, err = o.startExec(inR, outW)
+	}
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -95,12 +123,55 @@ func Run(ctx context.Context, o RunOptions, stdin io.Reader, stdout io.Writer) i
 		return ExitUsage
 	}
 	defer outR.Close()
-	return relay(ctx, o, cmd, inW, outR, stdin, stdout)
+	return relay(ctx, o, proc, inW, outR, stdin, stdout)
 }
 
-func relay(ctx context.Context, o RunOptions, cmd *exec.Cmd, agentIn io.WriteCloser, agentOut io.Reader, stdin io.Reader, stdout io.Writer) int {
+func (o RunOptions) startExec(stdin, stdout *os.File) (Process, error) {
+	cmd := exec.Command(o.Command[0], o.Command[1:]...)
+	cmd.Stderr = o.AgentStderr
+	// A stderr that is not a file is copied by a goroutine Wait waits for;
+	// a child of the agent holding it open must not hold Wait.
+	cmd.WaitDelay = o.ShutdownGrace
+	cmd.SysProcAttr = agentProcAttr()
+	cmd.Stdin, cmd.Stdout = stdin, stdout
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return execProcess{cmd}, nil
+}
+
+// startWith starts the agent through o.Start, which takes files only: a
+// stderr that is not one is fed through a pipe.
+func (o RunOptions) startWith(stdin, stdout *os.File) (Process, error) {
+	var stderr *os.File
+	switch w := o.AgentStderr.(type) {
+	case *os.File:
+		stderr = w
+	case nil:
+		f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		stderr = f
+	default:
+		r, pw, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		defer pw.Close()
+		go func() {
+			_, _ = io.Copy(w, r)
+			r.Close()
+		}()
+		stderr = pw
+	}
+	return o.Start([3]*os.File{stdin, stdout, stderr})
+}
+
+func relay(ctx context.Context, o RunOptions, proc Process, agentIn io.WriteCloser, agentOut io.Reader, stdin io.Reader, stdout io.Writer) int {
 	log := o.Logger
-	pgid := cmd.Process.Pid
+	pgid := proc.Pid()
 	log.Info("guarding agent", "command", o.Command, "pid", pgid)
 	e := NewEngine(o.Options)
 	p := proxy.New(stdin, stdout, agentOut, agentIn, e, proxy.Options{Logger: log})
@@ -111,14 +182,21 @@ func relay(ctx context.Context, o RunOptions, cmd *exec.Cmd, agentIn io.WriteClo
 	go func() { editorDone <- p.Pump(ctx, proxy.Editor) }()
 	agentDone := make(chan error, 1)
 	go func() { agentDone <- p.Pump(ctx, proxy.Agent) }()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	type exit struct {
+		code   int
+		status string
+	}
+	exited := make(chan exit, 1)
+	go func() {
+		code, status := proc.Wait()
+		exited <- exit{code, status}
+	}()
 
 	var (
 		editorGone bool
 		escalate   <-chan time.Time
 		step       int
-		waitErr    error
+		ex         exit
 	)
 	closeAgent := func(why string) {
 		if editorGone {
@@ -155,11 +233,11 @@ wait:
 				_ = signalGroup(pgid, syscall.SIGKILL)
 				escalate = nil
 			}
-		case waitErr = <-exited:
+		case ex = <-exited:
 			break wait
 		}
 	}
-	code, status := exitStatus(cmd, waitErr)
+	code, status := ex.code, ex.status
 	log.Info("the agent exited", "status", status)
 	reapGroup(pgid, o.ShutdownGrace, log)
 	// Everything the agent wrote before it exited reaches the editor before

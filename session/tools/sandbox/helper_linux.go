@@ -131,6 +131,24 @@ func writeStatusFile(path, msg string) {
 	_ = f.Close()
 }
 
+// fileRights are the handled rights that apply to a file rather than a
+// folder.
+const fileRights = landlock.AccessFSSet(ll.AccessFSWriteFile | ll.AccessFSTruncate)
+
+// splitFiles separates the writable paths that are files (not folders)
+// from the rest; a path that does not exist stays with the folders, where
+// IgnoreIfMissing skips it.
+func splitFiles(rw []string) (dirs, files []string) {
+	for _, p := range rw {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		dirs = append(dirs, p)
+	}
+	return dirs, files
+}
+
 // execute is the right to execve a file, handled only when the helper is
 // told which programs may run (--exec).
 const execute = landlock.AccessFSSet(ll.AccessFSExecute)
@@ -178,11 +196,15 @@ func confine(h helperArgs, st Status, allThreads bool) error {
 		}
 		readRules = append(readRules, landlock.PathAccess(reads, readable...).IgnoreIfMissing())
 	}
+	dirs, files := splitFiles(h.rw)
 	rules := []landlock.Rule{
 		// A folder that vanished since the parent listed it (a removed
 		// root) is simply not writable; it must not fail the set-up, which
 		// in mode auto would run the command unconfined.
-		landlock.PathAccess(granted, h.rw...).IgnoreIfMissing(),
+		landlock.PathAccess(granted, dirs...).IgnoreIfMissing(),
+		// A writable file (a guarded agent's ~/.claude.json) gets the
+		// rights a file can hold: the kernel refuses folder rights on it.
+		landlock.PathAccess(granted&fileRights, files...).IgnoreIfMissing(),
 		landlock.PathAccess(reads|landlock.AccessFSSet(ll.AccessFSWriteFile|ll.AccessFSTruncate), deviceFiles...).IgnoreIfMissing(),
 		landlock.PathAccess(reads|granted, deviceDirs...).IgnoreIfMissing(),
 	}

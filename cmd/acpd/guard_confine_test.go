@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpd/acpd/acp"
+	sbx "github.com/acpd/acpd/session/tools/sandbox"
+)
+
+// confineAgent builds testdata/confineagent, whose every turn tries to
+// write outside its workspace, read ~/.ssh/id_rsa (a fake key in a home
+// of its own) and find secrets in its environment, and writes in its
+// workspace; the returned agent's environment holds the secrets, and
+// outside is the folder it may not write.
+func confineAgent(t *testing.T) (a guardAgent, outside string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("acpd's sandbox confines on Linux only")
+	}
+	if st := sbx.Probe(); !st.Usable() {
+		t.Skipf("the kernel cannot confine: %v", st.Err)
+	}
+	bin := filepath.Join(t.TempDir(), "confineagent")
+	out, err := exec.Command("go", "build", "-o", bin, "./testdata/confineagent").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	home := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "id_rsa"), []byte("-----BEGIN FAKE KEY-----\n"), 0o600))
+	outside = t.TempDir()
+	return guardAgent{name: "confine-agent", ws: newWorkspace(t), cmd: []string{bin},
+		env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "CONFINE_OUTSIDE=" + outside,
+			"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
+			// What the agent must not see: acpd's serve token, a provider's
+			// key (not this agent's), any other secret.
+			"ACPD_SERVER_TOKEN=secret-value-token", "ANTHROPIC_API_KEY=secret-value-key", "DEPLOY_PASSWORD=secret-value-pw",
+			"PLAIN_SETTING=not-secret"}}, outside
+}
+
+// agentText is the text of the agent_message_chunk updates the editor got.
+func (g *guarded) agentText() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var b strings.Builder
+	for _, raw := range g.updates {
+		var n acp.SessionNotification
+		if json.Unmarshal(raw, &n) == nil && n.Update.Kind == "agent_message_chunk" && n.Update.Content != nil {
+			b.WriteString(n.Update.Content.Text)
+		}
+	}
+	return b.String()
+}
+
+// TestGuard_Confine: in front of an agent, acpd guard --confine keeps its
+// turn from writing outside its workspace, reading the SSH key and seeing
+// acpd's token or another provider's key, in proxy mode and with the
+// network open, while the turn itself completes; without --confine the
+// same agent does all of it (the control).
+func TestGuard_Confine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		flags   []string
+		network string
+	}{
+		{"proxy", []string{"--confine"}, "proxy"},
+		{"network open", []string{"--confine"}, "true"},
+		{"unconfined control", nil, "proxy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a, outside := confineAgent(t)
+			a.env = append(a.env, "ACPD_SANDBOX_NETWORK="+tc.network)
+			g := startGuard(t, a, filepath.Join(t.TempDir(), "data"), tc.flags...)
+			stop, rpcErr := g.prompt(g.newSession(a.ws), "do your thing")
+			require.Nil(t, rpcErr, "stderr:\n%s", g.stderr.String())
+			assert.Equal(t, acp.StopEndTurn, stop)
+			text := g.agentText()
+			assert.Contains(t, text, "write-workspace: ok", "the workspace is the agent's to write")
+			made, err := os.ReadFile(filepath.Join(a.ws, "made-by-agent.txt"))
+			require.NoError(t, err)
+			assert.Equal(t, "ok", string(made))
+			_, statErr := os.Stat(filepath.Join(outside, "escaped.txt"))
+			if tc.flags == nil {
+				assert.Contains(t, text, "write-outside: ok")
+				assert.Contains(t, text, "read-ssh-key: ok")
+				assert.Contains(t, text, "secrets-in-env: ACPD_SERVER_TOKEN,ANTHROPIC_API_KEY,DEPLOY_PASSWORD")
+				assert.NoError(t, statErr)
+			} else {
+				assert.Contains(t, text, "write-outside: failed: ")
+				assert.Contains(t, text, "read-ssh-key: failed: ")
+				assert.Contains(t, text, "permission denied")
+				assert.Contains(t, text, "secrets-in-env: \n", "the agent saw a secret")
+				assert.ErrorIs(t, statErr, os.ErrNotExist, "the agent wrote outside its workspace")
+			}
+			g.closeAndCheck()
+		})
+	}
+}
