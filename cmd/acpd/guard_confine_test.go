@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/model/modeltest"
 	sbx "github.com/acpd/acpd/session/tools/sandbox"
 )
 
@@ -104,4 +105,31 @@ func TestGuard_Confine(t *testing.T) {
 			g.closeAndCheck()
 		})
 	}
+}
+
+// TestGuard_ConfineQwenCode: qwen-code from npm, confined with the network
+// only through acpd's proxy, completes a turn of tool calls against the
+// scripted model server on loopback: its provider address, from its
+// --openai-base-url, is the host:port the proxy lets it reach, and node
+// finds the proxy in HTTPS_PROXY/HTTP_PROXY.
+func TestGuard_ConfineQwenCode(t *testing.T) {
+	t.Parallel()
+	if st := sbx.Probe(); !st.Usable() {
+		t.Skipf("the kernel cannot confine: %v", st.Err)
+	}
+	srv := modeltest.NewServer(t)
+	a := qwenAgent(t, srv)
+	a.env = append(a.env, "ACPD_SANDBOX_NETWORK=proxy")
+	scenario{calls: 3, batch: 1, args: distinctArgs}.install(srv, a.ws)
+	g := startGuard(t, a, filepath.Join(t.TempDir(), "data"), "--confine", "--log-level", "info")
+	stop, rpcErr := g.prompt(g.newSession(a.ws), "read three lines")
+	require.Nil(t, rpcErr, "stderr:\n%s", g.stderr.String())
+	assert.Equal(t, acp.StopEndTurn, stop, "stderr:\n%s", g.stderr.String())
+	assert.GreaterOrEqual(t, len(srv.Requests()), 4, "three tool calls and the answer went through the proxy")
+	// In proxy mode the agent runs in a network namespace with nothing but
+	// loopback: the proxy is its only way to the model server.
+	assert.Contains(t, g.stderr.String(), `"profile":"qwen-code"`)
+	assert.Contains(t, g.stderr.String(), `"network":"proxy"`)
+	assert.NotContains(t, g.stderr.String(), "connection was refused")
+	g.closeAndCheck()
 }
