@@ -30,7 +30,7 @@ import (
 func BenchmarkSpawnToInitialize(b *testing.B) {
 	acpd := os.Getenv("ACPD_STARTUP_BIN")
 	if acpd == "" {
-		acpd = startupBinary(b, "")
+		acpd = startupBinary(b)
 	}
 	ref := qwenAgent(b, modeltest.NewServer(b))
 	acpdEnv := spawnEnv(b, acpd)

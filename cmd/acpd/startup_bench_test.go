@@ -25,19 +25,22 @@ import (
 func BenchmarkStartup(b *testing.B) {
 	bin := os.Getenv("ACPD_STARTUP_BIN")
 	if bin == "" {
-		bin = startupBinary(b, "")
+		bin = startupBinary(b)
 	}
 	benchStartup(b, bin)
 }
 
-// startupBinaries holds one stripped build per tag set for the whole
-// process: -count reruns BenchmarkStartup and must not rebuild each round.
-var startupBinaries = map[string]string{}
+// releaseTags are the build tags of the release build (.goreleaser.yaml).
+const releaseTags = "grpcnotrace"
 
-func startupBinary(b *testing.B, tags string) string {
+// startupBin is the stripped build, made once for the whole process:
+// -count reruns the benchmarks and must not rebuild each round.
+var startupBin string
+
+func startupBinary(b *testing.B) string {
 	b.Helper()
-	if bin, ok := startupBinaries[tags]; ok {
-		return bin
+	if startupBin != "" {
+		return startupBin
 	}
 	dir, err := os.MkdirTemp("", "acpd-startup-")
 	if err != nil {
@@ -46,12 +49,12 @@ func startupBinary(b *testing.B, tags string) string {
 	bin := filepath.Join(dir, "acpd")
 	// As the release builds it (.goreleaser.yaml): no cgo, so a static
 	// binary that the dynamic loader and libc take no part in starting.
-	build := exec.Command("go", "build", "-tags", tags, "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
+	build := exec.Command("go", "build", "-tags", releaseTags, "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build -tags %q: %v\n%s", tags, err, out)
+		b.Fatalf("go build: %v\n%s", err, out)
 	}
-	startupBinaries[tags] = bin
+	startupBin = bin
 	return bin
 }
 

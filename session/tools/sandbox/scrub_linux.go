@@ -3,9 +3,15 @@ package sandbox
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
+
+// startEnviron is the environment the process started with, which the
+// kernel shows in /proc/PID/environ (os.Setenv and os.Unsetenv change only
+// Go's copy of it). Taken when the package initialises, before main runs.
+var startEnviron = os.Environ()
 
 // ScrubEnviron blanks, in this process's own initial environment, the
 // values of the variables e drops, so that /proc/PID/environ — which the
@@ -23,6 +29,15 @@ import (
 // the kernel shows change: each blanked value becomes NUL bytes. Errors are
 // ignored: there is nothing better to do than leave the file as it was.
 func ScrubEnviron(e EnvPolicy) {
+	// Most environments hold nothing to blank, and finding the bytes
+	// (/proc/self/stat, then /proc/self/mem) costs more than the rest of
+	// acpd's own work before main: look at the names first.
+	if !slices.ContainsFunc(startEnviron, func(kv string) bool {
+		name, value, _ := strings.Cut(kv, "=")
+		return name != "" && value != "" && e.Drops(name)
+	}) {
+		return
+	}
 	start, end, ok := environBounds()
 	if !ok {
 		return

@@ -23,7 +23,9 @@ func TestScrubEnviron(t *testing.T) {
 		t.Skip("Linux only")
 	}
 	if os.Getenv("ACPD_TEST_SCRUB_CHILD") == "1" {
-		sandbox.ScrubEnviron(sandbox.EnvPolicy{Drop: []string{"LLM_ACCESS"}})
+		// A variable unset in Go's copy is still in the kernel's.
+		_ = os.Unsetenv("UNSET_ACCESS")
+		sandbox.ScrubEnviron(sandbox.EnvPolicy{Drop: []string{"LLM_ACCESS", "UNSET_ACCESS"}})
 		b, err := os.ReadFile("/proc/self/environ")
 		if err != nil {
 			fmt.Println("read-failed")
@@ -32,12 +34,13 @@ func TestScrubEnviron(t *testing.T) {
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestScrubEnviron$", "-test.v")
-	cmd.Env = append(os.Environ(), "ACPD_TEST_SCRUB_CHILD=1", "OPENAI_API_KEY=sk-scrub-secret", "LLM_ACCESS=llm-scrub-secret", "KEEP_ME=visible")
+	cmd.Env = append(os.Environ(), "ACPD_TEST_SCRUB_CHILD=1", "OPENAI_API_KEY=sk-scrub-secret", "LLM_ACCESS=llm-scrub-secret", "KEEP_ME=visible", "UNSET_ACCESS=unset-scrub-secret")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	environ, _, _ := bytes.Cut(out[bytes.Index(out, []byte("environ=")):], []byte("\n"))
 	assert.NotContains(t, string(environ), "sk-scrub-secret")
 	assert.NotContains(t, string(environ), "llm-scrub-secret")
+	assert.NotContains(t, string(environ), "unset-scrub-secret")
 	assert.Contains(t, string(environ), `OPENAI_API_KEY=\x00`)
 	assert.Contains(t, string(environ), "KEEP_ME=visible")
 	assert.Contains(t, string(out), "getenv=sk-scrub-secret,llm-scrub-secret,visible", "the process itself still has them")
