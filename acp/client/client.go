@@ -191,6 +191,15 @@ func (p *Prompt) Wait(ctx context.Context) (*acp.PromptResponse, error) {
 	return &resp, nil
 }
 
+// Steer sends _session/steering: a message for the running turn.
+func (c *Conn) Steer(ctx context.Context, req *acp.SteeringRequest) (*acp.SteeringResponse, error) {
+	var resp acp.SteeringResponse
+	if err := c.rpc.Call(ctx, acp.MethodSessionSteering, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
 // Cancel sends session/cancel for the session and $/cancel_request for the
 // prompt request id: an agent may register a request before it starts its
 // turn, so a session/cancel sent right after the prompt could find no turn

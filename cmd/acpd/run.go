@@ -35,6 +35,7 @@ type runFlags struct {
 	mcpConfig            string
 	yolo, btw            bool
 	format               outputFormat
+	input                outputFormat
 	answers              []string
 }
 
@@ -53,6 +54,9 @@ func newRunCommand(a *app) *cobra.Command {
 	f.BoolVar(&o.yolo, "yolo", false, "run every tool without asking (same as --approval-mode yolo)")
 	f.BoolVar(&o.btw, "btw", false, "ask PROMPT as a side question (/btw): answered from the conversation (with --session, the stored one) without tools, and not kept in it")
 	outputFormatFlags(f, &o.format)
+	o.input = outputFormat{v: headless.InputText, valid: []string{headless.InputText, headless.InputStreamJSON}}
+	f.Var(&o.input, "input-format", "input format: text (stdin is the prompt) or stream-json (one JSON user message a line: the first is the prompt unless PROMPT is given, each later one steers the running turn)")
+	_ = f.SetAnnotation("input-format", annotValues, o.input.valid)
 	f.StringVar(&o.mcpConfig, "mcp-config", "", "MCP servers for the session from a JSON `file`: {\"mcpServers\": {NAME: {\"command\", \"args\", \"env\"} or {\"type\": \"http\", \"url\", \"headers\"}}}, as other agents take it")
 	_ = cmd.MarkFlagFilename("mcp-config", "json")
 	f.StringArrayVar(&o.answers, "answer", nil, "answer to a question the model asks (ask_user_question), repeatable, used in order: an option's label or number, several separated by commas, or free `text`")
@@ -114,6 +118,21 @@ answered from --answer flags, one per question in order; without one left the
 question fails and the model is told acpd run cannot ask. Questions from the
 MCP servers of --mcp-config are declined, with a line on stderr.
 
+With --input-format stream-json, stdin (a pipe, a file or a FIFO given as
+stdin) is read as JSON lines, each a user message in the form Claude Code's
+stream-json input takes:
+  {"type":"user","message":{"role":"user","content":"use the v2 API"}}
+or {"type":"user","content":…}; content is a string or an array of ACP
+content blocks. The first line is the prompt unless PROMPT is given. Every
+later line steers the running turn (_session/steering, idleBehavior
+promptRequired): the model reads it after the running tool calls, in the
+same turn. A line the turn can no longer take (it ended, was cancelled, or
+never took it) starts no new turn: it is listed as undelivered (json:
+"undelivered", with its content; text: a line on stderr); send it with
+--session ID as the next prompt. The end of stdin does not end the turn;
+the run ends with the turn. A malformed line is an error on stderr naming
+its line number and field, and is skipped.
+
 With --btw, PROMPT is a side question: one model request on the
 conversation (with --session, the stored one) plus the question, tool use
 off; the answer is printed and the session is left as it was.
@@ -127,12 +146,16 @@ Output (--output-format):
                requests, inputTokens, cachedInputTokens,
                cacheWriteInputTokens when the provider reports cache writes,
                outputTokens, reasoningTokens, summaries, subagents, cost),
-               budget
+               budget; with stream-json input, steers (each steering
+               line: line, outcome, messageId, delivered) and
+               undelivered (line, reason, prompt)
   stream-json  each session/update notification's params as one JSON line as
                it happens (notices of retries among them), a line
                {"event":"waiting",...} when the agent has said nothing for 5,
-               15, 30, 60 s and each minute after, then the json result
-               object as the last line
+               15, 30, 60 s and each minute after, a line
+               {"event":"steering","line":N,"outcome":…} for each steering
+               line's answer, then the json result object as the last
+               line
 
 On a terminal, stderr also says what the turn waits for (the model, a tool)
 when it is silent, each retry of a model request, and compaction. Text
@@ -196,7 +219,26 @@ func parseRunOptions(a *app, rf *runFlags, cfg *config.Config) (headless.Options
 	default:
 		return o, &usageError{msg: fmt.Sprintf("unexpected argument %q: give the prompt as one argument (quote it)", a.args[1])}
 	}
-	if len(a.args) == 0 || o.Prompt == "-" {
+	if rf.input.v == headless.InputStreamJSON {
+		if rf.btw || rf.rewind != "" {
+			return o, &usageError{msg: "--input-format stream-json steers a turn: it conflicts with --btw and --rewind"}
+		}
+		in := headless.NewInput(a.stdin)
+		o.Input = in
+		if len(a.args) == 0 || o.Prompt == "-" {
+			if isTerminal(a.stdin) {
+				fmt.Fprintln(a.stderr, "acpd run: reading JSON lines from stdin, the prompt first; end with Ctrl-D")
+			}
+			_, blocks, err := in.Next()
+			switch {
+			case errors.Is(err, io.EOF):
+				return o, &usageError{msg: "empty prompt: stdin ended before its first line (--input-format stream-json)"}
+			case err != nil:
+				return o, &usageError{msg: fmt.Sprintf("--input-format stream-json: the prompt: %v", err)}
+			}
+			o.PromptBlocks, o.Prompt = blocks, headless.BlocksText(blocks)
+		}
+	} else if len(a.args) == 0 || o.Prompt == "-" {
 		if isTerminal(a.stdin) {
 			fmt.Fprintln(a.stderr, "acpd run: reading the prompt from stdin; end it with Ctrl-D")
 		}
@@ -206,7 +248,7 @@ func parseRunOptions(a *app, rf *runFlags, cfg *config.Config) (headless.Options
 		}
 		o.Prompt = string(b)
 	}
-	if strings.TrimSpace(o.Prompt) == "" {
+	if strings.TrimSpace(o.Prompt) == "" && o.PromptBlocks == nil {
 		return o, &usageError{msg: "empty prompt: give it as an argument or on stdin"}
 	}
 	if rf.btw {

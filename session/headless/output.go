@@ -54,6 +54,10 @@ type Result struct {
 	// Budget names the token budget the turn stopped at, if any
 	// (maxTokensPerTurn or sessionTokenLimit).
 	Budget string `json:"budget,omitempty"`
+	// Steers are the steering lines of stream-json input, in input
+	// order; Undelivered those of them that never reached the model.
+	Steers      []SteerSummary     `json:"steers,omitempty"`
+	Undelivered []UndeliveredSteer `json:"undelivered,omitempty"`
 }
 
 // Output collects the turn and prints it in the chosen format. It is the
@@ -95,6 +99,14 @@ type Output struct {
 	// waitedFor is how long the silence since has been reported for.
 	lastActivity time.Time
 	waitedFor    time.Duration
+	// steers are the steering lines sent or left unsent (steering.go),
+	// steerByID those the turn took, by messageId.
+	steers    []*steerLine
+	steerByID map[string]*steerLine
+	// running is closed at the turn's first update of its own: it runs
+	// and takes steering messages.
+	running     chan struct{}
+	runningOnce sync.Once
 }
 
 func NewOutput(stdout, stderr io.Writer, format, mode string) *Output {
@@ -110,6 +122,7 @@ func NewOutput(stdout, stderr io.Writer, format, mode string) *Output {
 	return &Output{
 		format: format, mode: mode, stdout: stdout, stderr: stderr,
 		byID: map[string]*ToolCallSummary{}, reported: map[string]bool{}, lastNL: true,
+		steerByID: map[string]*steerLine{}, running: make(chan struct{}),
 	}
 }
 
@@ -314,7 +327,12 @@ func (o *Output) Update(params json.RawMessage) {
 		return // an update kind this client does not know; nothing to track
 	}
 	u := n.Update
+	o.markRunning(u.Kind)
 	switch u.Kind {
+	case acp.UpdateUserMessageChunk:
+		if u.MessageID != "" {
+			o.steerDelivered(u.MessageID)
+		}
 	case acp.UpdateAgentMessageChunk:
 		if u.Content == nil || u.Content.Type != "text" {
 			return
@@ -458,6 +476,7 @@ func (o *Output) Finish(t Outcome) error {
 		r.StopReason = t.Resp.StopReason
 		r.TurnUsage, r.Budget = session.TurnMeta(t.Resp.Meta)
 	}
+	o.steeringResult(t, &r)
 
 	if o.format == FormatText {
 		o.breakLine()
@@ -467,6 +486,9 @@ func (o *Output) Finish(t Outcome) error {
 				o.reported[c.ToolCallID] = true
 				o.printTool(c)
 			}
+		}
+		for _, u := range r.Undelivered {
+			o.write(o.stderr, fmt.Sprintf("acpd run: input line %d: steering message not delivered: %s\n", u.Line, undeliveredWhy(u.Reason, r.StopReason)))
 		}
 		switch {
 		case r.Error != nil:

@@ -53,7 +53,13 @@ const CancelGrace = 10 * time.Second
 
 // Options are the resolved inputs of one run.
 type Options struct {
-	Prompt    string
+	Prompt string
+	// PromptBlocks, when set, is the prompt as content blocks (the first
+	// line of stream-json input); Prompt is then its text.
+	PromptBlocks []acp.ContentBlock
+	// Input, when set, is stream-json input whose lines steer the turn
+	// (steering.go).
+	Input     *Input
 	Cwd       string
 	SessionID string // continue this stored session; "" starts a new one
 	Format    string
@@ -113,6 +119,10 @@ func Run(ctx context.Context, env Env, o Options, newAgent func(acp.Client) Agen
 	turnCtx, cancelTurn := context.WithCancel(ctx)
 	defer cancelTurn()
 	c := &runClient{conn: conn, out: out, opts: o}
+	if o.Input != nil {
+		c.steer = newSteerInput(o.Input, out, c)
+		c.steer.start(context.WithoutCancel(ctx))
+	}
 	done := make(chan Outcome, 1)
 	go func() { done <- c.run(turnCtx) }()
 
@@ -137,6 +147,7 @@ wait:
 				signo = 15
 			}
 			fmt.Fprintf(env.Stderr, "acpd run: %v: cancelling the turn\n", sig)
+			c.stopSteering() // a line sent now would find the turn ending
 			if !c.cancel(ctx) {
 				// No prompt is running yet: abandon the handshake.
 				cancelTurn()
@@ -150,6 +161,17 @@ wait:
 			break wait
 		}
 	}
+
+	// The turn has ended: steering lines still queued are not sent, and
+	// the answer to the one in flight is awaited (a steer's answer comes
+	// at once; the bound only keeps a wedged agent from holding the run).
+	sending := c.stopSteering()
+	grace := time.NewTimer(2 * time.Second)
+	select {
+	case <-sending:
+	case <-grace.C:
+	}
+	grace.Stop()
 
 	// Closing our end makes the agent's Serve see EOF; it then cancels
 	// whatever still runs (only after a second signal) and returns.
@@ -169,6 +191,11 @@ wait:
 	stopServe()
 	agent.Close()
 	_ = agentEnd.Close()
+
+	<-sending // the closed connection has answered it by now
+	if c.steer != nil {
+		out.steerUnsent(c.steer.unsent())
+	}
 
 	stopWatch()
 	code := res.ExitCode()
@@ -253,6 +280,20 @@ type runClient struct {
 	// reads prompting and writes its notifications.
 	sendMu    sync.Mutex
 	prompting bool
+
+	// steer sends stream-json input's lines to the turn; nil without.
+	steer *steerInput
+}
+
+// stopSteering stops sending steering lines; the channel is closed once
+// the line in flight, if any, has its answer.
+func (c *runClient) stopSteering() <-chan struct{} {
+	if c.steer == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return c.steer.stop()
 }
 
 // mcpServers are the run's MCP servers (never null on the wire).
@@ -344,9 +385,11 @@ func (c *runClient) run(ctx context.Context) Outcome {
 	c.out.startTurn(id)
 
 	c.sendMu.Lock()
-	p, err := c.conn.StartPrompt(ctx, &acp.PromptRequest{
-		SessionID: id, Prompt: []acp.ContentBlock{acp.TextBlock(c.opts.Prompt)},
-	}, promptRequestID)
+	prompt := c.opts.PromptBlocks
+	if prompt == nil {
+		prompt = []acp.ContentBlock{acp.TextBlock(c.opts.Prompt)}
+	}
+	p, err := c.conn.StartPrompt(ctx, &acp.PromptRequest{SessionID: id, Prompt: prompt}, promptRequestID)
 	c.prompting = err == nil
 	c.sendMu.Unlock()
 	if err != nil {
