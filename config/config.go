@@ -27,6 +27,16 @@ type PermissionsConfig struct {
 	ClaudeUserSettings bool
 }
 
+// MCPConfig is the [mcp] table: the MCP servers a session takes beyond
+// those its client passes.
+type MCPConfig struct {
+	// Import names the agents whose configured MCP servers every session
+	// starts too ("claude", "gemini"); empty: none. A workspace's own
+	// files (.mcp.json, .gemini/settings.json) count only once the
+	// workspace is trusted.
+	Import []string
+}
+
 // DefaultMaxToolCallsPerTurn is the adaptive soft cap used when no layer sets
 // model.maxToolCallsPerTurn (qwen-code's DEFAULT_MAX_TOOL_CALLS_PER_TURN).
 const DefaultMaxToolCallsPerTurn = 100
@@ -73,7 +83,9 @@ type Config struct {
 	// Permissions is the [permissions] table: allow, ask and deny rules.
 	Permissions PermissionsConfig
 	// Hooks are the [hooks] table's commands, every file's, by event.
-	Hooks     hooks.Config
+	Hooks hooks.Config
+	// MCP is the [mcp] table.
+	MCP       MCPConfig
 	Context   ContextConfig
 	Session   SessionConfig
 	Log       LogConfig
@@ -390,6 +402,7 @@ func Default() Config {
 			SandboxDenyRead:          []string{},
 			SubagentConcurrency:      4,
 		},
+		MCP:       MCPConfig{Import: []string{"claude", "gemini"}},
 		Context:   ContextConfig{FileNames: []string{}, Environment: true, Instructions: true},
 		Session:   SessionConfig{CheckpointMaxBytes: 2 << 30},
 		Log:       LogConfig{Level: "info"},

@@ -74,7 +74,7 @@ func (r resolver) path(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-var tables = []string{"model", "tools", "permissions", "hooks", "context", "session", "log", "telemetry", "guard", "server", modelProvidersTable}
+var tables = []string{"model", "tools", "permissions", "hooks", "mcp", "context", "session", "log", "telemetry", "guard", "server", modelProvidersTable}
 
 // fields lists every key; the order is the order of `acpd config` output.
 // Built at first use: the table's rows and closures are several KB that
@@ -172,6 +172,8 @@ var fields = sync.OnceValue(func() []*field {
 		hookField(hooks.SessionEnd),
 		hookField(hooks.PreCompact),
 		hookField(hooks.Notification),
+
+		mcpImportField(),
 
 		fileNamesField(),
 		boolField("context", "environment", func(c *Config) *bool { return &c.Context.Environment },
@@ -280,7 +282,7 @@ func (g FlagGroup) Title() string {
 // tableGroups are the groups of the tables' flags, unless a field says
 // otherwise.
 var tableGroups = map[string]FlagGroup{
-	"model": GroupModel, "tools": GroupTools, "permissions": GroupTools, "hooks": GroupTools, "context": GroupTools, "session": GroupGlobal, "log": GroupGlobal,
+	"model": GroupModel, "tools": GroupTools, "permissions": GroupTools, "hooks": GroupTools, "mcp": GroupTools, "context": GroupTools, "session": GroupGlobal, "log": GroupGlobal,
 	"telemetry": GroupTelemetry, "guard": GroupGuard, "server": GroupServer,
 }
 
@@ -1383,4 +1385,29 @@ func hookField(event string) *field {
 			return "[" + strings.Join(q, ", ") + "]", true
 		},
 	}
+}
+
+// mcpImportField is mcp.import: the agents whose MCP servers are read
+// (package session/mcp/imported), each named once; [] switches it off.
+func mcpImportField() *field {
+	f := stringListField("mcp", "import", func(c *Config) *[]string { return &c.MCP.Import },
+		[]string{"ACPD_MCP_IMPORT"}, "", "")
+	decode := f.decode
+	f.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if err := decode(c, raw, fromText, r); err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, a := range c.MCP.Import {
+			if a != "claude" && a != "gemini" {
+				return fmt.Errorf("unknown agent %q; valid: claude, gemini", a)
+			}
+			if seen[a] {
+				return fmt.Errorf("%q is listed twice", a)
+			}
+			seen[a] = true
+		}
+		return nil
+	}
+	return f
 }

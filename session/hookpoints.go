@@ -61,6 +61,10 @@ func (t *turn) beforePrompt(ctx context.Context, h *heldRecords, text string) (e
 		if err := p.AnswerTrust(proj, yes, !answered); err != nil {
 			s.log.Warn("keeping the workspace's trust", "err", err)
 		}
+		if yes && len(proj.MCP.Servers) > 0 {
+			// Its MCP servers start now, for this very prompt.
+			s.m.trustedMCP(ctx, s)
+		}
 	}
 	mode := hooks.PermissionMode(s.getMode())
 	var parts []string

@@ -25,6 +25,7 @@ import (
 	"github.com/acpd/acpd/session/checkpoint"
 	"github.com/acpd/acpd/session/commands"
 	"github.com/acpd/acpd/session/mcp"
+	"github.com/acpd/acpd/session/mcp/imported"
 	"github.com/acpd/acpd/session/mcp/oauth"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
@@ -146,6 +147,10 @@ type Options struct {
 	// MCPTokens keeps the OAuth grants of the HTTP MCP servers that ask
 	// to be signed in (nil: such a server fails to start).
 	MCPTokens *oauth.Store
+	// MCPImport says whose MCP configurations every session reads too
+	// (package imported): the user's own files at once, the workspace's
+	// once it is trusted. No agents: none.
+	MCPImport imported.Options
 	// ConfigDir is acpd's user configuration folder, holding the global
 	// AGENTS.md and commands/; "" means $XDG_CONFIG_HOME/acpd.
 	ConfigDir string

@@ -3,12 +3,18 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/commands"
 	"github.com/acpd/acpd/session/mcp"
+	"github.com/acpd/acpd/session/mcp/imported"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/notice"
+	"github.com/acpd/acpd/session/policy"
 	"github.com/acpd/acpd/session/tools"
 )
 
@@ -20,13 +26,23 @@ import (
 // are announced again as commands.
 
 // connectMCP starts the session's MCP servers concurrently and adds their
-// tools to its registry. A server that fails to start is logged and reported
-// in the session at its next prompt; the session starts regardless.
+// tools to its registry: the client's, and those the user configured for
+// other agents (importedMCP). A server that fails to start is logged and
+// reported in the session at its next prompt; the session starts
+// regardless.
 func (m *Manager) connectMCP(ctx context.Context, s *Session, servers []acp.MCPServer) {
+	names := make([]string, 0, len(servers))
+	for _, srv := range servers {
+		names = append(names, srv.Name)
+	}
+	more, extra := m.importedMCP(s, names)
+	servers = append(slices.Clip(servers), more...)
 	if len(servers) == 0 {
 		return
 	}
-	set, errs := mcp.Connect(ctx, servers, m.mcpOptions(s))
+	o := m.mcpOptions(s)
+	o.Servers = extra
+	set, errs := mcp.Connect(ctx, servers, o)
 	for _, err := range errs {
 		s.notify(ctx, notice.MCPServerFailed, err.Error())
 	}
@@ -38,6 +54,85 @@ func (m *Manager) connectMCP(ctx context.Context, s *Session, servers []acp.MCPS
 	if names := set.NeedsSignIn(); len(names) > 0 {
 		m.signInMCP(ctx, s, names)
 	}
+}
+
+// ImportedMCP is what the configurations of other agents give a session in
+// the workspace at cwd (its policy pol, nil for none): the servers it
+// starts, ready, and those it leaves off, with the problems met. acpd
+// doctor shows it.
+func ImportedMCP(o imported.Options, pol *policy.Session, cwd string) imported.Found {
+	return importedFound(o, pol, cwd, nil)
+}
+
+func importedFound(o imported.Options, pol *policy.Session, cwd string, taken []string) imported.Found {
+	if len(o.Agents) == 0 {
+		return imported.Found{}
+	}
+	proj, trusted := pol.ProjectMCP()
+	f := imported.Merge(imported.ReadUser(o, cwd), proj, trusted, taken)
+	f = imported.Resolve(f, cwd, os.LookupEnv, exec.LookPath)
+	keep := f.Servers[:0]
+	for _, srv := range f.Servers {
+		if err := mcp.ValidateServers([]acp.MCPServer{srv.MCPServer}); err != nil {
+			f.Problems = append(f.Problems, fmt.Sprintf("mcp server %q (%s): %v", srv.Name, srv.File, err))
+			continue
+		}
+		keep = append(keep, srv)
+	}
+	f.Servers = keep
+	return f
+}
+
+// importedMCP are the servers the user configured for other agents that
+// the session starts besides the client's (taken: their names win), and
+// what acpd keeps of their settings.
+func (m *Manager) importedMCP(s *Session, taken []string) ([]acp.MCPServer, map[string]mcp.ServerOptions) {
+	f := importedFound(m.opts.MCPImport, s.pol, s.cwd, taken)
+	for _, p := range f.Problems {
+		s.log.Warn("imported MCP servers", "problem", p)
+	}
+	var out []acp.MCPServer
+	extra := map[string]mcp.ServerOptions{}
+	for _, srv := range f.Servers {
+		s.log.Info("imported MCP server", "name", srv.Name, "from", srv.Origin())
+		out = append(out, srv.MCPServer)
+		extra[srv.Name] = mcp.ServerOptions{Dir: srv.Dir, IncludeTools: srv.IncludeTools,
+			ExcludeTools: srv.ExcludeTools, CallTimeout: srv.Timeout}
+	}
+	return out, extra
+}
+
+// trustedMCP starts the servers the workspace's files configure, after the
+// user trusted it during the session: what the session did not run yet.
+// Callers hold the turn; the tools reach the model in this turn.
+func (m *Manager) trustedMCP(ctx context.Context, s *Session) {
+	var taken []string
+	for _, st := range s.mcp.Status() {
+		taken = append(taken, st.Name)
+	}
+	more, extra := m.importedMCP(s, taken)
+	if len(more) == 0 {
+		return
+	}
+	var errs []error
+	if s.mcp == nil {
+		o := m.mcpOptions(s)
+		o.Servers = extra
+		s.mcp, errs = mcp.Connect(ctx, more, o)
+	} else {
+		errs = s.mcp.Add(ctx, more, extra)
+	}
+	for _, err := range errs {
+		s.notify(ctx, notice.MCPServerFailed, err.Error())
+	}
+	if s.mcp == nil {
+		return
+	}
+	s.syncMCPTools()
+	s.cmds.mu.Lock()
+	s.cmds.mcpStale = true
+	s.cmds.mu.Unlock()
+	s.refreshCommands(ctx)
 }
 
 // mcpOptions configures the session's MCP servers: the servers may ask

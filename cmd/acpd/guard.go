@@ -132,8 +132,10 @@ func cmdGuard(ctx context.Context, a *app) int {
 			Telemetry:         tel,
 			AgentName:         filepath.Base(a.args[0]),
 			Cwd:               cwd,
-			Policy:            newPolicy(cfg, logger),
-			Logger:            logger,
+			// The wrapped agent runs its own MCP servers: a workspace's
+			// are no part of the guard's trust question.
+			Policy: newPolicy(withoutMCPImport(cfg), logger),
+			Logger: logger,
 		},
 		Command:       a.args,
 		ShutdownGrace: cfg.Guard.ShutdownGrace,
@@ -196,4 +198,10 @@ func (p confinedProcess) Wait() (int, string) {
 		return 1, err.Error()
 	}
 	return agentguard.WaitStatusExit(ws)
+}
+
+// withoutMCPImport is cfg reading no other agent's MCP configuration.
+func withoutMCPImport(cfg config.Config) config.Config {
+	cfg.MCP.Import = nil
+	return cfg
 }

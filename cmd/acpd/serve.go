@@ -17,6 +17,7 @@ import (
 	"github.com/acpd/acpd/loopdetect"
 	"github.com/acpd/acpd/session"
 	"github.com/acpd/acpd/session/agents"
+	"github.com/acpd/acpd/session/mcp/imported"
 	"github.com/acpd/acpd/session/mcp/oauth"
 	"github.com/acpd/acpd/session/model"
 	"github.com/acpd/acpd/session/model/providers"
@@ -195,6 +196,7 @@ func sessionOptions(cfg config.Config, logger *slog.Logger) (session.Options, er
 		Version:              versionString(),
 		Logger:               logger,
 		MCPTokens:            oauth.NewStore(filepath.Join(cfg.Session.DataDir, "mcp-oauth")),
+		MCPImport:            mcpImport(cfg),
 	}, nil
 }
 
@@ -336,5 +338,17 @@ func newPolicy(cfg config.Config, logger *slog.Logger) *policy.Engine {
 	return policy.New(policy.Options{
 		StateDir: cfg.Session.DataDir, Rules: cfg.Permissions.Rules, Hooks: cfg.Hooks,
 		ClaudeUser: cfg.Permissions.ClaudeUserSettings, ClaudeDir: claudeDir, Home: home, Logger: logger,
+		MCPImport: mcpImport(cfg).Agents,
 	})
+}
+
+// mcpImport is mcp.import: whose MCP configurations sessions read, and
+// where the user's files are.
+func mcpImport(cfg config.Config) imported.Options {
+	home, _ := os.UserHomeDir()
+	o := imported.Options{Home: home, ClaudeConfigDir: os.Getenv("CLAUDE_CONFIG_DIR")}
+	for _, a := range cfg.MCP.Import {
+		o.Agents = append(o.Agents, imported.Agent(a))
+	}
+	return o
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/acpd/acpd/config"
 	"github.com/acpd/acpd/session/credhttp"
+	"github.com/acpd/acpd/session/mcp/imported"
 	"github.com/acpd/acpd/session/model/gemini"
 	"github.com/acpd/acpd/session/tools/sandbox"
 )
@@ -61,6 +62,9 @@ type Env struct {
 	// Getenv reads the server token's variable; nil means os.Getenv. (The
 	// OTLP exporters read their variables from the environment themselves.)
 	Getenv func(string) string
+	// MCP is what the configurations of other agents give a session in
+	// the current folder (session.ImportedMCP); nil skips the check.
+	MCP func() imported.Found
 	// Width, when positive, wraps each check's line at that column, its
 	// detail going on under itself, for a person at a terminal; 0 keeps
 	// one line per check, for grep and scripts.
@@ -97,6 +101,7 @@ func Checks() []Check {
 		{Name: "shell sandbox", Run: checkSandbox},
 		{Name: "telemetry", Run: checkTelemetry},
 		{Name: "server", Run: checkServer},
+		{Name: "imported mcp", Run: checkImportedMCP},
 	}
 }
 
@@ -451,4 +456,40 @@ func checkDataDir(_ context.Context, env *Env) Result {
 		return Result{Status: Fail, Detail: fmt.Sprintf("%s: writing %s: %v", dir, filepath.Base(name), err)}
 	}
 	return Result{Status: OK, Detail: dir + " is writable"}
+}
+
+// checkImportedMCP names the MCP servers a session here takes from other
+// agents' configurations and where each came from, those left off and
+// why; it fails when a configured server cannot be started (an unset
+// variable, a command not found, a malformed entry).
+func checkImportedMCP(_ context.Context, env *Env) Result {
+	if env.ConfigErr != nil {
+		return skipNoConfig()
+	}
+	if len(env.Config.MCP.Import) == 0 {
+		return Result{Status: Skip, Detail: "mcp.import is empty: no other agent's MCP servers are read"}
+	}
+	if env.MCP == nil {
+		return Result{Status: Skip, Detail: "not checked"}
+	}
+	f := env.MCP()
+	var parts []string
+	for _, s := range f.Servers {
+		parts = append(parts, fmt.Sprintf("%s (%s; %s)", s.Name, s.Summary(), s.Origin()))
+	}
+	detail := "none configured"
+	if len(parts) > 0 {
+		detail = fmt.Sprintf("%d started in every session here: %s", len(parts), strings.Join(parts, ", "))
+	}
+	if len(f.Off) > 0 {
+		var off []string
+		for _, o := range f.Off {
+			off = append(off, fmt.Sprintf("%s (%s: %s)", o.Name, o.File, o.Why))
+		}
+		detail += "; left off: " + strings.Join(off, ", ")
+	}
+	if len(f.Problems) > 0 {
+		return Result{Status: Fail, Detail: detail + "; problems: " + strings.Join(f.Problems, "; ")}
+	}
+	return Result{Status: OK, Detail: detail}
 }

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -100,10 +101,34 @@ type Options struct {
 	// token was refused (the session's: through the editor); nil: the
 	// call fails saying the server waits for a sign-in.
 	SignIn oauth.Prompt
+	// Servers are what is known of some servers beyond their ACP shape
+	// (those imported from other agents' configurations), by name.
+	Servers map[string]ServerOptions
 	// Changed is called, on a goroutine of its own, when a server said
 	// its tools, prompts or resources changed. Set.Refresh applies the
 	// change; until then the session keeps what it had.
 	Changed func()
+}
+
+// ServerOptions are the settings of one server that session/new has no
+// field for; the configurations of other agents have them.
+type ServerOptions struct {
+	// Dir is a stdio server's working directory; "" is the neutral one
+	// (see neutralDir).
+	Dir string
+	// IncludeTools, when not empty, are the only tools offered;
+	// ExcludeTools are never offered (and win).
+	IncludeTools, ExcludeTools []string
+	// CallTimeout bounds each tools/call; 0: none but the turn's.
+	CallTimeout time.Duration
+}
+
+// offers reports whether the server's tool called name is offered.
+func (o ServerOptions) offers(name string) bool {
+	if slices.Contains(o.ExcludeTools, name) {
+		return false
+	}
+	return len(o.IncludeTools) == 0 || slices.Contains(o.IncludeTools, name)
 }
 
 func (o Options) withDefaults() Options {
@@ -210,7 +235,10 @@ func validHeaderName(n string) bool {
 // Set is the MCP servers of one session. Its methods are safe for concurrent
 // use.
 type Set struct {
+	// srvMu guards servers, which Add extends.
+	srvMu   sync.RWMutex
 	servers []*server
+	opts    Options
 	log     *slog.Logger
 	// mu guards names and order: a tool's model-facing name and its
 	// position are fixed the first time the set lists it, so a tool keeps
@@ -236,13 +264,22 @@ func Connect(ctx context.Context, servers []acp.MCPServer, opts Options) (*Set, 
 		return nil, []error{err}
 	}
 	opts = opts.withDefaults()
-	set := &Set{log: opts.Logger, names: map[toolKey]string{}, order: map[toolKey]int{}, used: map[string]bool{}}
+	set := &Set{opts: opts, log: opts.Logger, names: map[toolKey]string{}, order: map[toolKey]int{}, used: map[string]bool{}}
+	return set, set.start(ctx, servers, opts)
+}
+
+// start makes the servers part of the set and starts them concurrently.
+func (st *Set) start(ctx context.Context, servers []acp.MCPServer, opts Options) []error {
+	added := make([]*server, 0, len(servers))
 	for _, cfg := range servers {
-		set.servers = append(set.servers, newServer(cfg, opts))
+		added = append(added, newServer(cfg, opts))
 	}
-	errs := make([]error, len(set.servers))
+	st.srvMu.Lock()
+	st.servers = append(st.servers, added...)
+	st.srvMu.Unlock()
+	errs := make([]error, len(added))
 	var wg sync.WaitGroup
-	for i, s := range set.servers {
+	for i, s := range added {
 		wg.Go(func() { errs[i] = s.start(ctx) })
 	}
 	wg.Wait()
@@ -252,7 +289,40 @@ func Connect(ctx context.Context, servers []acp.MCPServer, opts Options) (*Set, 
 			out = append(out, err)
 		}
 	}
-	return set, out
+	return out
+}
+
+// Add starts more servers in the set (a workspace's, once trusted), with
+// the set's options and the given per-server ones. A server whose name the
+// set already has, or that fails validation, is refused; their tools reach
+// the session as Connect's do.
+func (st *Set) Add(ctx context.Context, servers []acp.MCPServer, extra map[string]ServerOptions) []error {
+	if err := ValidateServers(servers); err != nil {
+		return []error{err}
+	}
+	var out []error
+	var fresh []acp.MCPServer
+	for _, s := range servers {
+		if st.server(s.Name) != nil {
+			out = append(out, &ServerError{Server: s.Name, Err: errors.New("a server of this name is already running in the session")})
+			continue
+		}
+		fresh = append(fresh, s)
+	}
+	opts := st.opts
+	if len(extra) > 0 {
+		opts.Servers = make(map[string]ServerOptions, len(st.opts.Servers)+len(extra))
+		maps.Copy(opts.Servers, st.opts.Servers)
+		maps.Copy(opts.Servers, extra)
+	}
+	return append(out, st.start(ctx, fresh, opts)...)
+}
+
+// list is the set's servers now.
+func (st *Set) list() []*server {
+	st.srvMu.RLock()
+	defer st.srvMu.RUnlock()
+	return slices.Clip(st.servers)
 }
 
 // Tools returns the tools of every connected server with unique
@@ -270,7 +340,7 @@ func (st *Set) Tools() []tools.Tool {
 	}
 	var all []placed
 	st.mu.Lock()
-	for _, s := range st.servers {
+	for _, s := range st.list() {
 		for _, def := range s.listing() {
 			k := toolKey{s.name, def.name}
 			name, ok := st.names[k]
@@ -308,7 +378,7 @@ func (st *Set) Refresh(ctx context.Context) Changes {
 	if st == nil {
 		return ch
 	}
-	for _, s := range st.servers {
+	for _, s := range st.list() {
 		c := s.refresh(ctx)
 		ch.Tools = ch.Tools || c.Tools
 		ch.Prompts = ch.Prompts || c.Prompts
@@ -341,8 +411,9 @@ func (st *Set) Status() []Status {
 	if st == nil {
 		return nil
 	}
-	out := make([]Status, 0, len(st.servers))
-	for _, s := range st.servers {
+	list := st.list()
+	out := make([]Status, 0, len(list))
+	for _, s := range list {
 		out = append(out, s.status())
 	}
 	return out
@@ -356,9 +427,10 @@ func (st *Set) Close() error {
 	if st == nil {
 		return nil
 	}
-	errs := make([]error, len(st.servers))
+	list := st.list()
+	errs := make([]error, len(list))
 	var wg sync.WaitGroup
-	for i, s := range st.servers {
+	for i, s := range list {
 		wg.Go(func() { errs[i] = s.close() })
 	}
 	wg.Wait()
@@ -372,7 +444,7 @@ func (st *Set) NeedsSignIn() []string {
 		return nil
 	}
 	var out []string
-	for _, s := range st.servers {
+	for _, s := range st.list() {
 		if s.status().SignInRequired {
 			out = append(out, s.name)
 		}
@@ -394,7 +466,7 @@ func (st *Set) SignIn(ctx context.Context, name string, prompt oauth.Prompt) err
 
 // server returns the server called name.
 func (st *Set) server(name string) *server {
-	for _, s := range st.servers {
+	for _, s := range st.list() {
 		if s.name == name {
 			return s
 		}

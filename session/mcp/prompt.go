@@ -61,7 +61,7 @@ func (st *Set) Prompts() []Prompt {
 	}
 	var out []Prompt
 	seen := map[string]bool{}
-	for _, s := range st.servers {
+	for _, s := range st.list() {
 		s.mu.Lock()
 		defs := s.lists.prompts
 		live := s.conn != nil || s.dead != nil

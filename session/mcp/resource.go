@@ -56,7 +56,7 @@ var (
 
 // resourceTool is the set's resource tool while a server offers resources.
 func (st *Set) resourceTool() tools.Tool {
-	for _, s := range st.servers {
+	for _, s := range st.list() {
 		s.mu.Lock()
 		has := s.lists.caps != nil && s.lists.caps.Resources != nil && (s.conn != nil || s.dead != nil)
 		s.mu.Unlock()
@@ -191,7 +191,7 @@ func (c *resourceCall) Execute(ctx context.Context, env *tools.Env) tools.Result
 // serverNames are the set's servers' names.
 func (st *Set) serverNames() []string {
 	var out []string
-	for _, s := range st.servers {
+	for _, s := range st.list() {
 		out = append(out, s.name)
 	}
 	return out
@@ -201,7 +201,7 @@ func (st *Set) serverNames() []string {
 // all, one per line.
 func (st *Set) listResources(name string) string {
 	var b strings.Builder
-	for _, s := range st.servers {
+	for _, s := range st.list() {
 		if name != "" && s.name != name {
 			continue
 		}
@@ -258,7 +258,7 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // serverOf is the server that lists uri, or else the first whose resource
 // template matches it; nil when none does.
 func (st *Set) serverOf(uri string) *server {
-	for _, s := range st.servers {
+	for _, s := range st.list() {
 		s.mu.Lock()
 		rs := s.lists.resources
 		s.mu.Unlock()
@@ -266,7 +266,7 @@ func (st *Set) serverOf(uri string) *server {
 			return s
 		}
 	}
-	for _, s := range st.servers {
+	for _, s := range st.list() {
 		s.mu.Lock()
 		ts := s.lists.templates
 		s.mu.Unlock()

@@ -113,6 +113,9 @@ func (c *conn) exitReason(ctx context.Context, fallback error) error {
 	return fallback
 }
 
+// extra is what the configuration says of the server beyond its ACP shape.
+func (s *server) extra() ServerOptions { return s.opts.Servers[s.name] }
+
 func newServer(cfg acp.MCPServer, opts Options) *server {
 	life, stop := context.WithCancel(context.Background())
 	s := &server{
@@ -286,7 +289,7 @@ func (s *server) list(ctx context.Context, cs *sdk.ClientSession, kinds int, pre
 				return "", fmt.Errorf("tools/list: %w", err)
 			}
 			for _, t := range res.Tools {
-				if t == nil || t.Name == "" || seen[t.Name] {
+				if t == nil || t.Name == "" || seen[t.Name] || !s.extra().offers(t.Name) {
 					continue
 				}
 				seen[t.Name] = true

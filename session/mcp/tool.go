@@ -267,6 +267,11 @@ func (s *server) callTool(ctx context.Context, tool string, args json.RawMessage
 	if _, ok := s.lookup(tool); !ok {
 		return nil, fmt.Errorf("mcp server %q no longer offers tool %q", s.name, tool)
 	}
+	if d := s.extra().CallTimeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	ctx = withCall(ctx, cs)
 	token, untrack := s.track(cs)
 	defer untrack()

@@ -44,6 +44,11 @@ func (s *server) transport() (sdk.Transport, *exec.Cmd, error) {
 	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
 	cmd.Env = childEnv(s.cfg.Env)
 	cmd.Dir = neutralDir()
+	if d := s.extra().Dir; d != "" {
+		// Configured: the folder of a trusted workspace, or one the
+		// user's own configuration names.
+		cmd.Dir = d
+	}
 	// The SDK reads stdout; stderr is the server's log and must never
 	// reach the daemon's stdout (the ACP stream).
 	cmd.Stderr = &stderrLog{log: s.log}

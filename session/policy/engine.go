@@ -13,6 +13,7 @@
 //	Claude Code's user settings   ~/.claude/settings.json (opt-in)
 //	the project's settings        .claude/settings.json, .claude/settings.local.json,
 //	                              .gemini/settings.json, .acpd/settings.toml
+//	                              (and .mcp.json, for its MCP servers)
 //
 // A project's deny and ask rules apply at once: they only narrow. Its
 // allow rules and hooks apply only once the user trusted the workspace,
@@ -26,6 +27,7 @@ import (
 	"sync"
 
 	"github.com/acpd/acpd/session/hooks"
+	"github.com/acpd/acpd/session/mcp/imported"
 	"github.com/acpd/acpd/session/rules"
 )
 
@@ -43,6 +45,10 @@ type Options struct {
 	// ClaudeDir is Claude Code's user folder ($CLAUDE_CONFIG_DIR, else
 	// ~/.claude).
 	ClaudeDir string
+	// MCPImport names the agents whose MCP servers a workspace's files
+	// configure (.mcp.json, .gemini/settings.json) are read: they start
+	// once the workspace is trusted, and trusting it says so.
+	MCPImport []imported.Agent
 	// Home anchors `~/` in path rules.
 	Home   string
 	Logger *slog.Logger

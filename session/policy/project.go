@@ -16,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/acpd/acpd/session/hooks"
+	"github.com/acpd/acpd/session/mcp/imported"
 	"github.com/acpd/acpd/session/rules"
 	"github.com/acpd/acpd/session/shellline"
 )
@@ -34,6 +35,7 @@ var ProjectFiles = []struct {
 	{filepath.Join(".claude", "settings.local.json"), rules.ScopeLocal},
 	{filepath.Join(".gemini", "settings.json"), rules.ScopeProject},
 	{filepath.Join(".acpd", "settings.toml"), rules.ScopeProject},
+	{".mcp.json", rules.ScopeProject},
 }
 
 // Project is what a workspace's settings files say.
@@ -51,6 +53,10 @@ type Project struct {
 	// Allow and Hooks apply once the workspace is trusted.
 	Allow []rules.Rule
 	Hooks hooks.Config
+	// MCP are the MCP servers its files configure for other agents
+	// (.mcp.json, .gemini/settings.json; package imported), those the
+	// files themselves switch off removed: started once it is trusted.
+	MCP imported.Project
 	// Ignored are the settings acpd never takes from a project (a
 	// default mode, an environment, extra folders, …), by file.
 	Ignored []string
@@ -60,7 +66,9 @@ type Project struct {
 
 // Widens reports whether trusting the workspace would change anything:
 // it has allow rules or hooks.
-func (p *Project) Widens() bool { return len(p.Allow) > 0 || len(p.Hooks) > 0 }
+func (p *Project) Widens() bool {
+	return len(p.Allow) > 0 || len(p.Hooks) > 0 || len(p.MCP.Servers) > 0
+}
 
 // Enables lists, for the trust question and acpd trust, what trusting the
 // workspace turns on.
@@ -76,6 +84,13 @@ func (p *Project) Enables() []string {
 		}
 		out = append(out, fmt.Sprintf("%s hook%s: %s (%s)", h.Event, m, h.Command, rel(p.Root, h.Source.File)))
 	}
+	for _, s := range p.MCP.Servers {
+		x := fmt.Sprintf("MCP server %s: %s (%s)", s.Name, s.Summary(), rel(p.Root, s.File))
+		if len(s.Vars) > 0 {
+			x += ", given $" + strings.Join(s.Vars, ", $") + " from acpd's environment"
+		}
+		out = append(out, x)
+	}
 	return out
 }
 
@@ -86,8 +101,9 @@ func rel(root, p string) string {
 	return p
 }
 
-// loadProject reads the settings files of the workspace at root.
-func loadProject(root string) *Project {
+// loadProject reads the settings files of the workspace at root, and the
+// MCP servers they configure for the agents named.
+func loadProject(root string, agents []imported.Agent) *Project {
 	p := &Project{Root: root}
 	h := sha256.New()
 	for _, pf := range ProjectFiles {
@@ -106,6 +122,12 @@ func loadProject(root string) *Project {
 			continue
 		}
 		src := rules.Source{Scope: pf.Scope, File: path, Anchor: root}
+		if more, ok := projectMCP(&p.MCP, pf.Rel, path, data, agents); ok || more != nil {
+			p.Problems = append(p.Problems, more...)
+			if ok {
+				continue
+			}
+		}
 		var s settings
 		switch {
 		case strings.HasSuffix(path, ".toml"):
@@ -148,6 +170,8 @@ func loadProject(root string) *Project {
 		h.Write(data)
 		p.Scripts = append(p.Scripts, s)
 	}
+	imported.ApplyClaudeDisabled(&p.MCP.Found, p.MCP.ClaudeDisabled)
+	imported.ApplyGemini(&p.MCP.Found, p.MCP.GeminiLists)
 	if len(p.Files) > 0 {
 		p.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	}
@@ -282,7 +306,8 @@ func claudeSettings(data []byte) (settings, error) {
 			if err := json.Unmarshal(raw[k], &s.hooks); err != nil {
 				return s, fmt.Errorf("hooks: %v", err)
 			}
-		case "$schema":
+		case "$schema", "disabledMcpjsonServers":
+			// The last one switches MCP servers off (projectMCP).
 		default:
 			s.ignored = append(s.ignored, k)
 		}
@@ -400,4 +425,42 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// projectMCP reads the MCP servers of one project file into m, for the
+// agents named: all of .mcp.json (ok: nothing else is read of it),
+// Gemini CLI's mcpServers and mcp lists, Claude Code's
+// disabledMcpjsonServers. It returns the file's problems.
+func projectMCP(m *imported.Project, rel, path string, data []byte, agents []imported.Agent) (problems []string, ok bool) {
+	has := func(a imported.Agent) bool { return slices.Contains(agents, a) }
+	switch {
+	case rel == ".mcp.json":
+		if !has(imported.Claude) {
+			return nil, true
+		}
+		f, err := imported.MCPJSON(data, path)
+		if err != nil {
+			return []string{err.Error()}, true
+		}
+		m.Servers = append(m.Servers, f.Servers...)
+		m.Off = append(m.Off, f.Off...)
+		return f.Problems, true
+	case strings.HasPrefix(rel, ".gemini"):
+		if !has(imported.Gemini) {
+			return nil, false
+		}
+		f, lists, err := imported.GeminiSettings(data, path, imported.ScopeProject)
+		if err != nil {
+			return nil, false // reported by the settings' own reader
+		}
+		m.Servers = append(m.Servers, f.Servers...)
+		m.Off = append(m.Off, f.Off...)
+		m.GeminiLists = append(m.GeminiLists, lists)
+		return f.Problems, false
+	case strings.HasPrefix(rel, ".claude"):
+		if has(imported.Claude) {
+			m.ClaudeDisabled = append(m.ClaudeDisabled, imported.ClaudeDisabled(data)...)
+		}
+	}
+	return nil, false
 }

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/acpd/acpd/session/mcp/imported"
 	"github.com/acpd/acpd/session/rules"
 )
 
@@ -59,4 +60,17 @@ func (s *Session) inRoot(p string) (string, bool) {
 		return "", false
 	}
 	return r, true
+}
+
+// ProjectMCP is what the workspace's files say of MCP servers, and
+// whether the user trusted them as they are (only then do they start).
+func (s *Session) ProjectMCP() (*imported.Project, bool) {
+	if s == nil {
+		return nil, false
+	}
+	snap := s.ws.Snapshot()
+	if snap.Project == nil {
+		return nil, false
+	}
+	return &snap.Project.MCP, snap.Trusted
 }

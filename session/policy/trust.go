@@ -69,7 +69,7 @@ func (e *Engine) Trust(dir string) (*Project, error) {
 		return nil, errors.New("no state folder to keep trust in")
 	}
 	w := e.Workspace(dir)
-	p := loadProject(w.Root)
+	p := loadProject(w.Root, e.opts.MCPImport)
 	return p, e.trustDigest(w, p)
 }
 

@@ -61,7 +61,7 @@ func (p *Project) TrustText() string {
 	for _, x := range p.Enables() {
 		b.WriteString("  - " + x + "\n")
 	}
-	b.WriteString("\nTrusting the workspace runs these hooks and lets these rules allow calls without asking, until the files change " +
+	b.WriteString("\nTrusting the workspace runs these hooks, starts these MCP servers and lets these rules allow calls without asking, until the files change " +
 		"(acpd then asks again). Its deny and ask rules apply either way.")
 	if len(p.Ignored) > 0 {
 		b.WriteString("\nacpd never takes these from a workspace, trusted or not: " + strings.Join(p.Ignored, ", ") + ".")

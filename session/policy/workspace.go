@@ -193,7 +193,7 @@ func (w *Workspace) load() *Snapshot {
 			}
 		}
 	}
-	p := loadProject(w.Root)
+	p := loadProject(w.Root, w.e.opts.MCPImport)
 	s.Project = p
 	s.Problems = append(s.Problems, p.Problems...)
 	s.Rules = append(s.Rules, p.Narrow...)
