@@ -229,6 +229,8 @@ sandboxPassEnv = ["GH_TOKEN"]
 sandboxDenyRead = ["secrets", "!~/.npmrc"]
 webFetchAllowPrivate = true
 subagentConcurrency = 2
+[mcp]
+import = ["gemini"]
 [context]
 fileNames = ["CONVENTIONS.md", "AGENTS.md"]
 environment = false
@@ -277,6 +279,7 @@ authFailuresPerMinute = 5
 					SandboxAllowedDomains: []string{"github.com", "*.npmjs.org", "localhost:8080"}, AutoAllowConfined: true,
 					SandboxPassEnv: []string{"GH_TOKEN"}, SandboxDenyRead: []string{filepath.Join(dir, "secrets"), "!" + filepath.Join(fx.home, ".npmrc")},
 					WebFetchAllowPrivate: true, SubagentConcurrency: 2},
+				MCP:     MCPConfig{Import: []string{"gemini"}},
 				Context: ContextConfig{FileNames: []string{"CONVENTIONS.md", "AGENTS.md"}},
 				Session: SessionConfig{DataDir: filepath.Join(fx.root, "state"), CheckpointMaxBytes: 2 << 30},
 				Log:     LogConfig{Level: "warn", File: filepath.Join(dir, "logs", "acpd.log"), Trace: true},

@@ -17,7 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/config"
+	"github.com/acpd/acpd/session/mcp/imported"
 	"github.com/acpd/acpd/session/model/anthropic/anthropictest"
 	"github.com/acpd/acpd/session/model/gemini/geminitest"
 	"github.com/acpd/acpd/session/model/modeltest"
@@ -81,6 +83,10 @@ func TestDoctor_AllPassAgainstScriptedServer(t *testing.T) {
 	cfg.Server.Listen = "127.0.0.1:8123"
 	cfg.Server.TokenFile = writeToken(t, 0o600)
 	env := &Env{Config: cfg, Sources: config.Sources{}, Sandbox: policyOf(cfg, landlockABI7)}
+	env.MCP = func() imported.Found {
+		return imported.Found{Servers: []imported.Server{{MCPServer: acp.MCPServer{Name: "gh", Type: "http", URL: "https://mcp.example/"},
+			Agent: imported.Gemini, Scope: imported.ScopeUser, File: "/home/u/.gemini/settings.json"}}}
+	}
 	ok, lines := run(t, env)
 	assert.True(t, ok, strings.Join(lines, "\n"))
 	require.Len(t, lines, len(Checks()), "one line per check")
@@ -90,6 +96,7 @@ func TestDoctor_AllPassAgainstScriptedServer(t *testing.T) {
 	assert.Contains(t, line(t, lines, "endpoint"), "model m1 listed")
 	assert.Contains(t, line(t, lines, "providers"), "anthropic: ok "+claude.URL+"/v1/models reachable, model claude-sonnet-4-5 listed; local: ok")
 	assert.Contains(t, line(t, lines, "data folder"), "is writable")
+	assert.Contains(t, line(t, lines, "imported mcp"), "1 started in every session here: gh (http https://mcp.example/; Gemini CLI, user scope, /home/u/.gemini/settings.json)")
 	assert.Contains(t, line(t, lines, "telemetry"), "http "+collector.URL()+"/v1/traces accepted an empty export")
 	entries, err := os.ReadDir(env.Config.Session.DataDir)
 	require.NoError(t, err)
