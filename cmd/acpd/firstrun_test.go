@@ -34,7 +34,7 @@ func TestDoctorCmd_ScriptedServer(t *testing.T) {
 	o := e.run(t, "", "doctor")
 	require.Equal(t, 0, o.code, "stdout:\n%s\nstderr:\n%s", o.stdout, o.stderr)
 	lines := checkLines(o.stdout)
-	require.Len(t, lines, 9, o.stdout)
+	require.Len(t, lines, 10, o.stdout)
 	for _, l := range lines {
 		if strings.Contains(l, "  server  ") {
 			// No [server] listen: acpd serve is not set up.
@@ -92,7 +92,7 @@ func TestDoctorCmd_BadConfig(t *testing.T) {
 	o := e.run(t, "", "doctor", "--config", bad)
 	require.Equal(t, 1, o.code, o.stdout+o.stderr)
 	assert.Regexp(t, `^FAIL  configuration  .*bad.toml:2`, o.stdout)
-	assert.Len(t, checkLines(o.stdout), 9, "one line per check, the sandbox's, telemetry's, the providers' and the server's included")
+	assert.Len(t, checkLines(o.stdout), 10, "one line per check, the sandbox's, telemetry's, the providers', the server's and the imported MCP servers' included")
 	fails := 0
 	for _, l := range checkLines(o.stdout) {
 		if strings.HasPrefix(l, "FAIL") {
@@ -134,7 +134,7 @@ func TestDoctorCmd_FirstRun(t *testing.T) {
 	// On a terminal (80 columns) every line fits.
 	o = e.runTerminal(t, true, "doctor")
 	require.Equal(t, 1, o.code, o.stderr)
-	assert.Len(t, checkLines(strings.TrimSuffix(o.stderr, "acpd doctor: some checks failed\n")), 9, o.stderr)
+	assert.Len(t, checkLines(strings.TrimSuffix(o.stderr, "acpd doctor: some checks failed\n")), 10, o.stderr)
 	for _, l := range strings.Split(o.stderr, "\n") {
 		if !strings.HasPrefix(l, " ") || len(strings.Fields(l)) > 1 {
 			// (a continued line of one word — a long path — is left whole)
