@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acpd/acpd/config"
-	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session"
+	"github.com/acpd/acpd/session/display"
 	"github.com/acpd/acpd/session/doctor"
 	"github.com/acpd/acpd/session/mcp/imported"
 )
