@@ -38,6 +38,15 @@ import (
 // childSep separates the parent's id from the agent call's in a child's id.
 const childSep = "~"
 
+// RootID is the id of the session that id belongs to: for a visible run's
+// child id the parent's at its root (a nested run's id holds one "~" a
+// level), for any other id the id itself. Whoever may use that session
+// may cancel its children.
+func RootID(id string) string {
+	root, _, _ := strings.Cut(id, childSep)
+	return root
+}
+
 // subagentsVisible reports whether the client shows subagent runs as
 // child sessions.
 func (m *Manager) subagentsVisible() bool {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/acp/httptransport"
+	"github.com/acpd/acpd/session"
 )
 
 // Which connection may use which session is decided here, in use, for
@@ -30,6 +31,10 @@ import (
 //     session, a session/cancel is dropped, and over HTTP a session stream
 //     or POST for it answers 409, which the SDK client takes as that
 //     session failing, not the connection.
+//   - A subagent's child session (`<parent>~<toolCallId>`) is its root
+//     session's: the connection holding the parent may cancel the child;
+//     any other is refused as for the parent (a session/cancel dropped, a
+//     request answered "session_locked"), never told it does not exist.
 //   - A holder that is already ending (DELETE, WebSocket closed, its
 //     connection stream gone) is waited for, up to releaseWait, before
 //     another connection's request is decided: a reconnect right after the
@@ -53,7 +58,7 @@ func (s *Server) use(ctx context.Context, conn, sid string) error {
 // decide is use without the wait, for session/cancel, which is handled on
 // the connection's read loop and must not block.
 func (s *Server) decide(conn, sid string) error {
-	if other, ok := s.owners.owner(sid); ok && other != conn {
+	if other, ok := s.owners.owner(session.RootID(sid)); ok && other != conn {
 		return errLiveElsewhere(sid)
 	}
 	return nil
@@ -107,7 +112,7 @@ const releaseWait = 10 * time.Second
 // sends the DELETE without waiting for it) then finds the session free
 // instead of refused. A holder that is not ending is not waited for.
 func (s *Server) awaitRelease(ctx context.Context, self, sid string) {
-	other, ok := s.owners.owner(sid)
+	other, ok := s.owners.owner(session.RootID(sid))
 	if !ok || other == self {
 		return
 	}

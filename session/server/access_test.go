@@ -27,7 +27,8 @@ type wsConn struct {
 	seen []map[string]any
 }
 
-func dialWS(t *testing.T, d *daemon) *wsConn {
+// dialWS connects and initializes with the client capabilities caps.
+func dialWS(t *testing.T, d *daemon, caps map[string]any) *wsConn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	t.Cleanup(cancel)
@@ -36,7 +37,11 @@ func dialWS(t *testing.T, d *daemon) *wsConn {
 	require.NoError(t, err)
 	t.Cleanup(func() { ws.CloseNow() })
 	c := &wsConn{t: t, ctx: ctx, ws: ws}
-	c.call("initialize", map[string]any{"protocolVersion": 1})
+	init := map[string]any{"protocolVersion": 1}
+	if caps != nil {
+		init["clientCapabilities"] = caps
+	}
+	c.call("initialize", init)
 	return c
 }
 
@@ -128,7 +133,7 @@ func TestServeSessionAccess(t *testing.T) {
 		t.Fatal("the turn never reached the model")
 	}
 
-	c := dialWS(t, d)
+	c := dialWS(t, d, nil)
 	for _, m := range sessionMethods(sid, t.TempDir()) {
 		r := c.call(m.method, m.params)
 		e, _ := r["error"].(map[string]any)
