@@ -31,9 +31,9 @@ type PermissionsConfig struct {
 // those its client passes.
 type MCPConfig struct {
 	// Import names the agents whose configured MCP servers every session
-	// starts too ("claude", "gemini"); empty: none. A workspace's own
-	// files (.mcp.json, .gemini/settings.json) count only once the
-	// workspace is trusted.
+	// starts too ("claude", "gemini", "codex"); empty: none. A
+	// workspace's own files (.mcp.json, .gemini/settings.json,
+	// .codex/config.toml) count only once the workspace is trusted.
 	Import []string
 }
 
@@ -402,7 +402,7 @@ func Default() Config {
 			SandboxDenyRead:          []string{},
 			SubagentConcurrency:      4,
 		},
-		MCP:       MCPConfig{Import: []string{"claude", "gemini"}},
+		MCP:       MCPConfig{Import: []string{"claude", "gemini", "codex"}},
 		Context:   ContextConfig{FileNames: []string{}, Environment: true, Instructions: true},
 		Session:   SessionConfig{CheckpointMaxBytes: 2 << 30},
 		Log:       LogConfig{Level: "info"},

@@ -1399,8 +1399,8 @@ func mcpImportField() *field {
 		}
 		seen := map[string]bool{}
 		for _, a := range c.MCP.Import {
-			if a != "claude" && a != "gemini" {
-				return fmt.Errorf("unknown agent %q; valid: claude, gemini", a)
+			if a != "claude" && a != "gemini" && a != "codex" {
+				return fmt.Errorf("unknown agent %q; valid: claude, gemini, codex", a)
 			}
 			if seen[a] {
 				return fmt.Errorf("%q is listed twice", a)

@@ -15,9 +15,10 @@ import (
 )
 
 // TestE2E_ImportedMCP: the MCP servers a user configured for Claude Code
-// start in acpd's sessions through the built binary. A Go SDK stdio
-// server in a fake ~/.claude.json (user scope, and local scope for the
-// workspace with a ${VAR:-default} in its env) is offered at once; one in
+// and Codex start in acpd's sessions through the built binary. A Go SDK
+// stdio server in a fake ~/.claude.json (user scope, and local scope for
+// the workspace with a ${VAR:-default} in its env) and in a fake
+// ~/.codex/config.toml is offered at once; one in
 // the workspace's .mcp.json is not started while the workspace is
 // untrusted (declined), is started by the prompt that trusts it (its tool
 // in that prompt's first model request, and callable), and is there from
@@ -38,13 +39,16 @@ func TestE2E_ImportedMCP(t *testing.T) {
 			"mcpServers":   map[string]any{"loc": map[string]any{"command": server, "env": map[string]string{"MODE": "${ACPD_TEST_UNSET:-quiet}"}}},
 		}},
 	})
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".codex"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".codex", "config.toml"),
+		[]byte("model = \"o4\"\n\n[mcp_servers.cx]\ncommand = \""+server+"\"\nenv_vars = [\"HOME\"]\n"), 0o600))
 	write(filepath.Join(cwd, ".mcp.json"), map[string]any{
 		"mcpServers": map[string]any{"proj": map[string]any{"command": server}},
 	})
 
 	start := func(answer string, resps ...modeltest.Response) (*daemon, string, *permissionLog) {
 		a := &permissionLog{}
-		d := startDaemonEnv(t, cwd, t.TempDir(), []string{"HOME=" + home, "CLAUDE_CONFIG_DIR="}, a.client(trustAnswer(answer)), resps,
+		d := startDaemonEnv(t, cwd, t.TempDir(), []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=", "CODEX_HOME="}, a.client(trustAnswer(answer)), resps,
 			"--data-dir", dataDir, "--approval-mode", "yolo")
 		ctx := ctxFor(t)
 		_, err := d.cc.InitializeWith(ctx, acp.ClientCapabilities{})
@@ -71,6 +75,7 @@ func TestE2E_ImportedMCP(t *testing.T) {
 	names := offered(d, 0)
 	assert.Contains(t, names, "mcp__home__echo", "the user scope of ~/.claude.json")
 	assert.Contains(t, names, "mcp__loc__echo", "the local scope of ~/.claude.json")
+	assert.Contains(t, names, "mcp__cx__echo", "~/.codex/config.toml")
 	for _, n := range names {
 		assert.NotContains(t, n, "mcp__proj__", "an untrusted workspace's server is not started")
 	}

@@ -346,7 +346,7 @@ func newPolicy(cfg config.Config, logger *slog.Logger) *policy.Engine {
 // where the user's files are.
 func mcpImport(cfg config.Config) imported.Options {
 	home, _ := os.UserHomeDir()
-	o := imported.Options{Home: home, ClaudeConfigDir: os.Getenv("CLAUDE_CONFIG_DIR")}
+	o := imported.Options{Home: home, ClaudeConfigDir: os.Getenv("CLAUDE_CONFIG_DIR"), CodexHome: os.Getenv("CODEX_HOME")}
 	for _, a := range cfg.MCP.Import {
 		o.Agents = append(o.Agents, imported.Agent(a))
 	}

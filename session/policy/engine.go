@@ -13,7 +13,7 @@
 //	Claude Code's user settings   ~/.claude/settings.json (opt-in)
 //	the project's settings        .claude/settings.json, .claude/settings.local.json,
 //	                              .gemini/settings.json, .acpd/settings.toml
-//	                              (and .mcp.json, for its MCP servers)
+//	                              (and .mcp.json, .codex/config.toml, for their MCP servers)
 //
 // A project's deny and ask rules apply at once: they only narrow. Its
 // allow rules and hooks apply only once the user trusted the workspace,

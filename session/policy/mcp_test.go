@@ -25,6 +25,8 @@ func TestProjectMCP(t *testing.T) {
 	write(".mcp.json", `{"mcpServers": {"tracker": {"command": "node", "args": ["t.js"], "env": {"K": "${TRACKER_KEY}"}}, "pw": {"command": "npx"}}}`)
 	write(".claude/settings.local.json", `{"disabledMcpjsonServers": ["pw"], "enableAllProjectMcpjsonServers": true}`)
 	write(".gemini/settings.json", `{"mcpServers": {"gh": {"httpUrl": "https://api.example/mcp"}}}`)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, ".codex"), 0o700))
+	write(".codex/config.toml", "[mcp_servers.cx]\ncommand = \"/opt/cx\"\n")
 
 	e := New(Options{StateDir: state, MCPImport: imported.Agents})
 	s := e.Workspace(root).Session("s", "", nil)
@@ -35,7 +37,7 @@ func TestProjectMCP(t *testing.T) {
 	for _, srv := range proj.Servers {
 		names = append(names, srv.Name)
 	}
-	assert.ElementsMatch(t, []string{"tracker", "gh"}, names)
+	assert.ElementsMatch(t, []string{"tracker", "gh", "cx"}, names)
 	p := s.Workspace().Snapshot().Project
 	assert.True(t, p.Widens())
 	assert.Contains(t, p.Enables(), "MCP server tracker: node t.js (.mcp.json), given $TRACKER_KEY from acpd's environment")

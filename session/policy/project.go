@@ -36,6 +36,7 @@ var ProjectFiles = []struct {
 	{filepath.Join(".gemini", "settings.json"), rules.ScopeProject},
 	{filepath.Join(".acpd", "settings.toml"), rules.ScopeProject},
 	{".mcp.json", rules.ScopeProject},
+	{filepath.Join(".codex", "config.toml"), rules.ScopeProject},
 }
 
 // Project is what a workspace's settings files say.
@@ -428,7 +429,8 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // projectMCP reads the MCP servers of one project file into m, for the
-// agents named: all of .mcp.json (ok: nothing else is read of it),
+// agents named: all of .mcp.json and .codex/config.toml (ok: nothing else
+// is read of them),
 // Gemini CLI's mcpServers and mcp lists, Claude Code's
 // disabledMcpjsonServers. It returns the file's problems.
 func projectMCP(m *imported.Project, rel, path string, data []byte, agents []imported.Agent) (problems []string, ok bool) {
@@ -439,6 +441,17 @@ func projectMCP(m *imported.Project, rel, path string, data []byte, agents []imp
 			return nil, true
 		}
 		f, err := imported.MCPJSON(data, path)
+		if err != nil {
+			return []string{err.Error()}, true
+		}
+		m.Servers = append(m.Servers, f.Servers...)
+		m.Off = append(m.Off, f.Off...)
+		return f.Problems, true
+	case strings.HasPrefix(rel, ".codex"):
+		if !has(imported.Codex) {
+			return nil, true
+		}
+		f, err := imported.CodexConfig(data, path, imported.ScopeProject)
 		if err != nil {
 			return []string{err.Error()}, true
 		}

@@ -1,8 +1,9 @@
 // Package imported reads the MCP servers users configured for other
 // agents, so a session offers them too: Claude Code's (~/.claude.json, its
 // user scope at the top and its local scope per project, and a project's
-// .mcp.json) and Gemini CLI's (~/.gemini/settings.json and a project's
-// .gemini/settings.json).
+// .mcp.json), Gemini CLI's (~/.gemini/settings.json and a project's
+// .gemini/settings.json) and Codex's (~/.codex/config.toml and a project's
+// .codex/config.toml, codex.go).
 //
 // The package only parses: it depends on nothing but acp, so the policy
 // package (which binds a workspace's trust to its files, .mcp.json among
@@ -38,10 +39,11 @@ type Agent string
 const (
 	Claude Agent = "claude"
 	Gemini Agent = "gemini"
+	Codex  Agent = "codex"
 )
 
 // Agents are every source, in the order their servers are taken.
-var Agents = []Agent{Claude, Gemini}
+var Agents = []Agent{Claude, Gemini, Codex}
 
 // Scope is where a server was configured.
 type Scope string
@@ -82,8 +84,11 @@ type Server struct {
 // question: "Claude Code, local scope, /home/u/.claude.json".
 func (s Server) Origin() string {
 	name := "Claude Code"
-	if s.Agent == Gemini {
+	switch s.Agent {
+	case Gemini:
 		name = "Gemini CLI"
+	case Codex:
+		name = "Codex"
 	}
 	return fmt.Sprintf("%s, %s scope, %s", name, s.Scope, s.File)
 }

@@ -233,3 +233,64 @@ func TestReadUser(t *testing.T) {
 
 	assert.Empty(t, ReadUser(Options{Home: home}, "/work/app").Servers, "no agents: nothing")
 }
+
+// A ~/.codex/config.toml as Codex writes it, with its other settings.
+const codexTOML = `model = "gpt-5-codex"
+approval_policy = "on-request"
+
+[mcp_servers.docs]
+command = "npx"
+args = ["-y", "@acme/docs-mcp"]
+env_vars = ["DOCS_TOKEN", { name = "DOCS_REGION", source = "local" }]
+cwd = "/srv/docs"
+tool_timeout_sec = 30
+enabled_tools = ["search"]
+
+[mcp_servers.docs.env]
+LOG = "warn"
+
+[mcp_servers.figma]
+url = "https://mcp.figma.com/mcp"
+bearer_token_env_var = "FIGMA_TOKEN"
+http_headers = { "X-Client" = "acpd" }
+env_http_headers = { "X-Team" = "FIGMA_TEAM" }
+startup_timeout_sec = 20
+
+[mcp_servers.old]
+command = "/bin/old"
+enabled = false
+
+[mcp_servers.both]
+command = "/bin/x"
+url = "https://x"
+`
+
+func TestCodexConfig(t *testing.T) {
+	f, err := CodexConfig([]byte(codexTOML), "/home/u/.codex/config.toml", ScopeUser)
+	require.NoError(t, err)
+	assert.Equal(t, []string{`/home/u/.codex/config.toml: mcp server "both": both a command and a url`}, f.Problems)
+	assert.Equal(t, []Off{{Name: "old", File: "/home/u/.codex/config.toml", Why: "enabled = false"}}, f.Off)
+	require.Len(t, f.Servers, 2)
+	docs, figma := f.Servers[0], f.Servers[1]
+	assert.Equal(t, acp.MCPServer{Name: "docs", Command: "npx", Args: []string{"-y", "@acme/docs-mcp"}, Env: []acp.EnvVariable{
+		{Name: "LOG", Value: "warn"}, {Name: "DOCS_TOKEN", Value: "${DOCS_TOKEN:-}"}, {Name: "DOCS_REGION", Value: "${DOCS_REGION:-}"}}}, docs.MCPServer)
+	assert.Equal(t, "/srv/docs", docs.Dir)
+	assert.Equal(t, 30*time.Second, docs.Timeout)
+	assert.Equal(t, []string{"search"}, docs.IncludeTools)
+	assert.Equal(t, "Codex, user scope, /home/u/.codex/config.toml", docs.Origin())
+	assert.Equal(t, "http", figma.Type)
+	assert.Equal(t, []acp.HTTPHeader{{Name: "X-Client", Value: "acpd"}, {Name: "X-Team", Value: "${FIGMA_TEAM}"},
+		{Name: "Authorization", Value: "Bearer ${FIGMA_TOKEN}"}}, figma.Headers)
+
+	env := map[string]string{"FIGMA_TOKEN": "f1", "FIGMA_TEAM": "t1"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	x, err := Expand(figma, lookup)
+	require.NoError(t, err)
+	assert.Equal(t, "Bearer f1", x.Headers[2].Value)
+	x, err = Expand(docs, lookup)
+	require.NoError(t, err)
+	assert.Equal(t, "", x.Env[1].Value, "an env_vars name that is unset passes nothing")
+
+	_, err = CodexConfig([]byte("[mcp_servers\n"), "/c.toml", ScopeUser)
+	assert.ErrorContains(t, err, "/c.toml")
+}

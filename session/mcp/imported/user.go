@@ -28,6 +28,19 @@ type Options struct {
 	// ClaudeConfigDir is $CLAUDE_CONFIG_DIR: when set, Claude Code keeps
 	// its .claude.json and settings.json there.
 	ClaudeConfigDir string
+	// CodexHome is $CODEX_HOME (Codex's folder; ~/.codex when unset).
+	CodexHome string
+}
+
+// CodexConfigFile is Codex's user configuration.
+func (o Options) CodexConfigFile() string {
+	if o.CodexHome != "" {
+		return filepath.Join(o.CodexHome, "config.toml")
+	}
+	if o.Home == "" {
+		return ""
+	}
+	return filepath.Join(o.Home, ".codex", "config.toml")
 }
 
 // Has reports whether the agent's files are read.
@@ -115,6 +128,22 @@ func ReadUser(o Options, workspace string) User {
 			}
 		}
 	}
+	if o.Has(Codex) {
+		if file := o.CodexConfigFile(); file != "" {
+			data, err := readCached(file)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+			case err != nil:
+				u.Problems = append(u.Problems, fmt.Sprintf("%s: %v", file, err))
+			default:
+				f, err := CodexConfig(data, file, ScopeUser)
+				if err != nil {
+					u.Problems = append(u.Problems, err.Error())
+				}
+				u.add(f)
+			}
+		}
+	}
 	return u
 }
 
@@ -179,7 +208,8 @@ type Project struct {
 // Merge is the imported servers of a session, in the order they are taken
 // and with the switched-off ones removed: Claude Code's local scope, its
 // project scope (when trusted), its user scope, then Gemini CLI's project
-// settings (when trusted) and user settings. A name already taken (by the
+// settings (when trusted) and user settings, then Codex's project and user
+// configuration. A name already taken (by the
 // client's session/new, passed as taken, or by an earlier scope) shadows
 // the later server, reported in Off.
 func Merge(u User, p *Project, trusted bool, taken []string) Found {
@@ -204,8 +234,11 @@ func Merge(u User, p *Project, trusted bool, taken []string) Found {
 	}
 	rank := func(s Server) int {
 		r := map[Scope]int{ScopeLocal: 0, ScopeProject: 1, ScopeUser: 2}[s.Scope]
-		if s.Agent == Gemini {
+		switch s.Agent {
+		case Gemini:
 			r += 3
+		case Codex:
+			r += 6
 		}
 		return r
 	}
