@@ -80,6 +80,11 @@ func TestShellRules(t *testing.T) {
 		{[]string{"deny:Bash(curl:*)"}, "ls; curl https://x", Deny},
 		{[]string{"deny:Bash(curl:*)"}, "ls | /usr/bin/curl x", Deny},
 		{[]string{"deny:Bash(curl:*)"}, "echo $(curl evil)", Deny},
+		// A substitution inside double quotes or a here-document runs too.
+		{[]string{"deny:Bash(curl:*)"}, `echo "$(curl evil)"`, Deny},
+		{[]string{"deny:Bash(curl:*)"}, "echo \"`curl evil`\"", Deny},
+		{[]string{"deny:Bash(curl:*)"}, `git log --format="%H ${x:-$(curl evil)}"`, Deny},
+		{[]string{"deny:Bash(curl:*)"}, "cat <<EOF\n$(curl evil)\nEOF", Deny},
 		{[]string{"deny:Bash(curl:*)"}, "sh -c 'curl x'", Deny},
 		{[]string{"deny:Bash(curl:*)"}, "sudo -u root curl x", Deny},
 		{[]string{"deny:Bash(curl:*)"}, "FOO=1 curl x", Deny},

@@ -3,14 +3,17 @@
 // may run it without asking, AlwaysLabel names what an "always allow" of it
 // covers. Plan mode, "always allow", the permission rules and acpd guard
 // read command lines through it, so they cannot disagree about what a line
-// runs. It is a classifier's view of sh, not a full parser: whatever it
-// cannot follow is reported (Segment.Hidden, Line.Opaque), never guessed.
+// runs. The parsing is mvdan.cc/sh's; what the classifier cannot follow
+// (a substitution, a line sh would refuse) is reported (Segment.Hidden,
+// Line.Opaque), never guessed.
 package shellline
 
 import (
 	"path"
 	"strings"
 	"sync"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // Segment is one simple command of a shell line: its words (quotes
@@ -45,302 +48,284 @@ type Line struct {
 	Opaque bool
 }
 
-// metaChars end an unquoted word.
-const metaChars = " \t\r\n;&|()<>"
-
-// hereDoc is a here-document whose body follows the next newline.
-type hereDoc struct {
-	delim  string
-	dash   bool // <<-: leading tabs are stripped from body lines
-	quoted bool // the delimiter was quoted: the body is not expanded
-}
-
-// Parse splits a command line into simple commands at ;, &&, ||, |, &,
-// newlines and parentheses, honouring quotes and backslashes. It is a
-// classifier's view of sh, not a full parser: anything it cannot follow is
-// reported through Hidden (so the caller treats the command as unknown) and
-// Opaque (so no "always allow" covers the line). The text of a command
-// substitution is parsed as commands of its own, so their roots show.
+// Parse reads a command line as sh does, with mvdan.cc/sh's parser (bash's
+// grammar, a superset of what sh -c accepts), and lists its simple
+// commands: those of pipelines, lists, compound commands and function
+// bodies, and those inside command and process substitutions, so that
+// their roots show. A segment holding a substitution, ANSI-C quoting or
+// a here-document that expands one is Hidden (the classifier cannot see
+// what runs), and the line is Opaque. A line the parser refuses (an
+// unterminated quote or here-document, a redirect with no target, …) is
+// Opaque too; its unread text is split crudely at the separators into
+// Hidden segments, so that a deny rule still sees the commands it names.
 func Parse(line string) Line {
+	p := &parser{src: line}
+	read := 0
+	err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Stmts(strings.NewReader(line), func(s *syntax.Stmt) bool {
+		p.stmt(s)
+		read = max(read, int(s.End().Offset()))
+		return true
+	})
+	if err != nil {
+		p.unparsed(line[min(read, len(line)):])
+	}
+	return p.out
+}
+
+// parser turns the syntax tree of src into segments.
+type parser struct {
+	src string
+	out Line
+}
+
+func (p *parser) stmts(ss []*syntax.Stmt) {
+	for _, s := range ss {
+		p.stmt(s)
+	}
+}
+
+// stmt adds the segments of one statement: a simple command's own, or
+// those of the commands a compound one holds (then its own segment has only
+// the compound's redirects), followed by those of the substitutions in its
+// words.
+func (p *parser) stmt(s *syntax.Stmt) {
 	var (
-		out      Line
-		cur      Segment
-		word     strings.Builder
-		inWord   bool
-		redirect bool // the next word is a '>' target
-		input    bool // the next word is a '<' source or a here-string
-		// hereString: the input word is a here-string's data, not a file.
-		hereString bool
-		pending    []hereDoc
+		seg   Segment
+		inner []*syntax.Stmt
 	)
-	hidden := func() { cur.Hidden, out.Opaque = true, true }
-	endWord := func() {
-		if !inWord {
-			return
-		}
-		w := word.String()
-		word.Reset()
-		inWord = false
-		switch {
-		case redirect:
-			redirect = false
-			if w != "/dev/null" {
-				cur.WriteRedirect = true
-				cur.Targets = append(cur.Targets, w)
+	// own looks into a node of this statement for substitutions.
+	own := func(n syntax.Node) {
+		syntax.Walk(n, func(n syntax.Node) bool {
+			switch n := n.(type) {
+			case *syntax.CmdSubst:
+				seg.Hidden = true
+				inner = append(inner, n.Stmts...)
+				return false
+			case *syntax.ProcSubst:
+				seg.Hidden = true
+				inner = append(inner, n.Stmts...)
+				return false
+			case *syntax.SglQuoted:
+				// $'…': the text sh sees is decided by its escapes.
+				seg.Hidden = seg.Hidden || n.Dollar
+			case *syntax.ArithmExp, *syntax.ArithmCmd, *syntax.LetClause, *syntax.CStyleLoop:
+				// bash evaluates a variable's value as arithmetic, and
+				// an array subscript in it runs a command substitution:
+				// x='a[$(cmd)]'; echo $((x)).
+				seg.Hidden = true
+			case *syntax.ParamExp:
+				// ${a[i]}: the subscript is arithmetic, as above.
+				seg.Hidden = seg.Hidden || n.Index != nil
 			}
-		case input:
-			input = false
-			if hereString {
-				hereString = false
-			} else {
-				cur.Inputs = append(cur.Inputs, w)
-			}
-		default:
-			cur.Words = append(cur.Words, w)
-		}
+			return true
+		})
 	}
-	endSeg := func() {
-		endWord()
-		if redirect { // '>' with no target word
-			cur.WriteRedirect = true
-			redirect = false
+	switch c := s.Cmd.(type) {
+	case nil: // redirects alone
+	case *syntax.CallExpr:
+		for _, a := range c.Assigns {
+			seg.Words = append(seg.Words, p.assign(a))
+			own(a)
 		}
-		input, hereString = false, false
-		if cur.WriteRedirect {
-			out.Opaque = true
+		for _, w := range c.Args {
+			seg.Words = append(seg.Words, p.word(w))
+			own(w)
 		}
-		if len(cur.Words) > 0 || cur.WriteRedirect || cur.Hidden {
-			out.Segments = append(out.Segments, cur)
+	case *syntax.DeclClause:
+		seg.Words = append(seg.Words, c.Variant.Value)
+		for _, a := range c.Args {
+			seg.Words = append(seg.Words, p.assign(a))
+			own(a)
 		}
-		cur = Segment{}
+	case *syntax.BinaryCmd:
+		p.stmt(c.X)
+		p.stmt(c.Y)
+	case *syntax.Block:
+		p.stmts(c.Stmts)
+	case *syntax.Subshell:
+		p.stmts(c.Stmts)
+	case *syntax.IfClause:
+		for ic := c; ic != nil; ic = ic.Else {
+			p.stmts(ic.Cond)
+			p.stmts(ic.Then)
+		}
+	case *syntax.WhileClause:
+		p.stmts(c.Cond)
+		p.stmts(c.Do)
+	case *syntax.ForClause:
+		own(c.Loop)
+		p.stmts(c.Do)
+	case *syntax.CaseClause:
+		own(c.Word)
+		for _, it := range c.Items {
+			for _, w := range it.Patterns {
+				own(w)
+			}
+			p.stmts(it.Stmts)
+		}
+	case *syntax.FuncDecl:
+		// What runs when the function is called.
+		p.stmt(c.Body)
+	case *syntax.TimeClause:
+		if c.Stmt != nil {
+			p.stmt(c.Stmt)
+		}
+	case *syntax.CoprocClause:
+		if c.Name != nil {
+			own(c.Name)
+		}
+		p.stmt(c.Stmt)
+	default:
+		// [[ … ]], (( … )), let: a command the classifier does not
+		// know, its words as written.
+		seg.Words = strings.Fields(p.text(c))
+		own(c)
 	}
-	for i := 0; i < len(line); i++ {
-		ch := line[i]
-		switch {
-		case ch == '\\':
-			inWord = true
-			if i+1 < len(line) {
-				i++
-				if line[i] != '\n' {
-					word.WriteByte(line[i])
-				}
-			}
-		case ch == '$' && i+1 < len(line) && line[i+1] == '\'':
-			// $'…' (bash's ANSI-C quoting) ends at a quote its own
-			// escapes decide: not followed here.
-			hidden()
-			inWord = true
-			word.WriteByte(ch)
-		case ch == '\'':
-			inWord = true
-			j := strings.IndexByte(line[i+1:], '\'')
-			if j < 0 {
-				word.WriteString(line[i+1:])
-				hidden() // unterminated quote
-				i = len(line)
-				break
-			}
-			word.WriteString(line[i+1 : i+1+j])
-			i += j + 1
-		case ch == '"':
-			inWord = true
-			i++
-			for ; i < len(line) && line[i] != '"'; i++ {
-				switch {
-				case line[i] == '\\' && i+1 < len(line):
-					i++
-					word.WriteByte(line[i])
-				case line[i] == '`' || (line[i] == '$' && i+1 < len(line) && line[i+1] == '('):
-					hidden()
-					word.WriteByte(line[i])
-				default:
-					word.WriteByte(line[i])
-				}
-			}
-			if i >= len(line) {
-				hidden() // unterminated quote
-			}
-		case ch == '`' || (ch == '$' && i+1 < len(line) && line[i+1] == '('):
-			hidden()
-			inWord = true
-			word.WriteByte(ch)
-		case (ch == '<' || ch == '>') && i+1 < len(line) && line[i+1] == '(':
-			hidden() // process substitution
-			endWord()
-		case ch == '>' || (ch == '&' && i+1 < len(line) && line[i+1] == '>'):
-			// A preceding fd number ("2>") belongs to the redirect, not the command.
-			if inWord && isDigits(word.String()) {
-				word.Reset()
-				inWord = false
-			}
-			endWord()
-			if ch == '&' {
-				i++ // &> and &>>: both streams to a file
-			}
-			if i+1 < len(line) && (line[i+1] == '>' || line[i+1] == '|') {
-				i++
-			}
-			if ch == '>' && i+1 < len(line) && line[i+1] == '&' && isFdWord(line[i+2:]) {
-				i++ // >&2, 2>&1, >&-: duplicates or closes a descriptor
-				for i+1 < len(line) && (isDigit(line[i+1]) || line[i+1] == '-') {
-					i++
-				}
-				break
-			}
-			if ch == '>' && i+1 < len(line) && line[i+1] == '&' {
-				i++ // >&file: both streams to a file
-			}
-			redirect = true
-		case ch == '<':
-			if inWord && isDigits(word.String()) {
-				word.Reset()
-				inWord = false
-			}
-			endWord()
-			switch {
-			case strings.HasPrefix(line[i:], "<<<"):
-				i += 2
-				input, hereString = true, true // a here-string: data, not an argument
-			case strings.HasPrefix(line[i:], "<<"):
-				h := hereDoc{dash: strings.HasPrefix(line[i:], "<<-")}
-				i++
-				if h.dash {
-					i++
-				}
-				var ok bool
-				h.delim, h.quoted, i, ok = hereDocWord(line, i+1)
-				i--
-				if !ok {
-					hidden() // not a here-document sh would accept
+	for _, r := range s.Redirs {
+		own(r)
+		switch r.Op {
+		case syntax.RdrIn:
+			seg.Inputs = append(seg.Inputs, p.word(r.Word))
+		case syntax.DplIn, syntax.DplOut:
+			// <&2, >&1, >&-: a descriptor duplicated or closed; >&file
+			// sends both streams to the file.
+			if w := p.word(r.Word); !isFdWord(w) {
+				if r.Op == syntax.DplIn {
+					seg.Inputs = append(seg.Inputs, w)
 				} else {
-					pending = append(pending, h)
-				}
-			case strings.HasPrefix(line[i:], "<>"):
-				i++
-				redirect = true // opened for writing too
-			case strings.HasPrefix(line[i:], "<&") && isFdWord(line[i+2:]):
-				i++
-				for i+1 < len(line) && (isDigit(line[i+1]) || line[i+1] == '-') {
-					i++
-				}
-			default:
-				input = true
-			}
-		case ch == '\n' && len(pending) > 0:
-			endSeg()
-			// Here-document bodies are data, not commands; an unquoted
-			// delimiter's body is expanded, so a substitution in it runs.
-			for _, h := range pending {
-				found := false
-				for !found && i+1 < len(line) {
-					end := strings.IndexByte(line[i+1:], '\n')
-					var l string
-					if end < 0 {
-						l, i = line[i+1:], len(line)
-					} else {
-						l, i = line[i+1:i+1+end], i+1+end
-					}
-					if h.dash {
-						l = strings.TrimLeft(l, "\t")
-					}
-					found = l == h.delim
-					if !found && !h.quoted && (strings.Contains(l, "$(") || strings.Contains(l, "`")) {
-						out.Segments = append(out.Segments, Segment{Hidden: true})
-						out.Opaque = true
-					}
-				}
-				if !found {
-					// An unterminated body: do not guess what sh makes of it.
-					out.Segments = append(out.Segments, Segment{Hidden: true})
-					out.Opaque = true
+					p.write(&seg, w)
 				}
 			}
-			pending = nil
-		case ch == ';' || ch == '&' || ch == '|' || ch == '\n' || ch == '(' || ch == ')':
-			endSeg()
-		case ch == ' ' || ch == '\t' || ch == '\r':
-			endWord()
-		case ch == '#' && !inWord:
-			for i < len(line) && line[i] != '\n' {
-				i++
-			}
-			i--
-		default:
-			inWord = true
-			word.WriteByte(ch)
+		case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
+			// Data, not a file; a substitution in it was found above.
+		default: // >, >>, >|, &>, &>>, <> and the like: opened for writing
+			p.write(&seg, p.word(r.Word))
 		}
 	}
-	endSeg()
-	if len(pending) > 0 {
-		// A here-document with no body at all.
-		out.Segments = append(out.Segments, Segment{Hidden: true})
-		out.Opaque = true
-	}
-	return out
+	p.add(seg)
+	p.stmts(inner)
 }
 
-// hereDocWord reads the delimiter word of a here-document starting at
-// line[i] (after blanks): the word with its quotes removed, whether any
-// part of it was quoted (then the body is not expanded), the index after
-// it, and false when there is no acceptable word.
-func hereDocWord(line string, i int) (delim string, quoted bool, next int, ok bool) {
-	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
-		i++
+// write records a redirect that writes target.
+func (p *parser) write(seg *Segment, target string) {
+	if target != "/dev/null" {
+		seg.WriteRedirect = true
+		seg.Targets = append(seg.Targets, target)
 	}
-	start := i
-	var d strings.Builder
-	for i < len(line) && !strings.ContainsRune(metaChars, rune(line[i])) {
-		switch c := line[i]; c {
-		case '\'':
-			quoted = true
-			j := strings.IndexByte(line[i+1:], '\'')
-			if j < 0 {
-				return "", true, len(line), false
-			}
-			d.WriteString(line[i+1 : i+1+j])
-			i += j + 2
-		case '"':
-			quoted = true
-			i++
-			for ; i < len(line) && line[i] != '"'; i++ {
-				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("$`\"\\\n", line[i+1]) >= 0 {
-					i++
-				}
-				d.WriteByte(line[i])
-			}
-			if i >= len(line) {
-				return "", true, len(line), false
-			}
-			i++
-		case '\\':
-			quoted = true
-			if i+1 < len(line) {
-				d.WriteByte(line[i+1])
-			}
-			i += 2
-		case '$', '`':
-			// An expansion in a delimiter: sh does not expand it, and
-			// nothing here guesses what was meant.
-			return "", quoted, i, false
-		default:
-			d.WriteByte(c)
-			i++
+}
+
+func (p *parser) add(s Segment) {
+	if s.Hidden || s.WriteRedirect {
+		p.out.Opaque = true
+	}
+	if len(s.Words) > 0 || s.WriteRedirect || s.Hidden || len(s.Inputs) > 0 {
+		p.out.Segments = append(p.out.Segments, s)
+	}
+}
+
+// unparsed reads, crudely, the text the parser refused: each part between
+// separators is a Hidden segment of its blank-separated words (quote
+// characters dropped), writing when it holds a '>'. sh refuses such a line
+// too, or runs only what came before; the segments only let a deny rule
+// see what the text names.
+func (p *parser) unparsed(rest string) {
+	p.out.Opaque = true
+	n := len(p.out.Segments)
+	for _, part := range strings.FieldsFunc(rest, func(r rune) bool { return strings.ContainsRune(";&|()`\n", r) }) {
+		words := strings.FieldsFunc(part, func(r rune) bool { return strings.ContainsRune(" \t\r<>'\"", r) })
+		redirect := strings.Contains(part, ">")
+		if len(words) > 0 || redirect {
+			p.out.Segments = append(p.out.Segments, Segment{Words: words, Hidden: true, WriteRedirect: redirect})
 		}
 	}
-	if i == start {
-		return "", false, i, false
+	if len(p.out.Segments) == n {
+		p.out.Segments = append(p.out.Segments, Segment{Hidden: true})
 	}
-	return d.String(), quoted, min(i, len(line)), true
 }
 
-// isFdWord reports whether s starts with a descriptor word (digits or
-// '-') that ends where a word ends: "2", "-", "1;".
+// text is a node as written.
+func (p *parser) text(n syntax.Node) string {
+	start, end := int(n.Pos().Offset()), int(n.End().Offset())
+	if start < 0 || end > len(p.src) || start > end {
+		return ""
+	}
+	return p.src[start:end]
+}
+
+// word is a word with its quotes removed; expansions and substitutions
+// stay as written ($HOME, $(date)), which the deciders treat as unknown.
+func (p *parser) word(w *syntax.Word) string {
+	var b strings.Builder
+	p.parts(&b, w.Parts, false)
+	return b.String()
+}
+
+func (p *parser) parts(b *strings.Builder, parts []syntax.WordPart, quoted bool) {
+	for _, part := range parts {
+		switch x := part.(type) {
+		case *syntax.Lit:
+			b.WriteString(unescape(x.Value, quoted))
+		case *syntax.SglQuoted:
+			if x.Dollar {
+				b.WriteString(p.text(x))
+			} else {
+				b.WriteString(x.Value)
+			}
+		case *syntax.DblQuoted:
+			p.parts(b, x.Parts, true)
+		default:
+			b.WriteString(p.text(x))
+		}
+	}
+}
+
+// assign is an assignment as a word: NAME=value, quotes removed.
+func (p *parser) assign(a *syntax.Assign) string {
+	switch {
+	case a.Naked && a.Value != nil:
+		return p.word(a.Value)
+	case a.Naked:
+		return a.Name.Value
+	case a.Index != nil || a.Array != nil:
+		return p.text(a)
+	}
+	op := "="
+	if a.Append {
+		op = "+="
+	}
+	v := ""
+	if a.Value != nil {
+		v = p.word(a.Value)
+	}
+	return a.Name.Value + op + v
+}
+
+// unescape removes the backslashes sh removes: before any character
+// outside quotes, before $ ` " \ and newline inside double quotes; an
+// escaped newline joins two lines.
+func unescape(s string, quoted bool) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) && (!quoted || strings.IndexByte("$`\"\\\n", s[i+1]) >= 0) {
+			i++
+			if s[i] != '\n' {
+				b.WriteByte(s[i])
+			}
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// isFdWord reports a descriptor word: digits, or '-', or digits then '-'
+// (moved).
 func isFdWord(s string) bool {
-	n := 0
-	for n < len(s) && (isDigit(s[n]) || s[n] == '-') {
-		n++
-	}
-	return n > 0 && (n == len(s) || strings.IndexByte(metaChars, s[n]) >= 0)
+	d := strings.TrimSuffix(s, "-")
+	return s == "-" || isDigits(d)
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }

@@ -124,6 +124,13 @@ func TestClassifyShell(t *testing.T) {
 		{"python script.py", Unknown},
 		{"echo $(rm -rf /)", Write},
 		{"echo $(date)", Unknown},
+		// What a substitution in double quotes or a here-document runs.
+		{`echo "$(rm -rf /)"`, Write},
+		{"git log --format=\"%H `rm x`\"", Write},
+		{"cat <<EOF\n$(rm x)\nEOF", Write},
+		// bash evaluates arithmetic recursively: x='a[$(rm y)]'; echo $((x)) runs rm.
+		{"x='a[$(rm y)]'; echo $((x))", Unknown},
+		{"echo ${a[x]}", Unknown},
 		{"cat <<'EOF' | grep x\nrm -rf /\nEOF\nls", ReadOnly},
 		{"cat <<EOF\nhi\nEOF\nrm x", Write},
 		{"cat `ls`", Unknown},
@@ -189,6 +196,9 @@ func TestAlwaysLabel(t *testing.T) {
 		{"/bin/l? -la", ""},
 		{"nice -n 5 rm -rf x", ""},
 		{"x=$(rm -rf ~)", ""},
+		{"((x++))", ""},
+		{"echo \\$(rm x)", ""}, // sh refuses the '(' after a quoted '$'
+		{"ls ; ; rm x", ""},
 		{"", ""},
 	}
 	for _, tt := range tests {
