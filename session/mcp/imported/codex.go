@@ -41,27 +41,17 @@ func CodexConfig(data []byte, file string, scope Scope) (Found, error) {
 	if err != nil {
 		return Found{}, fmt.Errorf("%s: %v", file, err)
 	}
-	var f Found
-	for _, name := range sortedKeys(raw.MCPServers) {
+	return collect(sortedKeys(raw.MCPServers), scope, file, func(name string) (Server, string, error) {
 		var e codexEntry
 		if err := md.PrimitiveDecode(raw.MCPServers[name], &e); err != nil {
-			f.Problems = append(f.Problems, fmt.Sprintf("%s: mcp server %q: %v", file, name, err))
-			continue
+			return Server{}, "", err
 		}
 		if e.Enabled != nil && !*e.Enabled {
-			f.Off = append(f.Off, Off{Name: name, File: file, Why: "enabled = false"})
-			continue
+			return Server{}, "enabled = false", nil
 		}
 		s, err := codexServer(name, e)
-		if err != nil {
-			f.Problems = append(f.Problems, fmt.Sprintf("%s: mcp server %q: %v", file, name, err))
-			continue
-		}
-		s.Scope, s.File = scope, file
-		s.Vars = vars(s)
-		f.Servers = append(f.Servers, s)
-	}
-	return f, nil
+		return s, "", err
+	}), nil
 }
 
 func codexServer(name string, e codexEntry) (Server, error) {

@@ -139,25 +139,35 @@ type entry struct {
 
 // servers converts a file's mcpServers object, in name order.
 func servers(raw map[string]json.RawMessage, agent Agent, scope Scope, file string) Found {
-	var f Found
-	for _, name := range sortedKeys(raw) {
+	return collect(sortedKeys(raw), scope, file, func(name string) (Server, string, error) {
 		var e entry
 		if err := json.Unmarshal(raw[name], &e); err != nil {
-			f.Problems = append(f.Problems, fmt.Sprintf("%s: mcp server %q: %v", file, name, err))
-			continue
+			return Server{}, "", err
 		}
 		if e.Disabled {
-			f.Off = append(f.Off, Off{Name: name, File: file, Why: "disabled in its entry"})
-			continue
+			return Server{}, "disabled in its entry", nil
 		}
 		s, err := convert(name, e, agent)
-		if err != nil {
+		return s, "", err
+	})
+}
+
+// collect reads a file's entries in the order of names: one converts an
+// entry, or says why it stays off.
+func collect(names []string, scope Scope, file string, one func(name string) (s Server, off string, err error)) Found {
+	var f Found
+	for _, name := range names {
+		s, off, err := one(name)
+		switch {
+		case err != nil:
 			f.Problems = append(f.Problems, fmt.Sprintf("%s: mcp server %q: %v", file, name, err))
-			continue
+		case off != "":
+			f.Off = append(f.Off, Off{Name: name, File: file, Why: off})
+		default:
+			s.Scope, s.File = scope, file
+			s.Vars = vars(s)
+			f.Servers = append(f.Servers, s)
 		}
-		s.Scope, s.File = scope, file
-		s.Vars = vars(s)
-		f.Servers = append(f.Servers, s)
 	}
 	return f
 }

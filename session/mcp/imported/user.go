@@ -32,48 +32,37 @@ type Options struct {
 	CodexHome string
 }
 
-// CodexConfigFile is Codex's user configuration.
-func (o Options) CodexConfigFile() string {
-	if o.CodexHome != "" {
-		return filepath.Join(o.CodexHome, "config.toml")
-	}
-	if o.Home == "" {
-		return ""
-	}
-	return filepath.Join(o.Home, ".codex", "config.toml")
-}
-
 // Has reports whether the agent's files are read.
 func (o Options) Has(a Agent) bool { return slices.Contains(o.Agents, a) }
 
-// ClaudeGlobalFile is Claude Code's ~/.claude.json ("" when unknown).
-func (o Options) ClaudeGlobalFile() string {
-	if o.ClaudeConfigDir != "" {
-		return filepath.Join(o.ClaudeConfigDir, ".claude.json")
+// file is name in the agent's folder when its variable gives one, else
+// the path under the home folder ("" without one).
+func (o Options) file(dir, name string, inHome ...string) string {
+	if dir != "" {
+		return filepath.Join(dir, name)
 	}
 	if o.Home == "" {
 		return ""
 	}
-	return filepath.Join(o.Home, ".claude.json")
+	return filepath.Join(append([]string{o.Home}, inHome...)...)
+}
+
+// ClaudeGlobalFile is Claude Code's ~/.claude.json.
+func (o Options) ClaudeGlobalFile() string {
+	return o.file(o.ClaudeConfigDir, ".claude.json", ".claude.json")
 }
 
 // ClaudeSettingsFile is Claude Code's user settings file.
 func (o Options) ClaudeSettingsFile() string {
-	if o.ClaudeConfigDir != "" {
-		return filepath.Join(o.ClaudeConfigDir, "settings.json")
-	}
-	if o.Home == "" {
-		return ""
-	}
-	return filepath.Join(o.Home, ".claude", "settings.json")
+	return o.file(o.ClaudeConfigDir, "settings.json", ".claude", "settings.json")
 }
 
 // GeminiSettingsFile is Gemini CLI's user settings file.
-func (o Options) GeminiSettingsFile() string {
-	if o.Home == "" {
-		return ""
-	}
-	return filepath.Join(o.Home, ".gemini", "settings.json")
+func (o Options) GeminiSettingsFile() string { return o.file("", "", ".gemini", "settings.json") }
+
+// CodexConfigFile is Codex's user configuration.
+func (o Options) CodexConfigFile() string {
+	return o.file(o.CodexHome, "config.toml", ".codex", "config.toml")
 }
 
 // User is what the user's own files say for a workspace: the servers of
@@ -89,60 +78,51 @@ type User struct {
 // ReadUser reads the user's files for the workspace (its real path).
 func ReadUser(o Options, workspace string) User {
 	var u User
+	// read parses a file that exists; what fails is a problem.
+	read := func(file string, parse func(data []byte) error) {
+		if file == "" {
+			return
+		}
+		data, err := readCached(file)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			u.Problems = append(u.Problems, fmt.Sprintf("%s: %v", file, err))
+		default:
+			if err := parse(data); err != nil {
+				u.Problems = append(u.Problems, err.Error())
+			}
+		}
+	}
 	if o.Has(Claude) {
-		if file := o.ClaudeGlobalFile(); file != "" {
-			data, err := readCached(file)
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-			case err != nil:
-				u.Problems = append(u.Problems, fmt.Sprintf("%s: %v", file, err))
-			default:
-				f, disabled, err := ClaudeGlobal(data, file, workspace)
-				if err != nil {
-					u.Problems = append(u.Problems, err.Error())
-				}
-				u.add(f)
-				u.ClaudeDisabled = append(u.ClaudeDisabled, disabled...)
-			}
-		}
-		if file := o.ClaudeSettingsFile(); file != "" {
-			if data, err := readCached(file); err == nil {
-				u.ClaudeDisabled = append(u.ClaudeDisabled, ClaudeDisabled(data)...)
-			}
-		}
+		file := o.ClaudeGlobalFile()
+		read(file, func(data []byte) error {
+			f, disabled, err := ClaudeGlobal(data, file, workspace)
+			u.add(f)
+			u.ClaudeDisabled = append(u.ClaudeDisabled, disabled...)
+			return err
+		})
+		read(o.ClaudeSettingsFile(), func(data []byte) error {
+			u.ClaudeDisabled = append(u.ClaudeDisabled, ClaudeDisabled(data)...)
+			return nil
+		})
 	}
 	if o.Has(Gemini) {
-		if file := o.GeminiSettingsFile(); file != "" {
-			data, err := readCached(file)
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-			case err != nil:
-				u.Problems = append(u.Problems, fmt.Sprintf("%s: %v", file, err))
-			default:
-				f, lists, err := GeminiSettings(data, file, ScopeUser)
-				if err != nil {
-					u.Problems = append(u.Problems, err.Error())
-				}
-				u.add(f)
-				u.GeminiLists = append(u.GeminiLists, lists)
-			}
-		}
+		file := o.GeminiSettingsFile()
+		read(file, func(data []byte) error {
+			f, lists, err := GeminiSettings(data, file, ScopeUser)
+			u.add(f)
+			u.GeminiLists = append(u.GeminiLists, lists)
+			return err
+		})
 	}
 	if o.Has(Codex) {
-		if file := o.CodexConfigFile(); file != "" {
-			data, err := readCached(file)
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-			case err != nil:
-				u.Problems = append(u.Problems, fmt.Sprintf("%s: %v", file, err))
-			default:
-				f, err := CodexConfig(data, file, ScopeUser)
-				if err != nil {
-					u.Problems = append(u.Problems, err.Error())
-				}
-				u.add(f)
-			}
-		}
+		file := o.CodexConfigFile()
+		read(file, func(data []byte) error {
+			f, err := CodexConfig(data, file, ScopeUser)
+			u.add(f)
+			return err
+		})
 	}
 	return u
 }
