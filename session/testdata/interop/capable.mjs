@@ -8,10 +8,7 @@
 // line with every update it received (by step) and every elicitation.
 //
 // usage: node capable.mjs <workspace> <acpd binary> [acpd flags...]
-import { spawn } from "node:child_process";
-import { appendFileSync } from "node:fs";
-import { Readable, Writable } from "node:stream";
-import { format } from "node:util";
+import { drive, spawnAcpd, start } from "./harness.mjs";
 
 const entry = process.env.ACPD_SDK_ENTRY || "@agentclientprotocol/sdk";
 const acp = await import(entry);
@@ -20,51 +17,9 @@ const reads = Number(process.env.ACPD_READS || "4");
 const [workspace, bin, ...acpdArgs] = process.argv.slice(2);
 const summary = { entry, caps, updates: [], elicitations: [], steps: [], sdkErrors: [] };
 
-function emit() {
-  process.stdout.write(JSON.stringify(summary) + "\n");
-}
+const client = start(summary, "capability client", 100_000);
 
-const consoleError = console.error;
-console.error = (...args) => {
-  summary.sdkErrors.push(format(...args));
-  consoleError(...args);
-};
-
-const watchdog = setTimeout(() => {
-  summary.fatal = "capability client timed out";
-  emit();
-  process.exit(2);
-}, 100_000);
-
-const child = spawn(bin, acpdArgs, { stdio: ["pipe", "pipe", "inherit"] });
-const wire = process.env.ACPD_INTEROP_WIRE;
-function tap(dir) {
-  let buf = "";
-  return (chunk) => {
-    buf += Buffer.from(chunk).toString("utf8");
-    let i;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      if (line.trim() !== "") {
-        appendFileSync(wire, JSON.stringify({ dir, line }) + "\n");
-      }
-    }
-  };
-}
-if (wire) {
-  const toAgent = tap("client");
-  const write = child.stdin.write.bind(child.stdin);
-  child.stdin.write = (chunk, ...rest) => {
-    toAgent(chunk);
-    return write(chunk, ...rest);
-  };
-  child.stdout.on("data", tap("agent"));
-}
-const exited = new Promise((resolve) => {
-  child.on("exit", (code, signal) => resolve({ code, signal }));
-  child.on("error", (err) => resolve({ code: null, signal: null, error: String(err) }));
-});
+const acpd = spawnAcpd(bin, acpdArgs);
 
 let step = "setup";
 
@@ -103,38 +58,19 @@ async function prompt(session, name, text) {
   await new Promise((resolve) => setImmediate(resolve));
 }
 
-try {
-  const clientCapabilities = { fs: { readTextFile: false, writeTextFile: false }, terminal: false };
-  if (caps === "all") {
-    clientCapabilities.session = { notices: {}, compaction: {} };
-    clientCapabilities.elicitation = { form: {} };
+const capabilities = caps === "all" ? { session: { notices: {}, compaction: {} }, elicitation: { form: {} } } : {};
+summary.exit = await drive(acp, app, acpd, summary, { name: "acpd-capable", capabilities }, async (agent) => {
+  const session = await agent.buildSession(workspace).start();
+  summary.sessionId = session.sessionId;
+  await prompt(session, "ask", "set up the service");
+  for (let i = 0; i < reads; i++) {
+    await prompt(session, `read-${i}`, `Read src_${String(i).padStart(3, "0")}.go and summarise it.`);
   }
-  const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-  await app.connectWith(stream, async (agent) => {
-    await agent.request("initialize", {
-      protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities,
-      clientInfo: { name: "acpd-capable", version: "1.0.0" },
-    });
-    const session = await agent.buildSession(workspace).start();
-    summary.sessionId = session.sessionId;
-    await prompt(session, "ask", "set up the service");
-    for (let i = 0; i < reads; i++) {
-      await prompt(session, `read-${i}`, `Read src_${String(i).padStart(3, "0")}.go and summarise it.`);
-    }
-    await prompt(session, "compress", "/compress");
-    step = "load";
-    await agent.request("session/load", { sessionId: session.sessionId, cwd: workspace, mcpServers: [] });
-    await new Promise((resolve) => setImmediate(resolve));
-    step = "done";
-    session.dispose();
-  });
-} catch (err) {
-  summary.fatal = String(err?.stack ?? err);
-}
-
-child.stdin.end();
-summary.exit = await exited;
-clearTimeout(watchdog);
-emit();
-process.exitCode = summary.fatal ? 1 : 0;
+  await prompt(session, "compress", "/compress");
+  step = "load";
+  await agent.request("session/load", { sessionId: session.sessionId, cwd: workspace, mcpServers: [] });
+  await new Promise((resolve) => setImmediate(resolve));
+  step = "done";
+  session.dispose();
+});
+client.finish();

@@ -4,73 +4,22 @@
 // (the SDK's complaints, acpd's own stderr) goes to stderr.
 //
 // usage: node client.mjs <workspace> <acpd binary> [acpd flags...]
-import { spawn } from "node:child_process";
-import { appendFileSync } from "node:fs";
-import { Readable, Writable } from "node:stream";
-import { format } from "node:util";
+import { drive, spawnAcpd, start } from "./harness.mjs";
 import * as acp from "@agentclientprotocol/sdk";
 
 const [workspace, bin, ...acpdArgs] = process.argv.slice(2);
 const summary = { steps: [], sdkErrors: [], availableCommands: [] };
 
-function emit() {
-  process.stdout.write(JSON.stringify(summary) + "\n");
-}
-
-// The SDK reports notifications it cannot parse against its generated
-// schemas (and unknown responses) with console.error instead of failing the
-// call; collect them so the test can insist there are none.
-const consoleError = console.error;
-console.error = (...args) => {
-  summary.sdkErrors.push(format(...args));
-  consoleError(...args);
-};
-
-const watchdog = setTimeout(() => {
-  summary.fatal = "interop client timed out";
-  emit();
-  process.exit(2);
-}, 90_000);
+const client = start(summary, "interop client", 90_000);
 
 if (!workspace || !bin) {
   summary.fatal = "usage: node client.mjs <workspace> <acpd binary> [acpd flags...]";
-  emit();
+  client.emit();
   process.exit(2);
 }
 
-const child = spawn(bin, acpdArgs, { stdio: ["pipe", "pipe", "inherit"] });
-
-// ACPD_INTEROP_WIRE names a file that receives every line of the wire, in
-// order ({"dir":"client"|"agent","line":…}), so the Go test can check each
-// against the ACP schema and the protocol's ordering rules.
-const wire = process.env.ACPD_INTEROP_WIRE;
-function tap(dir) {
-  let buf = "";
-  return (chunk) => {
-    buf += Buffer.from(chunk).toString("utf8");
-    let i;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      if (line.trim() !== "") {
-        appendFileSync(wire, JSON.stringify({ dir, line }) + "\n");
-      }
-    }
-  };
-}
-if (wire) {
-  const toAgent = tap("client");
-  const write = child.stdin.write.bind(child.stdin);
-  child.stdin.write = (chunk, ...rest) => {
-    toAgent(chunk);
-    return write(chunk, ...rest);
-  };
-  child.stdout.on("data", tap("agent"));
-}
-const exited = new Promise((resolve) => {
-  child.on("exit", (code, signal) => resolve({ code, signal }));
-  child.on("error", (err) => resolve({ code: null, signal: null, error: String(err) }));
-});
+// ACPD_INTEROP_WIRE names a file that receives every line of the wire.
+const acpd = spawnAcpd(bin, acpdArgs);
 
 // step is the prompt being observed; the handlers below record into it and
 // call its hooks.
@@ -171,62 +120,47 @@ async function prompt(session, name, text, hooks) {
   summary.steps.push(rec);
 }
 
-try {
-  const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-  await app.connectWith(stream, async (agent) => {
-    const init = await agent.request("initialize", {
-      protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
-      clientInfo: { name: "acpd-interop", version: "1.0.0" },
-    });
-    summary.initialize = {
-      protocolVersion: init.protocolVersion,
-      agentInfo: init.agentInfo ?? null,
-      agentCapabilities: init.agentCapabilities ?? null,
-    };
+summary.exit = await drive(acp, app, acpd, summary, { name: "acpd-interop" }, async (agent, init) => {
+  summary.initialize = {
+    protocolVersion: init.protocolVersion,
+    agentInfo: init.agentInfo ?? null,
+    agentCapabilities: init.agentCapabilities ?? null,
+  };
 
-    const session = await agent.buildSession(workspace).start();
-    summary.newSession = {
-      sessionId: session.sessionId,
-      currentModeId: session.modes?.currentModeId ?? null,
-    };
-    const cancel = () => agent.notify("session/cancel", { sessionId: session.sessionId });
+  const session = await agent.buildSession(workspace).start();
+  summary.newSession = {
+    sessionId: session.sessionId,
+    currentModeId: session.modes?.currentModeId ?? null,
+  };
+  const cancel = () => agent.notify("session/cancel", { sessionId: session.sessionId });
 
-    await prompt(session, "tools", "say hello");
+  await prompt(session, "tools", "say hello");
 
-    // ACP: on cancel the client answers its pending permission requests
-    // with the cancelled outcome.
-    await prompt(session, "cancel-while-asking", "wait while I decide", {
-      onPermission: async () => {
-        await cancel();
-        return { outcome: { outcome: "cancelled" } };
-      },
-    });
-
-    let cancelled = false;
-    await prompt(session, "cancel-while-running", "sleep for a while", {
-      onUpdate: (u) => {
-        if (!cancelled && u.sessionUpdate === "tool_call_update" && u.status === "in_progress") {
-          cancelled = true;
-          void cancel();
-        }
-      },
-    });
-
-    await prompt(session, "loop-stopped", "loop");
-    await prompt(session, "after-loop-stop", "carry on");
-    // An agent call whose subagent runs a tool of its own.
-    await prompt(session, "subagents", "delegate");
-    // A reporting command answers without asking the model.
-    await prompt(session, "help", "/help");
-    session.dispose();
+  // ACP: on cancel the client answers its pending permission requests
+  // with the cancelled outcome.
+  await prompt(session, "cancel-while-asking", "wait while I decide", {
+    onPermission: async () => {
+      await cancel();
+      return { outcome: { outcome: "cancelled" } };
+    },
   });
-} catch (err) {
-  summary.fatal = String(err?.stack ?? err);
-}
 
-child.stdin.end();
-summary.exit = await exited;
-clearTimeout(watchdog);
-emit();
-process.exitCode = summary.fatal ? 1 : 0;
+  let cancelled = false;
+  await prompt(session, "cancel-while-running", "sleep for a while", {
+    onUpdate: (u) => {
+      if (!cancelled && u.sessionUpdate === "tool_call_update" && u.status === "in_progress") {
+        cancelled = true;
+        void cancel();
+      }
+    },
+  });
+
+  await prompt(session, "loop-stopped", "loop");
+  await prompt(session, "after-loop-stop", "carry on");
+  // An agent call whose subagent runs a tool of its own.
+  await prompt(session, "subagents", "delegate");
+  // A reporting command answers without asking the model.
+  await prompt(session, "help", "/help");
+  session.dispose();
+});
+client.finish();

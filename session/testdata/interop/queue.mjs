@@ -7,53 +7,17 @@
 // order they came.
 //
 // usage: node queue.mjs <workspace> <acpd binary> [acpd flags...]
-import { spawn } from "node:child_process";
-import { appendFileSync } from "node:fs";
-import { Readable, Writable } from "node:stream";
-import { format } from "node:util";
+import { drive, spawnAcpd, start } from "./harness.mjs";
 import * as acp from "@agentclientprotocol/sdk";
 
 const [workspace, bin, ...acpdArgs] = process.argv.slice(2);
 const summary = { runs: {}, sdkErrors: [] };
-const emit = () => process.stdout.write(JSON.stringify(summary) + "\n");
-const consoleError = console.error;
-console.error = (...args) => {
-  summary.sdkErrors.push(format(...args));
-  consoleError(...args);
-};
-const watchdog = setTimeout(() => {
-  summary.fatal = "queue client timed out";
-  emit();
-  process.exit(2);
-}, 100_000);
-
-function tap(wire, dir) {
-  let buf = "";
-  return (chunk) => {
-    buf += Buffer.from(chunk).toString("utf8");
-    let i;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      if (line.trim() !== "") {
-        appendFileSync(wire, JSON.stringify({ dir, line }) + "\n");
-      }
-    }
-  };
-}
+const client = start(summary, "queue client", 100_000);
 
 async function run(name, wire, optIn) {
   const out = { answers: [], texts: [] };
   summary.runs[name] = out;
-  const child = spawn(bin, acpdArgs, { stdio: ["pipe", "pipe", "inherit"] });
-  const toAgent = tap(wire, "client");
-  const write = child.stdin.write.bind(child.stdin);
-  child.stdin.write = (chunk, ...rest) => {
-    toAgent(chunk);
-    return write(chunk, ...rest);
-  };
-  child.stdout.on("data", tap(wire, "agent"));
-  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  const acpd = spawnAcpd(bin, acpdArgs, wire);
   let started;
   const running = new Promise((resolve) => (started = resolve));
   const app = acp
@@ -71,38 +35,23 @@ async function run(name, wire, optIn) {
         out.texts.push(u.content.text);
       }
     });
-  try {
-    const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-    await app.connectWith(stream, async (agent) => {
-      const clientCapabilities = { fs: { readTextFile: false, writeTextFile: false }, terminal: false };
-      if (optIn) {
-        clientCapabilities._meta = { promptQueueing: true };
-      }
-      const init = await agent.request("initialize", {
-        protocolVersion: acp.PROTOCOL_VERSION,
-        clientCapabilities,
-        clientInfo: { name: "acpd-queue", version: "1.0.0" },
-      });
-      out.agentMeta = init.agentCapabilities?._meta ?? null;
-      const { sessionId } = await agent.request("session/new", { cwd: workspace, mcpServers: [] });
-      await agent.request("session/set_mode", { sessionId, modeId: "yolo" });
-      const send = (label, text) =>
-        agent
-          .request("session/prompt", { sessionId, prompt: [{ type: "text", text }] })
-          .then((r) => out.answers.push({ label, stopReason: r.stopReason }))
-          .catch((err) => out.answers.push({ label, error: String(err?.message ?? err) }));
-      const first = send("first", `QUEUE-${name}: run the slow command`);
-      await running;
-      const second = send("second", "/blue queued");
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      const third = send("third", "and the third");
-      await Promise.all([first, second, third]);
-    });
-  } catch (err) {
-    summary.fatal = String(err?.stack ?? err);
-  }
-  child.stdin.end();
-  out.exit = await exited;
+  const capabilities = optIn ? { _meta: { promptQueueing: true } } : {};
+  out.exit = await drive(acp, app, acpd, summary, { name: "acpd-queue", capabilities }, async (agent, init) => {
+    out.agentMeta = init.agentCapabilities?._meta ?? null;
+    const { sessionId } = await agent.request("session/new", { cwd: workspace, mcpServers: [] });
+    await agent.request("session/set_mode", { sessionId, modeId: "yolo" });
+    const send = (label, text) =>
+      agent
+        .request("session/prompt", { sessionId, prompt: [{ type: "text", text }] })
+        .then((r) => out.answers.push({ label, stopReason: r.stopReason }))
+        .catch((err) => out.answers.push({ label, error: String(err?.message ?? err) }));
+    const first = send("first", `QUEUE-${name}: run the slow command`);
+    await running;
+    const second = send("second", "/blue queued");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const third = send("third", "and the third");
+    await Promise.all([first, second, third]);
+  });
 }
 
 const wire = process.env.ACPD_INTEROP_WIRE;
@@ -110,5 +59,4 @@ await run("queued", wire, true);
 if (!summary.fatal) {
   await run("default", wire + ".2", false);
 }
-clearTimeout(watchdog);
-emit();
+client.finish();

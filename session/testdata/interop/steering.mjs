@@ -8,51 +8,15 @@
 // answers, the replay of a session/load).
 //
 // usage: node steering.mjs <workspace> <acpd binary> [acpd flags...]
-import { spawn } from "node:child_process";
-import { appendFileSync } from "node:fs";
-import { Readable, Writable } from "node:stream";
-import { format } from "node:util";
+import { drive, spawnAcpd, start } from "./harness.mjs";
 import * as acp from "@agentclientprotocol/sdk";
 
 const [workspace, bin, ...acpdArgs] = process.argv.slice(2);
 const only = (process.env.ACPD_SCENARIOS || "").split(",").filter(Boolean);
 const summary = { scenarios: {}, sdkErrors: [] };
-const emit = () => process.stdout.write(JSON.stringify(summary) + "\n");
-const consoleError = console.error;
-console.error = (...args) => {
-  summary.sdkErrors.push(format(...args));
-  consoleError(...args);
-};
-const watchdog = setTimeout(() => {
-  summary.fatal = "steering client timed out";
-  emit();
-  process.exit(2);
-}, 110_000);
+const client = start(summary, "steering client", 110_000);
 
-const child = spawn(bin, acpdArgs, { stdio: ["pipe", "pipe", "inherit"] });
-const wire = process.env.ACPD_INTEROP_WIRE;
-function tap(dir) {
-  let buf = "";
-  return (chunk) => {
-    buf += Buffer.from(chunk).toString("utf8");
-    let i;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      if (line.trim() !== "") {
-        appendFileSync(wire, JSON.stringify({ dir, line }) + "\n");
-      }
-    }
-  };
-}
-const toAgent = tap("client");
-const write = child.stdin.write.bind(child.stdin);
-child.stdin.write = (chunk, ...rest) => {
-  toAgent(chunk);
-  return write(chunk, ...rest);
-};
-child.stdout.on("data", tap("agent"));
-const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+const acpd = spawnAcpd(bin, acpdArgs);
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -254,26 +218,13 @@ const scenarios = {
   },
 };
 
-try {
-  const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-  await app.connectWith(stream, async (a) => {
-    agent = a;
-    const init = await agent.request("initialize", {
-      protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
-      clientInfo: { name: "acpd-steering", version: "1.0.0" },
-    });
-    summary.initMeta = init._meta ?? null;
-    for (const [name, run] of Object.entries(scenarios)) {
-      if (only.length === 0 || only.includes(name)) {
-        await run();
-      }
+summary.exit = await drive(acp, app, acpd, summary, { name: "acpd-steering" }, async (a, init) => {
+  agent = a;
+  summary.initMeta = init._meta ?? null;
+  for (const [name, run] of Object.entries(scenarios)) {
+    if (only.length === 0 || only.includes(name)) {
+      await run();
     }
-  });
-} catch (err) {
-  summary.fatal = String(err?.stack ?? err);
-}
-child.stdin.end();
-summary.exit = await exited;
-clearTimeout(watchdog);
-emit();
+  }
+});
+client.finish();

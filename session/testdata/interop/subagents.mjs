@@ -8,50 +8,14 @@
 // their answers, the prompt's answer.
 //
 // usage: node subagents.mjs <workspace> <acpd binary> [acpd flags...]
-import { spawn } from "node:child_process";
-import { appendFileSync } from "node:fs";
-import { Readable, Writable } from "node:stream";
-import { format } from "node:util";
+import { drive, spawnAcpd, start } from "./harness.mjs";
 import * as acp from "@agentclientprotocol/sdk/unstable";
 
 const [workspace, bin, ...acpdArgs] = process.argv.slice(2);
 const summary = { scenarios: {}, sdkErrors: [] };
-const emit = () => process.stdout.write(JSON.stringify(summary) + "\n");
-const consoleError = console.error;
-console.error = (...args) => {
-  summary.sdkErrors.push(format(...args));
-  consoleError(...args);
-};
-const watchdog = setTimeout(() => {
-  summary.fatal = "subagents client timed out";
-  emit();
-  process.exit(2);
-}, 110_000);
+const client = start(summary, "subagents client", 110_000);
 
-const child = spawn(bin, acpdArgs, { stdio: ["pipe", "pipe", "inherit"] });
-const wire = process.env.ACPD_INTEROP_WIRE;
-function tap(dir) {
-  let buf = "";
-  return (chunk) => {
-    buf += Buffer.from(chunk).toString("utf8");
-    let i;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      if (line.trim() !== "") {
-        appendFileSync(wire, JSON.stringify({ dir, line }) + "\n");
-      }
-    }
-  };
-}
-const toAgent = tap("client");
-const write = child.stdin.write.bind(child.stdin);
-child.stdin.write = (chunk, ...rest) => {
-  toAgent(chunk);
-  return write(chunk, ...rest);
-};
-child.stdout.on("data", tap("agent"));
-const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+const acpd = spawnAcpd(bin, acpdArgs);
 
 // Scenario by session id: the parent's, and each announced child's.
 const bySession = new Map();
@@ -128,23 +92,10 @@ const scenarios = {
   },
 };
 
-try {
-  const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-  await app.connectWith(stream, async (a) => {
-    agent = a;
-    await agent.request("initialize", {
-      protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, subagents: {} },
-      clientInfo: { name: "acpd-subagents", version: "1.0.0" },
-    });
-    for (const [name, run] of Object.entries(scenarios)) {
-      await run();
-    }
-  });
-} catch (err) {
-  summary.fatal = String(err?.stack ?? err);
-}
-child.stdin.end();
-summary.exit = await exited;
-clearTimeout(watchdog);
-emit();
+summary.exit = await drive(acp, app, acpd, summary, { name: "acpd-subagents", capabilities: { subagents: {} } }, async (a) => {
+  agent = a;
+  for (const run of Object.values(scenarios)) {
+    await run();
+  }
+});
+client.finish();
