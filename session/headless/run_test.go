@@ -245,3 +245,90 @@ func BenchmarkOutput_Update(b *testing.B) {
 		})
 	}
 }
+
+// steerAgent is a fakeAgent that serves _session/steering: "now" is
+// injected (and delivered, echoed before the prompt answers), "late" finds
+// no running turn, "/cmd" is refused; the prompt answers once all three
+// have come.
+type steerAgent struct {
+	*fakeAgent
+	mu    sync.Mutex
+	reqs  []*acp.SteeringRequest
+	three chan struct{}
+}
+
+func (f *steerAgent) Steer(_ context.Context, req *acp.SteeringRequest) (*acp.SteeringResponse, error) {
+	f.mu.Lock()
+	f.reqs = append(f.reqs, req)
+	if len(f.reqs) == 3 {
+		close(f.three)
+	}
+	f.mu.Unlock()
+	switch req.Prompt[0].Text {
+	case "now":
+		return &acp.SteeringResponse{Outcome: acp.SteerInjected, Meta: acp.Meta{"messageId": "msg_now"}}, nil
+	case "late":
+		return &acp.SteeringResponse{Outcome: acp.SteerPromptRequired, Reason: acp.SteerReasonNoRunningTurn}, nil
+	}
+	return nil, acp.ErrInvalidParams("prompt[0].text", "/cmd is a command and cannot run inside a turn")
+}
+
+func (f *steerAgent) Prompt(ctx context.Context, req *acp.PromptRequest) (*acp.PromptResponse, error) {
+	b := acp.TextBlock("working")
+	if err := f.client.SessionUpdate(ctx, &acp.SessionNotification{SessionID: req.SessionID,
+		Update: acp.SessionUpdate{Kind: acp.UpdateAgentMessageChunk, Content: &b}}); err != nil {
+		return nil, err
+	}
+	<-f.three
+	steer := acp.TextBlock("now")
+	if err := f.client.SessionUpdate(ctx, &acp.SessionNotification{SessionID: req.SessionID,
+		Update: acp.SessionUpdate{Kind: acp.UpdateUserMessageChunk, Content: &steer, MessageID: "msg_now"}}); err != nil {
+		return nil, err
+	}
+	return &acp.PromptResponse{StopReason: acp.StopEndTurn}, nil
+}
+
+// TestRun_SteeringLines: each input line after the prompt is sent as a
+// steering request asking promptRequired, in order, once the turn runs; the
+// result says what became of each — delivered, undelivered (no running
+// turn, refused) — with the content of those the model never read, and a
+// malformed line is reported on stderr by its number.
+func TestRun_SteeringLines(t *testing.T) {
+	t.Parallel()
+	agent := &steerAgent{fakeAgent: newFakeAgent(), three: make(chan struct{})}
+	agent.promptStarted = nil
+	input := strings.Join([]string{
+		`{"type":"user","content":"now"}`,
+		`{"type":"user","content":`,
+		`{"type":"user","message":{"role":"user","content":"late"}}`,
+		`{"type":"user","content":[{"type":"text","text":"/cmd"}]}`,
+	}, "\n") + "\n"
+	pr, pw := io.Pipe()
+	defer pw.Close() // the input stays open: its end is not the turn's
+	go func() { _, _ = io.WriteString(pw, input) }()
+	var out, errOut acptest.SyncBuffer
+	env := Env{Stdout: &out, Stderr: &errOut, Logger: slog.New(slog.DiscardHandler)}
+	code := Run(t.Context(), env, Options{Prompt: "go", Cwd: t.TempDir(), Format: FormatJSON, Input: NewInput(pr)},
+		func(c acp.Client) Agent { agent.client = c; return agent })
+	require.Equal(t, 0, code, errOut.String())
+
+	agent.mu.Lock()
+	defer agent.mu.Unlock()
+	require.Len(t, agent.reqs, 3)
+	for i, want := range []string{"now", "late", "/cmd"} {
+		assert.Equal(t, want, agent.reqs[i].Prompt[0].Text, "in input order")
+		assert.True(t, agent.reqs[i].PromptRequired(), "a line never starts a turn of its own")
+		assert.Equal(t, "sess_new", agent.reqs[i].SessionID)
+	}
+	r := decodeResult(t, strings.TrimSpace(out.String()))
+	require.Len(t, r.Steers, 3)
+	assert.Equal(t, SteerSummary{Line: 1, Outcome: "injected", MessageID: "msg_now", Delivered: true}, r.Steers[0])
+	assert.Equal(t, SteerSummary{Line: 3, Outcome: "promptRequired"}, r.Steers[1])
+	assert.Equal(t, 4, r.Steers[2].Line)
+	require.NotNil(t, r.Steers[2].Error)
+	assert.EqualValues(t, acp.CodeInvalidParams, r.Steers[2].Error.Code)
+	require.Len(t, r.Undelivered, 2)
+	assert.Equal(t, UndeliveredSteer{Line: 3, Reason: UndeliveredNoRunningTurn, Prompt: []acp.ContentBlock{acp.TextBlock("late")}}, r.Undelivered[0])
+	assert.Equal(t, UndeliveredSteer{Line: 4, Reason: UndeliveredRefused, Prompt: []acp.ContentBlock{acp.TextBlock("/cmd")}}, r.Undelivered[1])
+	assert.Contains(t, errOut.String(), "acpd run: input line 2: not valid JSON")
+}
