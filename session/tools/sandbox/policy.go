@@ -553,8 +553,9 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 	}
 	if len(s.p.DenyRead) > 0 {
 		plan.DenyRead = s.p.DenyRead
-		plan.denyStamp = readStamp(s.p.DenyRead)
-		plan.DenyGaps = deniedWithin(s.p.DenyRead, writable)
+		real := resolveAll(s.p.DenyRead)
+		plan.denyStamp = resolvedReadStamp(real)
+		plan.DenyGaps = resolvedDeniedWithin(s.p.DenyRead, real, resolveAll(writable))
 	}
 	if v, ok := os.LookupEnv(ABIEnv); ok {
 		// A simulated kernel is the helper's too.

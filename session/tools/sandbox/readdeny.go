@@ -94,15 +94,35 @@ func resolveDenied(path string) string {
 	return filepath.Join(resolveDenied(filepath.Clean(dir)), base)
 }
 
+// resolveAll is resolveDenied of each path (a relative one is kept as it
+// is), done once for the checks that compare the paths with several
+// folders: each resolution costs a few lstat calls, and a command's plan
+// compares the deny list of a default configuration (some fifty paths)
+// with every writable folder.
+func resolveAll(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		if filepath.IsAbs(p) {
+			p = resolveDenied(p)
+		}
+		out[i] = p
+	}
+	return out
+}
+
 // newDenyTree builds the tree of the denied paths, resolved, together
 // with their aliases under other mounts (aliases, nil off Linux).
 func newDenyTree(denied []string, aliases func(string) []string) *denyTree {
+	return resolvedDenyTree(resolveAll(denied), aliases)
+}
+
+// resolvedDenyTree is newDenyTree of paths resolved already.
+func resolvedDenyTree(resolved []string, aliases func(string) []string) *denyTree {
 	t := &denyTree{}
-	for _, d := range denied {
-		if !filepath.IsAbs(d) {
+	for _, r := range resolved {
+		if !filepath.IsAbs(r) {
 			continue
 		}
-		r := resolveDenied(d)
 		paths := []string{r}
 		if aliases != nil {
 			paths = append(paths, aliases(r)...)
@@ -155,8 +175,11 @@ func (p *readPlan) walk(dir string, n *denyTree) {
 // splits, as seen now: type and modification time of each folder on the
 // way to a denied path. A ruleset built for one stamp is out of date when
 // the stamp changes (an entry was made or removed in one of them).
-func readStamp(denied []string) string {
-	if len(denied) == 0 {
+func readStamp(denied []string) string { return resolvedReadStamp(resolveAll(denied)) }
+
+// resolvedReadStamp is readStamp of paths resolved already.
+func resolvedReadStamp(resolved []string) string {
+	if len(resolved) == 0 {
 		return ""
 	}
 	h := fnv.New64a()
@@ -179,18 +202,23 @@ func readStamp(denied []string) string {
 			}
 		}
 	}
-	visit("/", newDenyTree(denied, nil))
+	visit("/", resolvedDenyTree(resolved, nil))
 	return fmt.Sprintf("%x", h.Sum64())
 }
 
 // deniedWithin lists the denied paths that lie in one of dirs (real paths
 // compared): those a folder commands may write holds.
 func deniedWithin(denied, dirs []string) []string {
+	return resolvedDeniedWithin(denied, resolveAll(denied), resolveAll(dirs))
+}
+
+// resolvedDeniedWithin is deniedWithin with both lists resolved already
+// (resolved[i] is denied[i]'s real path).
+func resolvedDeniedWithin(denied, resolved, dirs []string) []string {
 	var out []string
-	for _, d := range denied {
-		r := resolveDenied(d)
+	for i, d := range denied {
+		r := resolved[i]
 		for _, w := range dirs {
-			w = resolveDenied(w)
 			if r == w || strings.HasPrefix(r, w+"/") || w == "/" {
 				out = append(out, d)
 				break
