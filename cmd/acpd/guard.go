@@ -156,7 +156,7 @@ func confinedStart(ctx context.Context, a *app, cfg config.Config, cwd string, l
 	return func(stdio [3]*os.File) (agentguard.Process, error) {
 		environ := os.Environ()
 		needs := agentconfine.For(a.args, environ)
-		if err := needs.MakeDirs(); err != nil {
+		if err := needs.MakeState(); err != nil {
 			return nil, fmt.Errorf("the agent's state folder: %w", err)
 		}
 		s := needs.Apply(sandboxSettings(cfg))

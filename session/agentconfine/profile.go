@@ -9,6 +9,8 @@
 package agentconfine
 
 import (
+	"errors"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -110,8 +112,8 @@ type Needs struct {
 	// (which then gets exactly a confined command's sandbox).
 	Agent string
 	// Dirs are its state folders and the npm cache npx runs agents
-	// from, made when missing (Landlock grants only what exists); Files
-	// its state files, writable when they exist.
+	// from, Files its state files (JSON), all made when missing
+	// (MakeState).
 	Dirs, Files []string
 	// Readable are its own credential files, taken off the deny list.
 	Readable []string
@@ -214,11 +216,30 @@ func hostOf(raw string) string {
 	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
-// MakeDirs makes the state folders that do not exist yet (0700, as the
-// agents make them).
-func (n Needs) MakeDirs() error {
+// MakeState makes the state folders that do not exist yet (0700, as the
+// agents make them) and the state files as empty JSON objects (0600):
+// Landlock grants only what exists, and an agent that cannot create its
+// ~/.claude.json at its first confined run would never have one. An empty
+// object is what the agents read as "no settings yet".
+func (n Needs) MakeState() error {
 	for _, d := range n.Dirs {
 		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	for _, f := range n.Files {
+		fh, err := os.OpenFile(f, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		_, err = fh.WriteString("{}\n")
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return err
 		}
 	}

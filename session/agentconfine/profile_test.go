@@ -1,6 +1,8 @@
 package agentconfine
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -63,4 +65,19 @@ func TestApply(t *testing.T) {
 	assert.True(t, s.Env.Drops("ANTHROPIC_API_KEY"), "another provider's key")
 	assert.False(t, s.Env.Drops("OPENAI_API_KEY"))
 	assert.Equal(t, []string{"/h/.ssh", "/h/.codex/auth.json", "/h/.gemini/oauth_creds.json"}, base.DenyRead, "the base settings are not changed")
+}
+
+func TestMakeState(t *testing.T) {
+	home := t.TempDir()
+	n := For([]string{"claude-code-acp"}, []string{"HOME=" + home})
+	assert.NoError(t, n.MakeState())
+	b, err := os.ReadFile(filepath.Join(home, ".claude.json"))
+	assert.NoError(t, err)
+	assert.Equal(t, "{}\n", string(b))
+	assert.DirExists(t, filepath.Join(home, ".claude"))
+	assert.DirExists(t, filepath.Join(home, ".npm"))
+	assert.NoError(t, os.WriteFile(filepath.Join(home, ".claude.json"), []byte(`{"numStartups":3}`), 0o600))
+	assert.NoError(t, n.MakeState())
+	b, _ = os.ReadFile(filepath.Join(home, ".claude.json"))
+	assert.Equal(t, `{"numStartups":3}`, string(b), "an existing file is kept")
 }

@@ -259,6 +259,12 @@ type Session struct {
 	proxy   ProxyServer
 	running []*NetworkAsker
 
+	// The deny list resolved (symlinks on the way followed) and the
+	// stamp of the folders it splits (see deniedReal).
+	dmu       sync.Mutex
+	denyReal  []string
+	denyStamp string
+
 	// The session's spawn server (see zygote_linux.go).
 	zmu     sync.Mutex
 	zy      *zygote
@@ -474,6 +480,26 @@ func (p *Plan) SetupFailure() (string, bool) {
 	return string(b), true
 }
 
+// deniedReal is the deny list resolved and the stamp of the folders it
+// splits. Resolving some fifty paths costs hundreds of lstat calls, which a
+// command's plan does not pay again unless the stamp changed: any change on
+// the way to a denied path (a folder or link swapped for another) is a
+// change of an entry in a folder the stamp covers, so a stamp computed from
+// a stale resolution differs from the last one, and the list is resolved
+// again. The helper resolves the list itself when it builds its rules.
+func (s *Session) deniedReal() (real []string, stamp string) {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	if s.denyReal != nil {
+		if st := resolvedReadStamp(s.denyReal); st == s.denyStamp {
+			return s.denyReal, st
+		}
+	}
+	s.denyReal = resolveAll(s.p.DenyRead)
+	s.denyStamp = resolvedReadStamp(s.denyReal)
+	return s.denyReal, s.denyStamp
+}
+
 // ErrRefused is wrapped by the error Wrap returns in mode required when the
 // kernel cannot confine the command.
 var ErrRefused = errors.New("sandbox unavailable")
@@ -553,8 +579,8 @@ func (s *Session) Wrap(argv []string, statusFD int) (Plan, error) {
 	}
 	if len(s.p.DenyRead) > 0 {
 		plan.DenyRead = s.p.DenyRead
-		real := resolveAll(s.p.DenyRead)
-		plan.denyStamp = resolvedReadStamp(real)
+		real, stamp := s.deniedReal()
+		plan.denyStamp = stamp
 		plan.DenyGaps = resolvedDeniedWithin(s.p.DenyRead, real, resolveAll(writable))
 	}
 	if v, ok := os.LookupEnv(ABIEnv); ok {
