@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acpd/acpd/acp"
+	"github.com/acpd/acpd/session/model/anthropic/anthropictest"
 	"github.com/acpd/acpd/session/model/modeltest"
 	sbx "github.com/acpd/acpd/session/tools/sandbox"
 )
@@ -131,5 +133,30 @@ func TestGuard_ConfineQwenCode(t *testing.T) {
 	assert.Contains(t, g.stderr.String(), `"profile":"qwen-code"`)
 	assert.Contains(t, g.stderr.String(), `"network":"proxy"`)
 	assert.NotContains(t, g.stderr.String(), "connection was refused")
+	g.closeAndCheck()
+}
+
+// TestGuard_ConfineClaudeAgentACP: claude-agent-acp from npm (with the Claude
+// Code it runs), confined with the network only through acpd's proxy,
+// completes a turn of three Read calls against the scripted Messages API
+// server on loopback: its state in ~/.claude and ~/.claude.json is
+// writable, its ANTHROPIC_API_KEY passes, and $ANTHROPIC_BASE_URL's
+// host:port is the allowed host.
+func TestGuard_ConfineClaudeAgentACP(t *testing.T) {
+	t.Parallel()
+	if st := sbx.Probe(); !st.Usable() {
+		t.Skipf("the kernel cannot confine: %v", st.Err)
+	}
+	srv := anthropictest.NewServer(t)
+	a := claudeAgent(t, srv)
+	a.env = append(a.env, "ACPD_SANDBOX_NETWORK=proxy")
+	claudeScript(srv, a.ws, 3, func(i int) string { return fmt.Sprintf(`"offset":%d,"limit":1`, i) })
+	g := startGuard(t, a, filepath.Join(t.TempDir(), "data"), "--confine", "--log-level", "info")
+	stop, rpcErr := g.prompt(g.newSession(a.ws), "read the file")
+	require.Nil(t, rpcErr, "stderr:\n%s", g.stderr.String())
+	assert.Equal(t, acp.StopEndTurn, stop, "stderr:\n%s", g.stderr.String())
+	assert.GreaterOrEqual(t, len(srv.Requests()), 4, "three tool calls and the answer went through the proxy")
+	assert.Contains(t, g.stderr.String(), `"profile":"claude"`)
+	assert.Contains(t, g.stderr.String(), `"network":"proxy"`)
 	g.closeAndCheck()
 }
