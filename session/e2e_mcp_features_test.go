@@ -48,19 +48,26 @@ var mcpVariants = []mcpVariant{
 		return acp.MCPServer{Name: "srv", Command: node, Args: []string{script, "stdio"}, Env: []acp.EnvVariable{}}
 	}},
 	{"ts-http", func(t *testing.T) acp.MCPServer {
-		node, script := tsMCPServer(t)
-		cmd := exec.Command(node, script, "http")
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		cmd.Stderr = &testLog{t: t}
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		line, err := bufio.NewReader(out).ReadString('\n')
-		require.NoError(t, err)
-		url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
-		require.True(t, ok, "%q", line)
-		return acp.MCPServer{Type: "http", Name: "srv", URL: url, Headers: []acp.HTTPHeader{}}
+		return acp.MCPServer{Type: "http", Name: "srv", URL: tsHTTPServer(t, "http"), Headers: []acp.HTTPHeader{}}
 	}},
+}
+
+// tsHTTPServer starts the TypeScript SDK server over Streamable HTTP
+// (server.mjs with args) and returns its endpoint.
+func tsHTTPServer(t *testing.T, args ...string) string {
+	t.Helper()
+	node, script := tsMCPServer(t)
+	cmd := exec.Command(node, append([]string{script}, args...)...)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = &testLog{t: t}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	require.True(t, ok, "%q", line)
+	return url
 }
 
 var (

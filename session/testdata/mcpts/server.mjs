@@ -5,12 +5,20 @@
 //   node server.mjs stdio   serves one client on stdin/stdout
 //   node server.mjs http    serves Streamable HTTP on a loopback port and
 //                           prints "listening <url>" on stdout
+//   node server.mjs oauth ISSUER
+//                           the same, behind the SDK's requireBearerAuth:
+//                           tokens of the authorization server ISSUER
+//                           (acpd's oauthtest), checked by introspection;
+//                           adds the tool whoami (the token's client id)
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
+import { requireBearerAuth } from '@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js';
+import { InvalidTokenError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
+import express from 'express';
 import { z } from 'zod';
 
 const NOTES_URI = 'mem://notes/todo.md';
@@ -24,9 +32,14 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 let running = 0;
 let cancelled = 0;
 
-function newServer() {
+function newServer({ whoami = false } = {}) {
   const server = new McpServer({ name: 'mcpts', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } });
   const none = {};
+
+  if (whoami) {
+    server.registerTool('whoami', { description: 'Names the OAuth client whose token the call carried.', inputSchema: none },
+      async (_args, extra) => text(`client=${extra.authInfo?.clientId} scopes=${extra.authInfo?.scopes.join(',')}`));
+  }
 
   server.registerTool('echo', { description: 'Echoes its text argument.', inputSchema: { text: z.string() } },
     async ({ text: t }) => text('echo: ' + t));
@@ -143,12 +156,11 @@ const mode = process.argv[2];
 if (mode === 'stdio') {
   console.error('mcpts starting');
   await newServer().connect(new StdioServerTransport());
-} else if (mode === 'http') {
+} else if (mode === 'http' || mode === 'oauth') {
   const transports = new Map();
-  const http = createServer(async (req, res) => {
-    const chunks = [];
-    for await (const c of req) chunks.push(c);
-    const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined;
+  // serve answers one MCP request: a new session at initialize, the
+  // session's transport after.
+  const serve = async (req, res, body) => {
     const sid = req.headers['mcp-session-id'];
     let transport = sid ? transports.get(sid) : undefined;
     if (!transport) {
@@ -161,14 +173,52 @@ if (mode === 'stdio') {
         onsessioninitialized: (id) => transports.set(id, transport),
       });
       transport.onclose = () => transports.delete(transport.sessionId);
-      await newServer().connect(transport);
+      await newServer({ whoami: mode === 'oauth' }).connect(transport);
     }
     await transport.handleRequest(req, res, body);
-  });
-  http.listen(0, '127.0.0.1', () => {
-    console.log(`listening http://127.0.0.1:${http.address().port}/mcp`);
-  });
+  };
+  if (mode === 'http') {
+    const http = createServer(async (req, res) => {
+      const chunks = [];
+      for await (const c of req) chunks.push(c);
+      await serve(req, res, chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined);
+    });
+    http.listen(0, '127.0.0.1', () => {
+      console.log(`listening http://127.0.0.1:${http.address().port}/mcp`);
+    });
+  } else {
+    const issuer = process.argv[3];
+    let resource;
+    // The authorization server's tokens, checked by introspection
+    // (RFC 7662): the resource server keeps no state of its own.
+    const verifier = {
+      async verifyAccessToken(token) {
+        const r = await fetch(`${issuer}/introspect`, { method: 'POST', body: new URLSearchParams({ token }) });
+        const info = await r.json();
+        if (!info.active) {
+          throw new InvalidTokenError('token is not active');
+        }
+        return { token, clientId: info.client_id, scopes: (info.scope || '').split(' ').filter(Boolean), expiresAt: info.exp, resource: new URL(info.aud) };
+      },
+    };
+    const app = express();
+    app.use(express.json());
+    app.get('/.well-known/oauth-protected-resource/mcp', (_req, res) => {
+      res.json({ resource, authorization_servers: [issuer], scopes_supported: ['mcp'], bearer_methods_supported: ['header'] });
+    });
+    let auth;
+    app.all('/mcp', (req, res, next) => auth(req, res, next), (req, res) => serve(req, res, req.body));
+    const http = app.listen(0, '127.0.0.1', () => {
+      resource = `http://127.0.0.1:${http.address().port}/mcp`;
+      auth = requireBearerAuth({
+        verifier,
+        expectedResource: new URL(resource),
+        resourceMetadataUrl: `http://127.0.0.1:${http.address().port}/.well-known/oauth-protected-resource/mcp`,
+      });
+      console.log(`listening ${resource}`);
+    });
+  }
 } else {
-  console.error('usage: node server.mjs stdio|http');
+  console.error('usage: node server.mjs stdio|http|oauth ISSUER');
   process.exit(2);
 }

@@ -2,8 +2,8 @@
 // OAuth-protected MCP endpoint, on loopback, for tests: metadata discovery
 // (RFC 8414 and RFC 9728), dynamic client registration (RFC 7591), the
 // authorization-code grant with PKCE S256 required, the resource
-// indicator (RFC 8707) checked at both endpoints, refresh tokens, and
-// access tokens that expire.
+// indicator (RFC 8707) checked at both endpoints, refresh tokens, access
+// tokens that expire, and token introspection (RFC 7662).
 package oauthtest
 
 import (
@@ -56,6 +56,7 @@ func NewAS(t testing.TB) *AS {
 	mux.HandleFunc("POST /register", a.register)
 	mux.HandleFunc("GET /authorize", a.authorize)
 	mux.HandleFunc("POST /token", a.token)
+	mux.HandleFunc("POST /introspect", a.introspect)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	a.URL = srv.URL
@@ -192,6 +193,26 @@ func (a *AS) token(w http.ResponseWriter, r *http.Request) {
 	a.refresh[rt] = g
 	writeJSON(w, http.StatusOK, map[string]any{"access_token": at, "token_type": "Bearer",
 		"expires_in": int(a.TokenTTL / time.Second), "refresh_token": rt, "scope": g.scope})
+}
+
+// introspect answers RFC 7662 token introspection, so a resource server
+// in another process (the TypeScript SDK's, in acpd's end-to-end tests)
+// can check this server's tokens: active, client_id, scope, exp and the
+// resource the token was issued for (aud).
+func (a *AS) introspect(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		oauthError(w, "invalid_request", err.Error())
+		return
+	}
+	a.mu.Lock()
+	g := a.access[r.PostForm.Get("token")]
+	a.mu.Unlock()
+	if g == nil || !time.Now().Before(g.expires) {
+		writeJSON(w, http.StatusOK, map[string]any{"active": false})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"active": true, "client_id": g.client, "scope": g.scope,
+		"exp": g.expires.Unix(), "aud": g.resource, "token_type": "Bearer"})
 }
 
 // Valid reports whether token is a live access token for resource.
