@@ -16,6 +16,7 @@ import (
 	"github.com/acpd/acpd/acp"
 	"github.com/acpd/acpd/session/model/anthropic/anthropictest"
 	"github.com/acpd/acpd/session/model/modeltest"
+	"github.com/acpd/acpd/session/model/responses/responsestest"
 	sbx "github.com/acpd/acpd/session/tools/sandbox"
 )
 
@@ -158,5 +159,42 @@ func TestGuard_ConfineClaudeAgentACP(t *testing.T) {
 	assert.GreaterOrEqual(t, len(srv.Requests()), 4, "three tool calls and the answer went through the proxy")
 	assert.Contains(t, g.stderr.String(), `"profile":"claude"`)
 	assert.Contains(t, g.stderr.String(), `"network":"proxy"`)
+	g.closeAndCheck()
+}
+
+// TestGuard_ConfineCodexACP: codex-acp from npm (a Rust binary), confined
+// with the network only through acpd's proxy, runs a turn of three shell
+// commands against the scripted Responses API server on loopback. Its
+// provider address is in its config.toml, which acpd does not read, and its
+// key variable is the test's own: both come from the configuration, as a
+// user would add them (tools.sandboxAllowedDomains, tools.sandboxPassEnv).
+// Codex's commands run inside the same confinement: one that writes outside
+// the workspace fails.
+func TestGuard_ConfineCodexACP(t *testing.T) {
+	t.Parallel()
+	if st := sbx.Probe(); !st.Usable() {
+		t.Skipf("the kernel cannot confine: %v", st.Err)
+	}
+	srv := responsestest.NewServer(t)
+	srv.SetLaxReasoning(true)
+	a := codexAgent(t, srv)
+	outside := t.TempDir()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	a.env = append(a.env, "ACPD_SANDBOX_NETWORK=proxy", "ACPD_SANDBOX_ALLOWED_DOMAINS="+host, "ACPD_SANDBOX_PASS_ENV=MOCK_API_KEY")
+	codexScript(srv, 3, func(i int) string {
+		if i == 2 {
+			return "echo escaped > " + filepath.Join(outside, "escaped.txt")
+		}
+		return fmt.Sprintf("echo %d > made-%d.txt", i, i)
+	})
+	g := startGuard(t, a, filepath.Join(t.TempDir(), "data"), "--confine", "--log-level", "info")
+	stop, rpcErr := g.prompt(g.newSession(a.ws), "write the files")
+	require.Nil(t, rpcErr, "stderr:\n%s", g.stderr.String())
+	assert.Equal(t, acp.StopEndTurn, stop, "stderr:\n%s", g.stderr.String())
+	assert.GreaterOrEqual(t, len(srv.Requests()), 4, "three tool calls and the answer went through the proxy")
+	assert.Contains(t, g.stderr.String(), `"profile":"codex"`)
+	assert.FileExists(t, filepath.Join(a.ws, "made-1.txt"))
+	assert.FileExists(t, filepath.Join(a.ws, "made-3.txt"))
+	assert.NoFileExists(t, filepath.Join(outside, "escaped.txt"), "a command of the agent wrote outside the workspace")
 	g.closeAndCheck()
 }
