@@ -58,15 +58,29 @@ type Line struct {
 // unterminated quote or here-document, a redirect with no target, …) is
 // Opaque too; its unread text is split crudely at the separators into
 // Hidden segments, so that a deny rule still sees the commands it names.
-func Parse(line string) Line {
+func Parse(line string) (out Line) {
 	p := &parser{src: line}
 	read := 0
-	err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Stmts(strings.NewReader(line), func(s *syntax.Stmt) bool {
+	defer func() {
+		// The parser reads untrusted text: should it ever panic, the line
+		// is one it could not read, not the end of the daemon.
+		if recover() != nil {
+			p.unparsed(line[min(read, len(line)):])
+			out = p.out
+		}
+	}()
+	failed := false
+	// Every statement is consumed, also after an error: leaving the
+	// iteration early makes v3.14.1's iterator yield again and panic.
+	for s, err := range syntax.NewParser(syntax.Variant(syntax.LangBash)).StmtsSeq(strings.NewReader(line)) {
+		if err != nil || failed || s == nil {
+			failed = true // a statement that comes with an error is incomplete
+			continue
+		}
 		p.stmt(s)
 		read = max(read, int(s.End().Offset()))
-		return true
-	})
-	if err != nil {
+	}
+	if failed {
 		p.unparsed(line[min(read, len(line)):])
 	}
 	return p.out
