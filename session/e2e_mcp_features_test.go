@@ -120,6 +120,15 @@ func tsMCPServer(t *testing.T) (node, script string) {
 	return node, script
 }
 
+// elicitingEditor is an editor's capabilities: files, a terminal, and
+// both elicitation modes.
+func elicitingEditor() acp.ClientCapabilities {
+	return acp.ClientCapabilities{
+		FS: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true,
+		Elicitation: &acp.ElicitationCapabilities{Form: &acp.Capability{}, URL: &acp.Capability{}},
+	}
+}
+
 // mcpSession starts the built daemon with the server in a new session.
 func mcpSession(t *testing.T, ctx context.Context, fc *acptest.FakeClient, srv acp.MCPServer, caps *acp.ClientCapabilities) (*daemon, string) {
 	t.Helper()
@@ -352,10 +361,7 @@ func testMCPElicitation(t *testing.T, srv acp.MCPServer) {
 			mu.Unlock()
 		},
 	}
-	caps := acp.ClientCapabilities{
-		FS: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true,
-		Elicitation: &acp.ElicitationCapabilities{Form: &acp.Capability{}, URL: &acp.Capability{}},
-	}
+	caps := elicitingEditor()
 	d, sid := mcpSession(t, ctx, fc, srv, &caps)
 	run := func(tool string) *acp.ToolCallUpdate {
 		t.Helper()

@@ -98,10 +98,7 @@ func TestE2E_MCPOAuth(t *testing.T) {
 					mu.Unlock()
 				},
 			}
-			caps := acp.ClientCapabilities{
-				FS: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true,
-				Elicitation: &acp.ElicitationCapabilities{Form: &acp.Capability{}, URL: &acp.Capability{}},
-			}
+			caps := elicitingEditor()
 			d, sid := mcpSession(t, ctx, fc, acp.MCPServer{Type: "http", Name: "srv", URL: endpoint, Headers: []acp.HTTPHeader{}}, &caps)
 			waitFor(t, func() bool { return as.Counts().Exchanged == 1 && listed.Load() > 0 })
 

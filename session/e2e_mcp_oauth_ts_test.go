@@ -61,10 +61,7 @@ func TestE2E_MCPOAuthTypeScript(t *testing.T) {
 			mu.Unlock()
 		},
 	}
-	caps := acp.ClientCapabilities{
-		FS: acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true,
-		Elicitation: &acp.ElicitationCapabilities{Form: &acp.Capability{}, URL: &acp.Capability{}},
-	}
+	caps := elicitingEditor()
 	d, sid := mcpSession(t, ctx, fc, acp.MCPServer{Type: "http", Name: "ts", URL: endpoint, Headers: []acp.HTTPHeader{}}, &caps)
 	waitFor(t, func() bool {
 		mu.Lock()
