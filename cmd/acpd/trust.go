@@ -16,12 +16,13 @@ var _ = addCommand(func(a *app) *cobra.Command {
 	o := &trustFlags{}
 	cmd := &cobra.Command{
 		Use:   "trust [DIR] [--revoke]",
-		Short: "trust a workspace's settings: its allow rules and hooks apply until the files change",
+		Short: "trust a workspace's settings: its allow rules, hooks and MCP servers apply until the files change",
 		Long: `Trusts the settings files of the workspace DIR (default: the current folder) as
 they are now: .claude/settings.json, .claude/settings.local.json,
-.gemini/settings.json, .acpd/settings.toml and the hook scripts they name in
-the workspace. Their allow rules and hooks then apply, in the editor, in acpd
-run and in acpd guard, until one of those files changes; acpd then asks again
+.gemini/settings.json, .acpd/settings.toml, .mcp.json, .codex/config.toml and
+the hook scripts they name in the workspace. Their allow rules and hooks then
+apply, in the editor, in acpd run and in acpd guard, and their MCP servers
+start in acpd's sessions (mcp.import), until one of those files changes; acpd then asks again
 (and acpd run, which never trusts by itself, leaves them off). Their deny and
 ask rules apply whether trusted or not. The trust is kept in session.dataDir,
 never in the workspace. --revoke forgets it.`,

@@ -262,7 +262,7 @@ func (o *Output) Permission(params json.RawMessage) *acp.RequestPermissionRespon
 	case req.Meta[acp.MetaPermission] == policy.PermissionTrust:
 		// acpd run never trusts a workspace by itself: its allow rules and
 		// hooks stay off until a person trusts them.
-		fmt.Fprintf(o.stderr, "acpd run: left the workspace's allow rules and hooks off: acpd run never trusts a workspace by itself; review its settings and run acpd trust DIR to trust them\n")
+		fmt.Fprintf(o.stderr, "acpd run: left the workspace's allow rules, hooks and MCP servers off: acpd run never trusts a workspace by itself; review its settings and run acpd trust DIR to trust them\n")
 	case req.Meta[acp.MetaPermission] == acp.PermissionPrivateNetwork:
 		// Asked in every approval mode: --yolo would not help.
 		fmt.Fprintf(o.stderr, "acpd run: refused %q: it reaches a loopback or private network address, which acpd asks about every time, in every approval mode (--yolo too), and nobody can answer; "+

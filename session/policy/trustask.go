@@ -111,8 +111,8 @@ func AskTrust(ctx context.Context, sessionID string, a Asker, p *Project) (yes, 
 		Allow:   acp.PermissionOption{OptionID: "trust", Name: "Trust this workspace", Kind: acp.AllowOnce},
 		Reject:  acp.PermissionOption{OptionID: "decline", Name: "Don't trust it", Kind: acp.RejectOnce},
 		Meta:    acp.Meta{acp.MetaPermission: PermissionTrust},
-		Allowed: "Trusted: the workspace's allow rules and hooks apply.",
-		Kept:    "Not trusted: only the workspace's deny and ask rules apply.",
+		Allowed: "Trusted: the workspace's allow rules, hooks and MCP servers apply.",
+		Kept:    "Not trusted: only the workspace's deny and ask rules apply; its MCP servers stay off.",
 	})
 	if err != nil {
 		return false, false
