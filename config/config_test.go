@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -790,5 +791,36 @@ func BenchmarkLoad(b *testing.B) {
 		if _, _, err := Load(opts); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestMCPImport: mcp.import takes the agents once each; from the
+// environment a list or "none" (an empty variable is no setting).
+func TestMCPImport(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want []string
+		err  string
+	}{
+		{"none", []string{}, ""},
+		{"claude, codex", []string{"claude", "codex"}, ""},
+		{"cursor", nil, `unknown agent "cursor"`},
+		{"gemini,gemini", nil, `"gemini" is listed twice`},
+	} {
+		cfg, _, err := Load(LoadOptions{Getenv: func(k string) string {
+			switch k {
+			case "ACPD_MCP_IMPORT":
+				return c.env
+			case "ACPD_DATA_DIR":
+				return "/var/acpd"
+			}
+			return ""
+		}, ReadFile: func(string) ([]byte, error) { return nil, fs.ErrNotExist }})
+		if c.err != "" {
+			assert.ErrorContains(t, err, c.err, c.env)
+			continue
+		}
+		require.NoError(t, err, c.env)
+		assert.Equal(t, c.want, cfg.MCP.Import, c.env)
 	}
 }

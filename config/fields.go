@@ -1394,6 +1394,11 @@ func mcpImportField() *field {
 		[]string{"ACPD_MCP_IMPORT"}, "", "")
 	decode := f.decode
 	f.decode = func(c *Config, raw any, fromText bool, r resolver) error {
+		if s, ok := raw.(string); ok && fromText && strings.TrimSpace(s) == "none" {
+			// An empty variable is no setting: "none" is the empty list.
+			c.MCP.Import = []string{}
+			return nil
+		}
 		if err := decode(c, raw, fromText, r); err != nil {
 			return err
 		}

@@ -48,7 +48,7 @@ func TestE2E_ImportedMCP(t *testing.T) {
 
 	start := func(answer string, resps ...modeltest.Response) (*daemon, string, *permissionLog) {
 		a := &permissionLog{}
-		d := startDaemonEnv(t, cwd, t.TempDir(), []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=", "CODEX_HOME="}, a.client(trustAnswer(answer)), resps,
+		d := startDaemonEnv(t, cwd, t.TempDir(), []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=", "CODEX_HOME=", "ACPD_MCP_IMPORT=claude,codex"}, a.client(trustAnswer(answer)), resps,
 			"--data-dir", dataDir, "--approval-mode", "yolo")
 		ctx := ctxFor(t)
 		_, err := d.cc.InitializeWith(ctx, acp.ClientCapabilities{})

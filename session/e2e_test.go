@@ -91,7 +91,9 @@ func launch(t testing.TB, cwd, configHome string, args, env []string, fc *acptes
 	dataDir := t.TempDir()
 	args = append([]string{"--data-dir", dataDir, "--log-level", "warn", "--approval-mode", "yolo"}, args...)
 	cmd := exec.Command(acpdBin, args...)
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+configHome)
+	// No MCP server of the machine's Claude Code, Gemini CLI or Codex
+	// configuration joins the sessions (a test that wants them says so).
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+configHome, "ACPD_MCP_IMPORT=none")
 	cmd.Env = append(cmd.Env, env...)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
