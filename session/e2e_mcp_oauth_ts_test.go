@@ -101,5 +101,5 @@ func TestE2E_MCPOAuthTypeScript(t *testing.T) {
 		}
 		return res != ""
 	}, 30*time.Second, 200*time.Millisecond)
-	assert.Regexp(t, `^client=client-\w+ scopes=mcp,offline_access$`, res, "the TypeScript server saw the token acpd got for the client it registered")
+	assert.Regexp(t, `^client=client-\w+ scopes=(mcp,offline_access|offline_access,mcp)$`, res, "the TypeScript server saw the token acpd got for the client it registered")
 }
