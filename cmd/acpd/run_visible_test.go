@@ -235,9 +235,14 @@ func TestServe_TerminalHint(t *testing.T) {
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	require.NoError(t, err)
 	assert.Contains(t, line, `"id":1,"result":{"protocolVersion":1`)
-	assert.Contains(t, stderr.String(), "acpd is an Agent Client Protocol agent: an editor starts it")
-	assert.Contains(t, stderr.String(), `acpd run "your prompt"`)
-	assert.Contains(t, stderr.String(), "acpd --help")
+	// os/exec copies the child's stderr into the buffer on a goroutine of
+	// its own: the hint may trail the answer read from stdout.
+	hinted := func() bool {
+		s := stderr.String()
+		return strings.Contains(s, "acpd is an Agent Client Protocol agent: an editor starts it") &&
+			strings.Contains(s, `acpd run "your prompt"`) && strings.Contains(s, "acpd --help")
+	}
+	assert.Eventually(t, hinted, 10*time.Second, 10*time.Millisecond, "the terminal hint: %q", stderr.String())
 	_, _ = ptm.Write([]byte{4}) // Ctrl-D: end of input
 	require.NoError(t, cmd.Wait())
 
