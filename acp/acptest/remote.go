@@ -317,6 +317,7 @@ func readSSE(r io.Reader, f func([]byte) error) error {
 // names.
 func (s *HTTPStream) deliver(data []byte, sid string) error {
 	var m message
+	opens := ""
 	if err := json.Unmarshal(data, &m); err == nil {
 		if m.Method != "" && len(m.ID) > 0 {
 			asked := m.Params.SessionID
@@ -328,24 +329,29 @@ func (s *HTTPStream) deliver(data []byte, sid string) error {
 			s.mu.Unlock()
 		}
 		if m.Method == "" && m.Result.SessionID != "" {
-			// As the SDK does: a session's updates may follow its
-			// session/new reply at once, so its stream opens now. A
-			// refusal other than 409 (which the session's next request
-			// meets and answers) ends the stream: the session's
-			// messages can never arrive, and a reader waiting for them
-			// must learn why instead of waiting forever.
-			go func() {
-				err := s.openSession(m.Result.SessionID)
-				var c *conflict
-				if err != nil && !errors.As(err, &c) && s.ctx.Err() == nil {
-					s.fail(fmt.Errorf("session %s: %w", m.Result.SessionID, err))
-				}
-			}()
+			opens = m.Result.SessionID
 		}
 	}
 	s.outMu.Lock()
-	defer s.outMu.Unlock()
 	_, err := s.pw.Write(append(append([]byte(nil), data...), '\n'))
+	s.outMu.Unlock()
+	if opens != "" {
+		// As the SDK does: a session's updates may follow its
+		// session/new reply at once, so its stream opens now — after the
+		// reply is handed on, or an update read on the new stream could
+		// overtake it when this goroutine is descheduled between the
+		// two. A refusal other than 409 (which the session's next request
+		// meets and answers) ends the stream: the session's messages can
+		// never arrive, and a reader waiting for them must learn why
+		// instead of waiting forever.
+		go func() {
+			err := s.openSession(opens)
+			var c *conflict
+			if err != nil && !errors.As(err, &c) && s.ctx.Err() == nil {
+				s.fail(fmt.Errorf("session %s: %w", opens, err))
+			}
+		}()
+	}
 	return err
 }
 
