@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -287,14 +288,14 @@ func claudeSettings(data []byte) (settings, error) {
 		return settings{}, err
 	}
 	var s settings
-	for _, k := range sortedKeys(raw) {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		switch k {
 		case "permissions":
 			var p map[string]json.RawMessage
 			if err := json.Unmarshal(raw[k], &p); err != nil {
 				return s, fmt.Errorf("permissions: %v", err)
 			}
-			for _, pk := range sortedKeys(p) {
+			for _, pk := range slices.Sorted(maps.Keys(p)) {
 				dst := s.kindList(pk)
 				if dst == nil {
 					continue
@@ -386,14 +387,14 @@ func acpdSettings(data []byte) (settings, error) {
 		return settings{}, err
 	}
 	var s settings
-	for _, k := range sortedKeys(raw) {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		switch k {
 		case "permissions":
 			p, ok := raw[k].(map[string]any)
 			if !ok {
 				return s, errors.New("permissions must be a table")
 			}
-			for _, pk := range sortedKeys(p) {
+			for _, pk := range slices.Sorted(maps.Keys(p)) {
 				dst := s.kindList(pk)
 				if dst == nil {
 					continue
@@ -417,15 +418,6 @@ func acpdSettings(data []byte) (settings, error) {
 		}
 	}
 	return s, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // projectMCP reads the MCP servers of one project file into m, for the

@@ -2,6 +2,8 @@ package imported
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -41,7 +43,7 @@ func CodexConfig(data []byte, file string, scope Scope) (Found, error) {
 	if err != nil {
 		return Found{}, fmt.Errorf("%s: %v", file, err)
 	}
-	return collect(sortedKeys(raw.MCPServers), scope, file, func(name string) (Server, string, error) {
+	return collect(slices.Sorted(maps.Keys(raw.MCPServers)), scope, file, func(name string) (Server, string, error) {
 		var e codexEntry
 		if err := md.PrimitiveDecode(raw.MCPServers[name], &e); err != nil {
 			return Server{}, "", err
@@ -62,7 +64,7 @@ func codexServer(name string, e codexEntry) (Server, error) {
 		return s, fmt.Errorf("both a command and a url")
 	case e.Command != "":
 		s.Command, s.Args = e.Command, e.Args
-		for _, k := range sortedKeys(e.Env) {
+		for _, k := range slices.Sorted(maps.Keys(e.Env)) {
 			s.Env = append(s.Env, acp.EnvVariable{Name: k, Value: e.Env[k]})
 		}
 		for _, v := range e.EnvVars {
@@ -80,10 +82,10 @@ func codexServer(name string, e codexEntry) (Server, error) {
 		}
 	case e.URL != "":
 		s.Type, s.URL = "http", e.URL
-		for _, k := range sortedKeys(e.HTTPHeaders) {
+		for _, k := range slices.Sorted(maps.Keys(e.HTTPHeaders)) {
 			s.Headers = append(s.Headers, acp.HTTPHeader{Name: k, Value: e.HTTPHeaders[k]})
 		}
-		for _, k := range sortedKeys(e.EnvHTTPHeaders) {
+		for _, k := range slices.Sorted(maps.Keys(e.EnvHTTPHeaders)) {
 			if !validName(e.EnvHTTPHeaders[k]) {
 				return s, fmt.Errorf("env_http_headers.%s: %q is not a variable name", k, e.EnvHTTPHeaders[k])
 			}

@@ -23,6 +23,7 @@ package imported
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -139,7 +140,7 @@ type entry struct {
 
 // servers converts a file's mcpServers object, in name order.
 func servers(raw map[string]json.RawMessage, agent Agent, scope Scope, file string) Found {
-	return collect(sortedKeys(raw), scope, file, func(name string) (Server, string, error) {
+	return collect(slices.Sorted(maps.Keys(raw)), scope, file, func(name string) (Server, string, error) {
 		var e entry
 		if err := json.Unmarshal(raw[name], &e); err != nil {
 			return Server{}, "", err
@@ -205,10 +206,10 @@ func convert(name string, e entry, agent Agent) (Server, error) {
 	if s.Type != "" {
 		s.Command, s.Args = "", nil
 	}
-	for _, k := range sortedKeys(e.Env) {
+	for _, k := range slices.Sorted(maps.Keys(e.Env)) {
 		s.Env = append(s.Env, acp.EnvVariable{Name: k, Value: e.Env[k]})
 	}
-	for _, k := range sortedKeys(e.Headers) {
+	for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
 		s.Headers = append(s.Headers, acp.HTTPHeader{Name: k, Value: e.Headers[k]})
 	}
 	if e.Timeout != nil && *e.Timeout > 0 {
@@ -362,13 +363,4 @@ func ApplyClaudeDisabled(f *Found, disabled []string) {
 		keep = append(keep, s)
 	}
 	f.Servers = keep
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
