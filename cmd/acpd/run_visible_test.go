@@ -65,12 +65,14 @@ func (e *runEnv) runTerminal(t *testing.T, stdoutToo bool, args ...string) runOu
 
 // stallingModel is a model server whose first request gets its headers and
 // then nothing, and whose second answers; the config file gives requests
-// 6 s of silence and one retry.
+// 9 s of silence and one retry — 4 s past the first "waiting" line (5 s),
+// since an update the run sees late in a loaded machine's setup (the
+// commands' announcement) starts the silence again.
 func stallingModel(t *testing.T, e *runEnv) (srv *modeltest.Server, args []string) {
 	t.Helper()
 	srv = modeltest.NewServer(t, modeltest.Response{Hang: true}, modeltest.Response{Text: "hello after the wait"})
 	cfg := filepath.Join(e.dir, "slow.toml")
-	require.NoError(t, os.WriteFile(cfg, []byte("[model]\nrequestTimeout = \"6s\"\nmaxRetries = 1\n"), 0o644))
+	require.NoError(t, os.WriteFile(cfg, []byte("[model]\nrequestTimeout = \"9s\"\nmaxRetries = 1\n"), 0o644))
 	e.env = append(e.env, "OPENAI_API_KEY=test-key")
 	return srv, []string{"run", "--config", cfg, "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "m1", "--cwd", e.ws}
 }
